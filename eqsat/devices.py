@@ -1,0 +1,59 @@
+"""Device profiles for the roofline cost model, as a table of data.
+
+Peak throughput is for the dtype the graphs are stored in (dense BF16/FP16 on
+tensor-core GPUs). ``h100`` and ``weak`` are the seed notes' devices; the others
+are public spec-sheet figures, with an assumed launch overhead. A user's own
+device can be loaded from a JSON file with the same fields.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Device:
+    """A roofline device: peak FLOP/s, memory bandwidth in B/s, kernel launch overhead in µs."""
+
+    name: str
+    peak_flops: float
+    bandwidth: float
+    launch_us: float
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        for field_name in ("peak_flops", "bandwidth"):
+            if not getattr(self, field_name) > 0:
+                raise ValueError(f"device {self.name!r}: {field_name} must be positive")
+        if self.launch_us < 0:
+            raise ValueError(f"device {self.name!r}: launch_us must be >= 0")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_PROFILES = (
+    Device("h100", 989e12, 3.35e12, 4.0, "H100 SXM, BF16 dense (the seed notes' device)"),
+    Device("weak", 4e12, 100e9, 10.0, "the seed notes' hypothetical weak device"),
+    Device("a100", 312e12, 2.0e12, 4.0, "A100, FP16/BF16 dense; launch overhead assumed"),
+    Device("v100", 125e12, 0.9e12, 5.0, "V100, FP16 tensor cores; launch overhead assumed"),
+    Device("k80", 4.37e12, 240e9, 10.0, "one K80 GK210 die, FP32 (no half-precision units); launch assumed"),
+)
+DEVICES: dict[str, Device] = {d.name: d for d in _PROFILES}
+
+
+def get_device(name_or_path: str | Device) -> Device:
+    """A built-in profile by name, or a JSON file with Device's fields."""
+    if isinstance(name_or_path, Device):
+        return name_or_path
+    if name_or_path in DEVICES:
+        return DEVICES[name_or_path]
+    path = Path(name_or_path)
+    if path.suffix == ".json" and path.exists():
+        data = json.loads(path.read_text())
+        try:
+            return Device(**data)
+        except TypeError as exc:
+            raise ValueError(f"{path}: not a device profile ({exc}); fields: name, peak_flops, bandwidth, launch_us") from None
+    raise KeyError(f"unknown device {name_or_path!r} (built in: {', '.join(DEVICES)}; or a .json profile)")

@@ -1,0 +1,76 @@
+"""Numeric domains a graph can be evaluated in.
+
+* ``float``: float64, for numerical checks of rewrites (tolerance 1e-6 relative);
+* ``int``: exact Python integers (object arrays), for the rule generator's fingerprints;
+* ``mod``: integers modulo a prime ``p`` (default 2^31-1), reduced after every op,
+  for Schwartz-Zippel tests of polynomial rules.
+
+An op declares the domains it is defined in (sigmoid has no exact integer form,
+relu is not a polynomial so it has no GF(p) form); evaluating it elsewhere raises
+:class:`~eqsat.errors.DomainError`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MERSENNE_31 = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A numeric domain: ``name`` is ``float``, ``int`` or ``mod`` (with ``modulus``)."""
+
+    name: str
+    modulus: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in ("float", "int", "mod"):
+            raise ValueError(f"unknown domain {self.name!r}: expected float, int or mod")
+        if (self.name == "mod") != (self.modulus is not None):
+            raise ValueError("the mod domain needs a modulus, and only it takes one")
+        if self.modulus is not None and self.modulus < 2:
+            raise ValueError(f"modulus must be >= 2, got {self.modulus}")
+
+    @property
+    def exact(self) -> bool:
+        """True for the integer domains (object arrays of Python ints)."""
+        return self.name != "float"
+
+    def asarray(self, value: np.ndarray) -> np.ndarray:
+        """Convert an input array into this domain's representation."""
+        arr = np.asarray(value)
+        if self.name == "float":
+            return arr.astype(np.float64)
+        if arr.dtype.kind == "f":
+            if not np.all(np.equal(np.mod(arr, 1), 0)):
+                raise ValueError(f"{self.name} domain needs integer-valued inputs")
+        out = np.array(arr.astype(np.int64).tolist() if arr.dtype.kind == "f" else arr.tolist(), dtype=object)
+        out = out.reshape(arr.shape)
+        return self.reduce(out)
+
+    def reduce(self, arr: np.ndarray) -> np.ndarray:
+        """Reduce an op's result into the domain (mod p for ``mod``) as an array (0-d results too)."""
+        if self.modulus is not None:
+            arr = arr % self.modulus
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr, dtype=object if self.exact else np.float64)
+        return arr
+
+    def random(self, shape: tuple[int, ...], rng: np.random.Generator, low: int = -50, high: int = 50) -> np.ndarray:
+        """Random values: uniform [-1, 1] floats, ints in [low, high], or uniform residues mod p."""
+        if self.name == "float":
+            return rng.uniform(-1.0, 1.0, size=shape)
+        if self.name == "int":
+            return self.asarray(rng.integers(low, high + 1, size=shape))
+        return self.asarray(rng.integers(0, self.modulus, size=shape, dtype=np.int64))
+
+
+FLOAT = Domain("float")
+INT = Domain("int")
+
+
+def modp(p: int = MERSENNE_31) -> Domain:
+    """The domain of integers modulo ``p``."""
+    return Domain("mod", p)

@@ -1,0 +1,58 @@
+"""Benchmark graph builders, by name.
+
+``MODELS`` maps a name to its builder; every builder takes keyword size
+parameters whose defaults follow the papers. ``build(name, **params)`` is
+what the CLI and the experiments call.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from ..graph import Graph
+from .case_studies import lora, qkv, resnet_block
+from .cnn import inception_v3, nasnet_a, resnet50, resnext50, squeezenet, vgg19
+from .transformer import bert, nasrnn
+
+MODELS: dict[str, Callable[..., Graph]] = {
+    "resnet_block": resnet_block,
+    "qkv": qkv,
+    "lora": lora,
+    "bert": bert,
+    "nasrnn": nasrnn,
+    "resnext50": resnext50,
+    "nasnet_a": nasnet_a,
+    "inception_v3": inception_v3,
+    "squeezenet": squeezenet,
+    "vgg19": vgg19,
+    "resnet50": resnet50,
+}
+CASE_STUDIES = ("resnet_block", "qkv", "lora")
+TENSAT_SUITE = ("bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3", "squeezenet", "vgg19")
+
+
+def model_params(name: str) -> dict[str, Any]:
+    """The size parameters of a builder with their defaults."""
+    sig = inspect.signature(_builder(name))
+    return {k: p.default for k, p in sig.parameters.items()}
+
+
+def _builder(name: str) -> Callable[..., Graph]:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r} (known: {', '.join(MODELS)})") from None
+
+
+def build(name: str, **params: Any) -> Graph:
+    """Build benchmark ``name``; unknown parameters are an error naming the known ones."""
+    builder = _builder(name)
+    known = model_params(name)
+    unknown = set(params) - set(known)
+    if unknown:
+        raise ValueError(f"model {name!r} has no parameter(s) {', '.join(sorted(unknown))} "
+                        f"(known: {', '.join(f'{k}={v}' for k, v in known.items())})")
+    return builder(**params)
+
+
+__all__ = ["MODELS", "CASE_STUDIES", "TENSAT_SUITE", "build", "model_params"]

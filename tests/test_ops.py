@@ -1,0 +1,200 @@
+"""The op table: shape rules, reference implementations, domains and declared properties."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from eqsat.domains import FLOAT, INT, modp
+from eqsat.errors import AttributeError_, DomainError, ShapeError, UnknownOpError
+from eqsat.evaluate import evaluate_nodes
+from eqsat.graph import Graph, input_, node, topo_order
+from eqsat.ops import OP_TABLE, get_op
+
+# One or more instances of every non-leaf op: (op, input shapes, attributes).
+EXAMPLES = [
+    ("matmul", [(3, 4), (4, 5)], {}),
+    ("matmul", [(2, 3, 4), (2, 4, 5)], {"act": "relu"}),
+    ("ewadd", [(3, 4), (3, 4)], {}),
+    ("ewmul", [(2, 3, 4), (2, 3, 4)], {}),
+    ("smul", [(3, 4), ()], {}),
+    ("relu", [(3, 4)], {}),
+    ("tanh", [(3, 4)], {}),
+    ("sigmoid", [(3, 4)], {}),
+    ("transpose", [(3, 4)], {}),
+    ("transpose", [(2, 3, 4)], {"perm": (1, 2, 0)}),
+    ("reshape", [(3, 4)], {"shape": (2, 6)}),
+    ("reshape", [(3, 4)], {"shape": (-1, 3)}),
+    ("concat", [(3, 4), (3, 2)], {"axis": 1}),
+    ("concat", [(1, 2), (3, 2), (2, 2)], {"axis": 0}),
+    ("split", [(3, 5)], {"axis": 1, "sizes": (2, 3)}),
+    ("conv2d", [(2, 4, 7, 6), (6, 2, 3, 3)], {"stride": 2, "pad": "same", "groups": 2}),
+    ("conv2d", [(1, 3, 8, 8), (4, 3, 3, 1)], {"pad": (1, 0), "dilation": 2, "act": "relu"}),
+    ("conv2d", [(1, 2, 5, 5), (3, 2, 1, 1)], {}),
+    ("enlarge", [(4, 3, 1, 1)], {"size": 3}),
+    ("pool_avg", [(1, 2, 6, 5)], {"kernel": 3, "stride": 2, "pad": "same"}),
+    ("pool_max", [(1, 2, 6, 5)], {"kernel": 2, "stride": 2}),
+]
+
+
+def build(op, shapes, attrs):
+    xs = [input_(f"x{i}", s) for i, s in enumerate(shapes)]
+    return node(op, *xs, **attrs)
+
+
+def values(shapes, domain, rng):
+    return {f"x{i}": domain.random(s, rng, -5, 5) for i, s in enumerate(shapes)}
+
+
+def run(n, vals, domain=FLOAT):
+    return evaluate_nodes(_graph(n), vals, domain)[n]
+
+
+def _graph(n):
+    if len(n.shapes) == 1:
+        return Graph((n,))
+    return Graph(tuple(node("proj", n, index=i) for i in range(len(n.shapes))))
+
+
+def test_every_op_has_an_example_or_is_structural():
+    covered = {op for op, _, _ in EXAMPLES}
+    assert set(OP_TABLE) - covered == {"input", "weight", "proj", "noop"}
+
+
+@pytest.mark.parametrize("op,shapes,attrs", EXAMPLES)
+def test_reference_output_shapes_match_the_shape_rule(op, shapes, attrs):
+    n = build(op, shapes, attrs)
+    rng = np.random.default_rng(0)
+    for domain in (FLOAT, INT, modp()):
+        if not n.spec.defined_in(n.attr_dict, domain):
+            with pytest.raises(DomainError):
+                run(n, values(shapes, domain, rng), domain)
+            continue
+        out = run(n, values(shapes, domain, rng), domain)
+        outs = out if isinstance(out, tuple) else (out,)
+        assert tuple(o.shape for o in outs) == n.shapes
+
+
+@pytest.mark.parametrize("op,shapes,attrs", EXAMPLES)
+def test_declared_linearity_holds(op, shapes, attrs):
+    n = build(op, shapes, attrs)
+    rng = np.random.default_rng(1)
+    spec = n.spec
+    linear = spec.linear_inputs(n.attr_dict)
+    base = values(shapes, FLOAT, rng)
+    for i in linear:
+        other = dict(base)
+        other[f"x{i}"] = rng.uniform(-1, 1, shapes[i])
+        both = dict(base)
+        both[f"x{i}"] = base[f"x{i}"] * 2.5 + other[f"x{i}"]
+        lhs = _flat(run(n, both))
+        rhs = 2.5 * _flat(run(n, base)) + _flat(run(n, other))
+        np.testing.assert_allclose(lhs, rhs, rtol=1e-9, atol=1e-9)
+    if spec.jointly_linear:
+        other = values(shapes, FLOAT, rng)
+        both = {k: base[k] - 3.0 * other[k] for k in base}
+        np.testing.assert_allclose(_flat(run(n, both)), _flat(run(n, base)) - 3.0 * _flat(run(n, other)), atol=1e-9)
+    if spec.elementwise:
+        assert n.shape == shapes[0]
+    if spec.commutative:
+        swapped = node(op, *reversed(n.inputs), **n.attr_dict)
+        np.testing.assert_allclose(_flat(run(n, base)), _flat(run(swapped, base)))
+
+
+def _flat(v):
+    return np.concatenate([np.ravel(x) for x in v]) if isinstance(v, tuple) else np.ravel(v)
+
+
+def test_fused_activation_cancels_linearity():
+    spec = get_op("conv2d")
+    assert spec.linear_inputs({"act": "none"}) == (0, 1)
+    assert spec.linear_inputs({"act": "relu"}) == ()
+
+
+def test_conv_matches_a_direct_loop():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 4, 7, 6))
+    w = rng.normal(size=(6, 2, 3, 2))
+    n = node("conv2d", input_("x", x.shape), input_("w", w.shape), stride=(2, 1), pad=(1, 2), groups=2, dilation=(1, 2))
+    got = evaluate_nodes(Graph((n,)), {"x": x, "w": w})[n]
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)))
+    ho, wo = n.shape[2:]
+    want = np.zeros(n.shape)
+    for b, o, i, j in itertools.product(range(2), range(6), range(ho), range(wo)):
+        g = o // 3
+        for c, p, q in itertools.product(range(2), range(3), range(2)):
+            want[b, o, i, j] += w[o, c, p, q] * xp[b, g * 2 + c, i * 2 + p, j + 2 * q]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_same_padding_follows_tensorflow():
+    n = build("conv2d", [(1, 1, 7, 8), (1, 1, 3, 3)], {"stride": 2, "pad": "same"})
+    assert n.shape == (1, 1, 4, 4)
+    n = build("pool_max", [(1, 1, 7, 7)], {"kernel": 3, "stride": 2, "pad": "valid"})
+    assert n.shape == (1, 1, 3, 3)
+
+
+def test_exact_integer_and_modular_evaluation():
+    a = input_("a", (2, 2))
+    n = node("matmul", a, a)
+    big = np.array([[2**40, 3], [5, 2**40]])
+    exact = evaluate_nodes(Graph((n,)), {"a": big}, INT)[n]
+    assert exact[0, 0] == 2**80 + 15  # no int64 overflow
+    p = 2**31 - 1
+    mod = evaluate_nodes(Graph((n,)), {"a": big % p}, modp(p))[n]
+    assert mod[0, 0] == (2**80 + 15) % p
+    pool = node("pool_avg", input_("x", (1, 1, 2, 2)), kernel=2)
+    got = evaluate_nodes(Graph((pool,)), {"x": np.array([[[[1, 2], [3, 5]]]])}, modp(p))[pool]
+    assert got[0, 0, 0, 0] * 4 % p == 11
+
+
+@pytest.mark.parametrize("op,shapes,attrs,needle", [
+    ("matmul", [(3, 4), (5, 6)], {}, "inner dimensions"),
+    ("ewadd", [(3, 4), (4, 3)], {}, "elementwise"),
+    ("concat", [(3, 4), (2, 5)], {"axis": 1}, "differ only on axis 1"),
+    ("conv2d", [(1, 3, 5, 5), (4, 2, 3, 3)], {}, "input channels"),
+    ("reshape", [(3, 4)], {"shape": (5, 2)}, "cannot reshape"),
+    ("split", [(3, 4)], {"axis": 1, "sizes": (1, 2)}, "adding up to 4"),
+    ("enlarge", [(2, 2, 2, 2)], {"size": 3}, "cannot centre"),
+    ("smul", [(3, 4), (1,)], {}, "scalar"),
+])
+def test_shape_errors_name_the_op_and_the_shapes(op, shapes, attrs, needle):
+    with pytest.raises(ShapeError) as info:
+        build(op, shapes, attrs)
+    assert str(info.value).startswith(op) and needle in str(info.value)
+
+
+def test_attribute_and_op_errors():
+    x = input_("x", (1, 2, 4, 4))
+    with pytest.raises(AttributeError_, match="unknown attribute"):
+        node("relu", x, axis=1)
+    with pytest.raises(AttributeError_, match="act"):
+        node("conv2d", x, input_("w", (2, 2, 1, 1)), act="gelu")
+    with pytest.raises(UnknownOpError, match="known:"):
+        node("softmax", x)
+    with pytest.raises(ShapeError, match="takes 2 input"):
+        node("matmul", x)
+    parts = node("split", input_("y", (2, 4)), axis=1, sizes=(2, 2))
+    with pytest.raises(ShapeError, match="select one with proj"):
+        node("relu", parts)
+
+
+def test_nodes_are_hash_consed_and_graphs_compare_structurally():
+    a, b = input_("a", (3, 3)), input_("b", (3, 3))
+    assert node("matmul", a, b) is node("matmul", a, b)
+    assert node("transpose", a) is node("transpose", a, perm=(1, 0))
+    assert Graph((node("ewadd", a, b),)) == Graph((node("ewadd", a, b),))
+    assert Graph((node("ewadd", a, b),)) != Graph((node("ewadd", b, a),))
+    assert len({Graph((node("relu", a),)), Graph((node("relu", a),))}) == 1
+
+
+def test_deep_graphs_need_no_recursion():
+    x = input_("x", (2, 2))
+    for _ in range(5000):
+        x = node("relu", x)
+    order = topo_order([x])
+    assert len(order) == 5001 and order[0].op == "input"
+    g = Graph((x,)).to_networkx()
+    import networkx as nx
+    assert nx.is_directed_acyclic_graph(g) and g.number_of_nodes() == 5001

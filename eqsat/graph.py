@@ -22,6 +22,9 @@ from .ops import Shape, get_op, numel
 AttrItems = tuple[tuple[str, Any], ...]
 
 _INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+# a second index keyed by the attributes as the caller wrote them, so that rebuilding a node
+# skips attribute validation (the hot path of rewriting and verification)
+_FAST: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
@@ -36,7 +39,7 @@ class Node:
     digest: str = field(repr=False)
     _hash: int = field(repr=False)
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # from the digest: the same in every process, so set order is reproducible
         return self._hash
 
     @property
@@ -76,6 +79,13 @@ def node(op: str, *inputs: Node, **attrs: Any) -> Node:
     Raises :class:`~eqsat.errors.ShapeError` / :class:`~eqsat.errors.AttributeError_`
     naming the op and the offending input or attribute.
     """
+    try:
+        fast_key = (op, tuple(sorted(attrs.items())), inputs)
+        found = _FAST.get(fast_key)
+    except TypeError:  # unhashable attribute values (lists): take the slow path
+        fast_key, found = None, None
+    if found is not None:
+        return found
     spec = get_op(op)
     spec.check_arity(len(inputs))
     for i, x in enumerate(inputs):
@@ -92,6 +102,8 @@ def node(op: str, *inputs: Node, **attrs: Any) -> Node:
     key = (op, items, inputs)
     found = _INTERN.get(key)
     if found is not None:
+        if fast_key is not None:
+            _FAST[fast_key] = found
         return found
     shapes = spec.shape(dict(items), in_shapes)
     if spec.is_leaf:
@@ -100,8 +112,10 @@ def node(op: str, *inputs: Node, **attrs: Any) -> Node:
         is_const = all(x.is_const for x in inputs)
     text = repr((op, items, tuple(x.digest for x in inputs)))
     digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-    made = Node(op, items, inputs, tuple(shapes), is_const, digest, hash(digest))
+    made = Node(op, items, inputs, tuple(shapes), is_const, digest, int(digest[:15], 16))
     _INTERN[key] = made
+    if fast_key is not None:
+        _FAST[fast_key] = made
     return made
 
 

@@ -3,7 +3,7 @@
 A pattern is a :class:`Var` (``?a``, any tensor) or an :class:`App` of an op to
 attribute expressions and argument patterns. Attribute expressions are
 literals, attribute variables (``?ax``), tuples, shape lookups
-``(dim ?a k)`` and integer arithmetic ``(+ e e)``, ``(- e e)``, ``(* e e)``,
+``(dim ?a k)`` or ``(dim (op ...) k)`` and integer arithmetic ``(+ e e)``, ``(- e e)``, ``(* e e)``,
 evaluated once the tensor variables are bound. :func:`match` finds bindings
 of a pattern at a node; :func:`instantiate` builds the nodes of a pattern from
 bindings (shape rules apply: an ill-typed right side raises ShapeError).
@@ -30,9 +30,9 @@ class Var:
 
 @dataclass(frozen=True)
 class Dim:
-    """The size of axis ``axis`` of the tensor bound to ``var``."""
+    """The size of axis ``axis`` of ``term`` (a variable or a sub-pattern of the rule)."""
 
-    var: Var
+    term: "Pattern"
     axis: int
 
 
@@ -76,7 +76,7 @@ def _expr_vars(e: AttrExpr, attr: set[str], tensor: set[str]) -> None:
     if isinstance(e, Var):
         attr.add(e.name)
     elif isinstance(e, Dim):
-        tensor.add(e.var.name)
+        tensor |= tensor_vars(e.term)
     elif isinstance(e, Arith):
         _expr_vars(e.left, attr, tensor)
         _expr_vars(e.right, attr, tensor)
@@ -114,11 +114,11 @@ def eval_attr(e: AttrExpr, b: Bindings) -> Any:
             raise KeyError(f"attribute variable {e} is unbound")
         return b[e.name]
     if isinstance(e, Dim):
-        t = b[e.var.name]
+        t = instantiate(e.term, b)
         try:
             return t.shape[e.axis]
         except IndexError:
-            raise ShapeError(f"(dim {e.var} {e.axis}): {e.var} has shape {t.shape}") from None
+            raise ShapeError(f"dim: axis {e.axis} of a tensor of shape {t.shape}") from None
     if isinstance(e, Arith):
         left, right = eval_attr(e.left, b), eval_attr(e.right, b)
         return left + right if e.op == "+" else left - right if e.op == "-" else left * right
@@ -222,3 +222,10 @@ def walk(p: Pattern) -> Iterator[Pattern]:
     if isinstance(p, App):
         for a in p.args:
             yield from walk(a)
+
+
+def pattern_of(n: Node, names: Mapping[Node, str] | None = None) -> Pattern:
+    """The pattern of a term: leaves become variables named after them (or ``names[leaf]``)."""
+    if n.is_leaf:
+        return Var(names[n] if names and n in names else n.attr("name"))
+    return App(n.op, n.attrs, tuple(pattern_of(x, names) for x in n.inputs))

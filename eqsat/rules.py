@@ -17,6 +17,7 @@ and ``verified`` (the verification layers the rule passed). A lone word after
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -96,7 +97,7 @@ def format_attr(e: AttrExpr) -> str:
     if isinstance(e, Var):
         return str(e)
     if isinstance(e, Dim):
-        return f"(dim {e.var} {e.axis})"
+        return f"(dim {format_pattern(e.term)} {e.axis})"
     if isinstance(e, Arith):
         return f"({e.op} {format_attr(e.left)} {format_attr(e.right)})"
     if isinstance(e, tuple):
@@ -207,13 +208,12 @@ class _Parser:
             return tuple(self.attr(x) for x in d.items)
         items = d.items
         if not items or not isinstance(items[0], Atom):
-            raise self.error("expected (dim ?x k) or (+|-|* a b) as an attribute expression", d.col)
+            raise self.error("expected (dim PATTERN k) or (+|-|* a b) as an attribute expression", d.col)
         head = items[0].text
         if head == "dim":
-            if len(items) != 3 or not isinstance(items[1], Atom) or not items[1].is_var \
-                    or not isinstance(items[2], Atom) or not items[2].is_int:
-                raise self.error("dim takes a tensor variable and an axis: (dim ?x 1)", d.col)
-            return Dim(self.var(items[1]), int(items[2].text))
+            if len(items) != 3 or not isinstance(items[2], Atom) or not items[2].is_int:
+                raise self.error("dim takes a tensor pattern and an axis: (dim ?x 1)", d.col)
+            return Dim(self.pattern(items[1]), int(items[2].text))
         if head in ("+", "-", "*"):
             if len(items) != 3:
                 raise self.error(f"({head} a b) takes two operands", d.col)
@@ -326,3 +326,25 @@ def save_rules(path: str | Path, rules: Iterable[Rule], header: Iterable[str] = 
 
 
 RULES_DIR = Path(__file__).parent / "rules"
+
+
+def rule_key(rule: Rule) -> str:
+    """A canonical text of a rule up to renaming its variables (and, for ``<=>``, swapping sides)."""
+    import itertools
+
+    from .pattern import attr_vars as _attr_vars
+
+    names = sorted(set().union(*(tensor_vars(p) | _attr_vars(p)[0] for p in rule.lhs + rule.rhs)))
+    orders = [(rule.lhs, rule.rhs)] + ([(rule.rhs, rule.lhs)] if rule.bidirectional else [])
+    arrow = " <=> " if rule.bidirectional else " => "
+    best: str | None = None
+    marks = [f"?\x00{i}" for i in range(len(names))]
+    for perm in itertools.permutations(range(len(names))):
+        for left, right in orders:
+            text = " ".join(map(format_pattern, left)) + arrow + " ".join(map(format_pattern, right))
+            for name, k in sorted(zip(names, perm), key=lambda nk: -len(nk[0])):
+                text = re.sub(rf"\?{re.escape(name)}(?![\w\-'])", marks[k], text)
+            if best is None or text < best:
+                best = text
+    assert best is not None
+    return best

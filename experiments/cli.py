@@ -117,17 +117,30 @@ def _add_rules(p: argparse.ArgumentParser) -> None:
     check.add_argument("files", nargs="+")
     fmt = sub.add_parser("fmt", help="print rule files in canonical form")
     fmt.add_argument("files", nargs="+")
+    gen = sub.add_parser("generate", help="run the TASO generator: enumerate, fingerprint, prune, verify")
+    gen.add_argument("--world", required=True, help="matrix or conv")
+    gen.add_argument("--max-ops", type=int, default=3, help="largest graph size (ops)")
+    gen.add_argument("--out", required=True, help="rule file to write")
+    gen.add_argument("--stats-json", help="write the generator's statistics here")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--workers", type=int, default=1, help="verification processes (same output for any value)")
+    ver = sub.add_parser("verify", help="verify every rule of a file; exit 1 if any is unsound")
+    ver.add_argument("files", nargs="+")
+    ver.add_argument("--seed", type=int, default=0)
+    col = sub.add_parser("collisions", help="fingerprint collision rate of relu(C) vs A*relu(C) on 4x4 ints")
+    col.add_argument("--trials", type=int, default=2_000_000)
+    col.add_argument("--seed", type=int, default=0)
 
 
 def _run_rules(args: argparse.Namespace) -> int:
-    from eqsat.rules import format_rule, load_rules
+    return RULE_COMMANDS[args.rules_cmd](args)
+
+
+def _rules_check(args: argparse.Namespace) -> int:
+    from eqsat.rules import load_rules
 
     for path in args.files:
         rules = load_rules(path)
-        if args.rules_cmd == "fmt":
-            for r in rules:
-                print(format_rule(r))
-            continue
         multi = sum(r.is_multi for r in rules)
         origins: dict[str, int] = {}
         for r in rules:
@@ -135,6 +148,71 @@ def _run_rules(args: argparse.Namespace) -> int:
         print(f"{path}: {len(rules)} rules ({len(rules) - multi} single-output, {multi} multi-output; "
               + ", ".join(f"{v} {k}" for k, v in sorted(origins.items())) + ")")
     return 0
+
+
+def _rules_fmt(args: argparse.Namespace) -> int:
+    from eqsat.rules import format_rule, load_rules
+
+    for path in args.files:
+        for r in load_rules(path):
+            print(format_rule(r))
+    return 0
+
+
+def _rules_generate(args: argparse.Namespace) -> int:
+    from eqsat.rules import save_rules
+    from taso_baseline.generate import generate, header_lines
+    from taso_baseline.world import get_world
+
+    world = get_world(args.world)
+    rules, stats = generate(world, args.max_ops, seed=args.seed, progress=sys.stderr.isatty(), workers=args.workers)
+    command = f"eqsat-lab rules generate --world {args.world} --max-ops {args.max_ops} --seed {args.seed}"
+    save_rules(args.out, rules, header_lines(stats, command, world))
+    if args.stats_json:
+        _write_json(args.stats_json, stats.to_dict())
+    print("\n".join(header_lines(stats, command, world)[2:5]))
+    print(f"wrote {len(rules)} rules to {args.out} in {sum(stats.seconds.values()):.1f} s "
+          f"({', '.join(f'{k} {v:.1f} s' for k, v in stats.seconds.items())})")
+    return 0
+
+
+def _rules_verify(args: argparse.Namespace) -> int:
+    from eqsat.rules import format_rule, load_rules
+    from taso_baseline.verify import verify_rules
+
+    bad = 0
+    for path in args.files:
+        rules = load_rules(path)
+        report = verify_rules(rules, seed=args.seed, path=path)
+        by_name = {r.name: r for r in rules}
+        for v in report.unsound:
+            print(f"UNSOUND {path}: {format_rule(by_name[v.rule])}\n  failed {v.failed}: {v.counterexample}")
+        layers: dict[str, int] = {}
+        for v in report.verdicts:
+            for layer in v.passed:
+                layers[layer] = layers.get(layer, 0) + 1
+        print(f"{path}: {len(rules) - len(report.unsound)}/{len(rules)} rules verified "
+              f"({', '.join(f'{n} passed {k}' for k, n in layers.items())}); {len(report.unsound)} unsound")
+        bad += len(report.unsound)
+    return 1 if bad else 0
+
+
+def _rules_collisions(args: argparse.Namespace) -> int:
+    from eqsat.graph import input_, node
+    from taso_baseline.fingerprint import collision_rate
+
+    a, c = input_("A", (4, 4)), input_("C", (4, 4))
+    left, right = node("relu", c), node("ewmul", a, node("relu", c))
+    for low, high in ((-2, 2), (-50, 50)):
+        rate = collision_rate(left, right, low, high, args.trials, args.seed)
+        print(f"ints in [{low}, {high}]: relu(C) and A*relu(C) collide on {rate:.3g} of {args.trials:,} input sets")
+    return 0
+
+
+RULE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "check": _rules_check, "fmt": _rules_fmt, "generate": _rules_generate,
+    "verify": _rules_verify, "collisions": _rules_collisions,
+}
 
 
 Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
@@ -150,7 +228,7 @@ HELP = {
     "cost": "roofline cost of one benchmark graph, per op",
     "models": "list the benchmark graphs and their size parameters",
     "dot": "Graphviz DOT of a benchmark graph",
-    "rules": "read, check and format rule files",
+    "rules": "generate, verify, check and format rule files",
 }
 
 

@@ -1,0 +1,245 @@
+"""The TASO substitution generator as one pipeline: enumerate → fingerprint → prune → verify.
+
+``generate(world, max_ops)`` returns the verified rules (deterministic: the same
+arguments give the same rules in the same order) and the statistics of every
+stage. Multi-output rules are derived, not written: every verified rule with a
+side ``concat(L1, L2)`` where L1 and L2 are the same op sharing an argument
+turns into the two-output rule ``L1, L2 => split(other side)`` (the seed notes'
+pair move made into rules, TASO's "two same-type ops reading the same input"),
+and is verified like the others.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from eqsat.graph import Node
+from eqsat.pattern import App, Dim, Pattern, Var, pattern_of, tensor_vars
+from eqsat.rules import Rule, format_pattern, format_rule
+
+from .enumerate import enumerate_graphs
+from .fingerprint import buckets, count_pairs
+from .prune import prune
+from .verify import Verdict, verify_rule
+from .world import World
+
+
+@dataclass
+class GenerationStats:
+    world: str
+    max_ops: int
+    seed: int
+    graphs_per_size: list[int]
+    graphs_total: int
+    enumeration_attempts: int
+    rejected_by_shape: int
+    rejected_by_kinds: int
+    buckets: int
+    candidate_pairs: int
+    leaf_pairs: int
+    removed_renaming: int
+    removed_common_root: int
+    removed_common_subgraph: int
+    generalized_added: int
+    after_pruning: int
+    unusable_direction: int
+    rejected_float: int
+    rejected_modp: int
+    rejected_typecheck: int
+    single_rules: int
+    multi_rules: int
+    verified_modp: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    rejected_examples: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ops(p: Pattern) -> int:
+    return 0 if isinstance(p, Var) else 1 + sum(_ops(a) for a in p.args)
+
+
+def pair_to_rule(a: Node, b: Node) -> tuple[Pattern, Pattern, bool] | None:
+    """Orient a candidate pair: (left, right, bidirectional), or None when neither side's
+    variables cover the other's (no usable rewrite direction)."""
+    pa, pb = pattern_of(a), pattern_of(b)
+    va, vb = tensor_vars(pa), tensor_vars(pb)
+    key = lambda p: (_ops(p), format_pattern(p))  # noqa: E731
+    if va == vb and not isinstance(pa, Var) and not isinstance(pb, Var):
+        left, right = (pa, pb) if key(pa) >= key(pb) else (pb, pa)
+        return left, right, True
+    if vb <= va and not isinstance(pa, Var):
+        return pa, pb, False
+    if va <= vb and not isinstance(pb, Var):
+        return pb, pa, False
+    return None
+
+
+def derive_multi(rule: Rule) -> Rule | None:
+    """The two-output rule of a concat rule whose concat merges two same-type ops sharing an argument."""
+    for side, other in ((rule.lhs[0], rule.rhs[0]), (rule.rhs[0], rule.lhs[0])):
+        if side is rule.rhs[0] and not rule.bidirectional:
+            continue
+        if not (isinstance(side, App) and side.op == "concat" and len(side.args) == 2):
+            continue
+        l1, l2 = side.args
+        if not (isinstance(l1, App) and isinstance(l2, App) and l1.op == l2.op and l1.attrs == l2.attrs) \
+                or l1 == l2 or l1.op == "concat":
+            continue
+        # two same-type ops reading leaves directly, at least one of them the same
+        if not all(isinstance(x, Var) for x in l1.args + l2.args) or not any(x == y for x, y in zip(l1.args, l2.args)):
+            continue
+        if not tensor_vars(other) <= tensor_vars(l1) | tensor_vars(l2):
+            continue
+        axis = dict(side.attrs)["axis"]
+        sizes = (Dim(l1, axis), Dim(l2, axis))
+        split = App("split", (("axis", axis), ("sizes", sizes)), (other,))
+        rhs = tuple(App("proj", (("index", i),), (split,)) for i in range(2))
+        meta = (("origin", "generated"), ("world", dict(rule.meta).get("world", "")), ("from", rule.name))
+        return Rule(f"{rule.name}-pair", (l1, l2), rhs, False, tuple((k, v) for k, v in meta if v))
+    return None
+
+
+def _alt_dims(world: World, base: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """Per-axis sizes to try for each variable: its world leaf's, or a same-shape leaf's (fresh D)."""
+    alt: dict[str, Any] = {}
+    for v, shape in base.items():
+        same = [leaf for leaf in world.leaves if leaf.name == v] or [leaf for leaf in world.leaves if leaf.shape == shape]
+        alt[v] = same[0].alt_dims if same and same[0].alt_dims else tuple((s,) for s in shape)
+    return alt
+
+
+Job = tuple[int, Rule, dict[str, tuple[int, ...]], dict[str, Any]]
+
+
+def _verify_jobs(jobs: list[Job], seed: int) -> list[Verdict]:
+    """Verify a chunk of rules; each rule's randomness comes from (seed, its index), so chunking
+    and worker count do not change the result."""
+    return [verify_rule(rule, np.random.default_rng((seed, i)), base, alt) for i, rule, base, alt in jobs]
+
+
+def verify_all(jobs: list[Job], seed: int, workers: int = 1, progress: bool = False, desc: str = "verify") -> list[Verdict]:
+    """Verify rules, in ``workers`` processes when more than one (same verdicts either way)."""
+    chunks = [jobs[i:i + 256] for i in range(0, len(jobs), 256)]
+    bar = tqdm(total=len(jobs), desc=desc, disable=not progress, leave=False)
+    out: list[Verdict] = []
+    if workers <= 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            out.extend(_verify_jobs(chunk, seed))
+            bar.update(len(chunk))
+    else:
+        ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            for verdicts in pool.map(_verify_jobs, chunks, [seed] * len(chunks)):
+                out.extend(verdicts)
+                bar.update(len(verdicts))
+    bar.close()
+    return out
+
+
+def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
+             workers: int = 1) -> tuple[list[Rule], GenerationStats]:
+    """Run the whole generator on ``world`` up to ``max_ops`` ops per graph (verification in
+    ``workers`` processes; the output does not depend on it)."""
+    clock: dict[str, float] = {}
+    t0 = time.perf_counter()
+    en = enumerate_graphs(world, max_ops, seed=seed, progress=progress)
+    clock["enumerate"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    groups = buckets(en)
+    op_pairs, leaf_pairs = count_pairs(groups)
+    clock["fingerprint"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pruned = prune(en, groups, seed=seed)
+    clock["prune"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    oriented: dict[str, tuple[Pattern, Pattern, bool, dict[str, tuple[int, ...]]]] = {}
+    unusable = 0
+    for a, b in pruned.kept:
+        r = pair_to_rule(a, b)
+        if r is None:
+            unusable += 1
+            continue
+        text = format_pattern(r[0]) + (" <=> " if r[2] else " => ") + format_pattern(r[1])
+        oriented.setdefault(text, r + ({leaf.attr("name"): leaf.shape for leaf in _leaves(a) + _leaves(b)},))
+    ordered = sorted(oriented.items(), key=lambda kv: (_ops(kv[1][0]) + _ops(kv[1][1]), kv[0]))
+    jobs: list[Job] = []
+    for i, (text, (left, right, both, shapes)) in enumerate(ordered):
+        rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, (("origin", "generated"), ("world", world.name)))
+        jobs.append((i, rule, shapes, _alt_dims(world, shapes)))
+    verdicts = verify_all(jobs, seed, workers, progress, f"verify {world.name}")
+    rules: list[Rule] = []
+    rejected = {"float": 0, "modp": 0, "typecheck": 0}
+    examples: list[str] = []
+    verified_modp = 0
+    shapes_of: dict[str, dict[str, tuple[int, ...]]] = {}
+    for (i, rule, shapes, _), verdict in zip(jobs, verdicts):
+        if not verdict.ok:
+            rejected[verdict.failed] += 1
+            if len(examples) < 5:
+                examples.append(f"{verdict.failed}: {format_rule(rule)}  [{verdict.counterexample[:160]}]")
+            continue
+        verified_modp += "modp" in verdict.passed
+        shapes_of[rule.name] = shapes
+        rules.append(rule.with_meta(verified=",".join(verdict.passed)))
+    derived_jobs: list[Job] = []
+    seen_multi: set[str] = set()
+    for rule in rules:
+        derived = derive_multi(rule)
+        if derived is None:
+            continue
+        key = " ".join(map(format_pattern, derived.lhs))
+        if key in seen_multi:
+            continue
+        seen_multi.add(key)
+        shapes = shapes_of[rule.name]
+        derived_jobs.append((len(jobs) + len(derived_jobs), derived, shapes, _alt_dims(world, shapes)))
+    multi = [job[1].with_meta(verified=",".join(v.passed))
+             for job, v in zip(derived_jobs, verify_all(derived_jobs, seed, 1)) if v.ok]
+    clock["verify"] = time.perf_counter() - t0
+
+    stats = GenerationStats(
+        world=world.name, max_ops=max_ops, seed=seed, graphs_per_size=en.counts(), graphs_total=len(en.terms),
+        enumeration_attempts=en.attempts, rejected_by_shape=en.rejected_shape, rejected_by_kinds=en.rejected_kind,
+        buckets=len(groups), candidate_pairs=op_pairs, leaf_pairs=leaf_pairs,
+        removed_renaming=pruned.removed_renaming, removed_common_root=pruned.removed_common_root,
+        removed_common_subgraph=pruned.removed_common_subgraph, generalized_added=pruned.generalized_added,
+        after_pruning=len(pruned.kept), unusable_direction=unusable, rejected_float=rejected["float"],
+        rejected_modp=rejected["modp"], rejected_typecheck=rejected["typecheck"], single_rules=len(rules),
+        multi_rules=len(multi), verified_modp=verified_modp, seconds={k: round(v, 3) for k, v in clock.items()},
+        rejected_examples=examples,
+    )
+    return rules + multi, stats
+
+
+def _leaves(t: Node) -> list[Node]:
+    from eqsat.graph import topo_order
+
+    return [n for n in topo_order([t]) if n.is_leaf]
+
+
+def header_lines(stats: GenerationStats, command: str, world: World) -> list[str]:
+    """The comment header of a generated rule file: how it was made and what the generator saw."""
+    return [
+        f"generated by: {command}",
+        f"world {world.name}: {world.note}",
+        f"graphs per size {stats.graphs_per_size} ({stats.graphs_total} in all); candidate pairs "
+        f"{stats.candidate_pairs} (+{stats.leaf_pairs} with a leaf)",
+        f"pruned: {stats.removed_renaming} by renaming, {stats.removed_common_root} by common root, "
+        f"{stats.removed_common_subgraph} by generalizable common subgraphs (+{stats.generalized_added} general forms)",
+        f"verification rejected {stats.rejected_float} (float), {stats.rejected_modp} (mod p), "
+        f"{stats.rejected_typecheck} (no valid shapes); kept {stats.single_rules} single-output rules "
+        f"({stats.verified_modp} also mod p) and {stats.multi_rules} two-output rules",
+        "a rule applies wherever both sides type-check with equal output shapes",
+    ]

@@ -1,0 +1,296 @@
+"""Verification of rewrite rules, in layers (TASO generator, step 4).
+
+1. ``float``: both sides evaluated in float64 on random inputs in [-1, 1] at several
+   shape assignments (the fingerprint shapes and rectangular ones). A rule applies
+   wherever both sides type-check with equal output shapes, so it must hold at every
+   such assignment tried.
+2. ``modp``: for polynomial rules (every op exact mod p: no relu, no max), t random
+   tests in GF(p), p = 2^31-1 by default. By Schwartz-Zippel a wrong rule of degree d
+   survives with probability at most (d/p)^t; the bound is recorded.
+
+Rules read from a user's file carry no shapes: ranks are found by trying small
+square shapes, then dimensions are randomized (attribute variables, such as a
+conv's stride, are drawn from their attribute's kind).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from eqsat.domains import FLOAT, MERSENNE_31, Domain, modp
+from eqsat.errors import EqsatError
+from eqsat.evaluate import evaluate_nodes
+from eqsat.graph import Graph, Node, input_, topo_order
+from eqsat.ops import get_op
+from eqsat.pattern import App, Pattern, Var, attr_vars, instantiate, tensor_vars, walk
+from eqsat.rules import Rule
+
+Assignment = dict[str, Any]  # tensor var -> shape, attribute var -> value
+Sides = tuple[tuple[Node, ...], tuple[Node, ...]]
+_LEAVES: dict[tuple[str, tuple[int, ...]], Node] = {}  # strong refs: verification rebuilds the same leaves
+
+
+def _leaf(name: str, shape: tuple[int, ...]) -> Node:
+    found = _LEAVES.get((name, shape))
+    if found is None:
+        if len(_LEAVES) > 4096:
+            _LEAVES.clear()
+        found = _LEAVES[(name, shape)] = input_(name, shape)
+    return found
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What verification found for one rule."""
+
+    rule: str
+    passed: tuple[str, ...]
+    failed: str = ""
+    counterexample: str = ""
+    shapes_tested: int = 0
+    bound: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+# --------------------------------------------------------------------------- polynomial degree
+def polynomial_degree(n: Node) -> int | None:
+    """Total degree of a term as a polynomial in its leaves, from the op table's linearity
+    properties (jointly linear: max of inputs; multilinear in all inputs: sum), or None."""
+    degree: dict[Node, int | None] = {}
+    for x in topo_order([n]):
+        if x.is_leaf:
+            degree[x] = 1
+            continue
+        spec = x.spec
+        ins = [degree[i] for i in x.inputs]
+        if any(d is None for d in ins):
+            degree[x] = None
+        elif spec.jointly_linear:
+            degree[x] = max(ins)  # type: ignore[type-var]
+        elif set(spec.linear_inputs(x.attr_dict)) == set(range(len(ins))):
+            degree[x] = sum(ins)  # type: ignore[arg-type]
+        else:
+            degree[x] = None
+    return degree[n]
+
+
+# --------------------------------------------------------------------------- shape assignments
+_ATTR_SAMPLES: dict[str, tuple[Any, ...]] = {
+    "pair": ((1, 1), (2, 2), (1, 2)),
+    "pad": ("same", "valid", (1, 1)),
+    "int": (0, 1),
+    "ints": ((0,), (1,)),
+    "perm": (None,),
+}
+
+
+def _attr_kinds(rule: Rule) -> dict[str, tuple[Any, ...]]:
+    """Sample values for every attribute variable, from the kind of the attribute it stands in."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for side in (rule.lhs, rule.rhs):
+        for root in side:
+            for p in walk(root):
+                if isinstance(p, App):
+                    for spec_attr in get_op(p.op).attrs:
+                        e = dict(p.attrs).get(spec_attr.name)
+                        if isinstance(e, Var) and e.name not in out:
+                            samples = spec_attr.choices or _ATTR_SAMPLES.get(spec_attr.kind, (1,))
+                            out[e.name] = tuple(samples)
+    return out
+
+
+def build_sides(rule: Rule, assignment: Assignment) -> tuple[tuple[Node, ...], tuple[Node, ...]] | None:
+    """Both sides' nodes at ``assignment``, or None where a side does not type-check or shapes differ."""
+    tensors = tensor_names(rule)
+    bindings = {k: (_leaf(k, v) if k in tensors else v) for k, v in assignment.items()}
+    try:
+        left = tuple(instantiate(p, bindings) for p in rule.lhs)
+        right = tuple(instantiate(p, bindings) for p in rule.rhs)
+    except (EqsatError, KeyError):
+        return None
+    if any(len(a.shapes) != 1 or a.shapes != b.shapes for a, b in zip(left, right)):
+        return None
+    return left, right
+
+
+def tensor_names(rule: Rule) -> set[str]:
+    """Variables of the rule that stand for tensors."""
+    return set().union(*(tensor_vars(p) for p in rule.lhs + rule.rhs))
+
+
+def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, tuple[int, ...]] | None = None,
+                       alt_dims: Mapping[str, Sequence[Sequence[int]]] | None = None,
+                       want: int = 3, tries: int = 24) -> list[tuple[Assignment, Sides]]:
+    """Up to ``want`` distinct assignments (with both sides built) at which both sides type-check
+    with equal shapes.
+
+    With ``base`` (e.g. a world's fingerprint shapes) that assignment comes first and
+    ``alt_dims`` gives per-axis sizes to randomize; without, ranks are searched first.
+    """
+    tensors = sorted(tensor_names(rule))
+    attrs = _attr_kinds(rule)
+    found: list[tuple[Assignment, Sides]] = []
+    keys: set[tuple] = set()
+
+    def add(a: Assignment) -> None:
+        key = tuple(sorted((k, repr(v)) for k, v in a.items()))
+        if key in keys:
+            return
+        keys.add(key)
+        sides = build_sides(rule, a)
+        if sides is not None:
+            found.append((a, sides))
+
+    attr_choices = [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
+    if base is None or any(t not in base for t in tensors):
+        base = _find_ranks(rule, tensors, attr_choices)
+        if base is None:
+            return []
+        alt_dims = {t: [(2, 3, 4, 5)] * len(s) for t, s in base.items()}
+    for extra in attr_choices[:2]:
+        add({**{t: tuple(base[t]) for t in tensors}, **extra})
+    alt_dims = alt_dims or {}
+    for _ in range(tries):
+        if len(found) >= want:
+            break
+        a: Assignment = {}
+        for t in tensors:
+            dims = alt_dims.get(t)
+            a[t] = tuple(int(d[rng.integers(len(d))]) for d in dims) if dims else tuple(base[t])
+        a.update(attr_choices[int(rng.integers(len(attr_choices)))])
+        add(a)
+    return found
+
+
+def _find_ranks(rule: Rule, tensors: Sequence[str], attr_choices: Sequence[dict]) -> dict[str, tuple[int, ...]] | None:
+    """Smallest-effort rank search: every tensor variable a cube of side 3 of rank 0, 2, 3 or 4."""
+    ranks = (2, 4, 3, 0)
+    combos = sorted(itertools.product(ranks, repeat=len(tensors)), key=lambda c: sum(r != 2 for r in c))
+    for combo in combos[:4096]:
+        shapes = {t: (3,) * r for t, r in zip(tensors, combo)}
+        for extra in attr_choices:
+            if build_sides(rule, {**shapes, **extra}) is not None:
+                return shapes
+    return None
+
+
+# --------------------------------------------------------------------------- numeric tests
+def _values(sides: tuple[tuple[Node, ...], tuple[Node, ...]], domain: Domain,
+            rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray], dict[str, np.ndarray]]:
+    left, right = sides
+    g = Graph(left + right)
+    leaves = {n.attr("name"): domain.random(n.shape, rng) for n in g.leaves()}
+    vals = evaluate_nodes(g, leaves, domain)
+    return [vals[n] for n in left], [vals[n] for n in right], leaves
+
+
+def float_test(rule: Rule, assignments: Sequence[tuple[Assignment, Sides]], rng: np.random.Generator,
+               trials: int = 2, rtol: float = 1e-6) -> tuple[bool, str]:
+    """Compare both sides in float64 (``trials`` times at the first assignment, once at the others);
+    the first failure is returned as a readable counterexample."""
+    for k, (a, sides) in enumerate(assignments):
+        for _ in range(trials if k == 0 else 1):
+            lv, rv, leaves = _values(sides, FLOAT, rng)
+            for i, (x, y) in enumerate(zip(lv, rv)):
+                err = float(np.max(np.abs(x - y))) / max(1.0, float(np.max(np.abs(x))))
+                if not err <= rtol:
+                    return False, _describe(a, leaves, i, x, y, err)
+    return True, ""
+
+
+def _describe(a: Assignment, leaves: Mapping[str, np.ndarray], i: int, x: np.ndarray, y: np.ndarray, err: float) -> str:
+    shapes = ", ".join(f"?{k}: {v}" for k, v in sorted(a.items(), key=lambda kv: kv[0]))
+    text = f"at {shapes}: output {i} differs, relative error {err:.3g}"
+    if sum(v.size for v in leaves.values()) <= 48:
+        text += "; inputs " + "; ".join(f"?{k}={np.round(v, 3).tolist()}" for k, v in sorted(leaves.items()))
+        text += f"; left={np.round(x, 3).tolist()} right={np.round(y, 3).tolist()}"
+    return text
+
+
+def modp_test(rule: Rule, assignments: Sequence[tuple[Assignment, Sides]], rng: np.random.Generator,
+              t: int = 3, p: int = MERSENNE_31) -> tuple[bool | None, float | None, str]:
+    """Schwartz-Zippel tests in GF(p): (passed, bound (d/p)^t, counterexample), or (None, None, '')
+    when a side is not a polynomial (relu, max pool, sigmoid, ...)."""
+    domain = modp(p)
+    first = assignments[0][1]
+    nodes = first[0] + first[1]
+    for n in topo_order(nodes):
+        if not n.is_leaf and not n.spec.defined_in(n.attr_dict, domain):
+            return None, None, ""
+    degrees = [polynomial_degree(n) for n in nodes]
+    if any(d is None for d in degrees):
+        return None, None, ""
+    d = max(degrees)  # type: ignore[type-var]
+    for a, sides in assignments[:1]:
+        for _ in range(t):
+            lv, rv, _ = _values(sides, domain, rng)
+            for i, (x, y) in enumerate(zip(lv, rv)):
+                if not np.array_equal(x, y):
+                    return False, None, f"at {a}: output {i} differs mod {p}"
+    return True, (d / p) ** t, ""
+
+
+def verify_rule(rule: Rule, rng: np.random.Generator, base: Mapping[str, tuple[int, ...]] | None = None,
+                alt_dims: Mapping[str, Sequence[Sequence[int]]] | None = None,
+                float_trials: int = 2, modp_trials: int = 3, p: int = MERSENNE_31) -> Verdict:
+    """Run the verification layers on ``rule``; the first failing layer stops it."""
+    assignments = sample_assignments(rule, rng, base, alt_dims)
+    if not assignments:
+        return Verdict(rule.name, (), "typecheck", "no shape assignment makes both sides type-check with equal shapes")
+    ok, detail = float_test(rule, assignments, rng, float_trials)
+    if not ok:
+        return Verdict(rule.name, (), "float", detail, len(assignments))
+    passed, bound, detail = modp_test(rule, assignments, rng, modp_trials, p)
+    if passed is False:
+        return Verdict(rule.name, ("float",), "modp", detail, len(assignments))
+    layers = ("float", "modp") if passed else ("float",)
+    return Verdict(rule.name, layers, "", "", len(assignments), bound)
+
+
+def world_shapes(world: Any, rule: Rule) -> tuple[dict[str, tuple[int, ...]] | None, dict[str, Any] | None]:
+    """Base shapes and alternative dims for a rule's variables from a world (None if not all are leaves)."""
+    names = tensor_names(rule)
+    by_name = {leaf.name: leaf for leaf in world.leaves}
+    base: dict[str, tuple[int, ...]] = {}
+    alt: dict[str, Any] = {}
+    for v in names:
+        leaf = by_name.get(v)
+        if leaf is None:
+            return None, None
+        base[v] = leaf.shape
+        alt[v] = leaf.alt_dims or tuple((s,) for s in leaf.shape)
+    return base, alt
+
+
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """Verification of every rule of a file."""
+
+    path: str
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def unsound(self) -> tuple[Verdict, ...]:
+        return tuple(v for v in self.verdicts if not v.ok)
+
+
+def verify_rules(rules: Sequence[Rule], seed: int = 0, path: str = "<rules>") -> FileReport:
+    """Verify rules from any source; generated rules use their world's leaf shapes when they can."""
+    from .world import WORLDS
+
+    verdicts = []
+    for i, rule in enumerate(rules):
+        world = WORLDS.get(dict(rule.meta).get("world", ""))
+        base = alt = None
+        if world is not None:
+            base, alt = world_shapes(world, rule)
+        verdicts.append(verify_rule(rule, np.random.default_rng((seed, i)), base, alt))
+    return FileReport(path, tuple(verdicts))

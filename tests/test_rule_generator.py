@@ -1,0 +1,191 @@
+"""The TASO rule generator: enumeration, fingerprints, pruning, verification, shipped rule sets."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from eqsat.graph import input_, node
+from eqsat.ops import OP_TABLE, OpSpec, register, unregister
+from eqsat.rules import RULES_DIR, format_rules, load_rules, parse_rule, rule_key
+from experiments.cli import main
+from taso_baseline.enumerate import enumerate_graphs
+from taso_baseline.fingerprint import buckets, collision_rate, count_pairs, fingerprint, multi_fingerprint
+from taso_baseline.generate import generate, header_lines
+from taso_baseline.verify import verify_rule
+from taso_baseline.world import CONV, MATRIX, Leaf, OpInstance, World
+
+
+@pytest.fixture(scope="module")
+def matrix_rules():
+    return load_rules(RULES_DIR / "matrix.rules")
+
+
+@pytest.fixture(scope="module")
+def conv_rules():
+    return load_rules(RULES_DIR / "conv.rules")
+
+
+def test_matrix_world_counts_match_the_notes():
+    en = enumerate_graphs(MATRIX, 2)
+    assert en.counts() == [42, 1116]  # 42 one-op graphs: 2 unary x 3 + 4 binary x 3 x 3
+    op_pairs, _ = count_pairs(buckets(en))
+    assert op_pairs > 0
+
+
+def test_enumeration_is_incremental_and_exact():
+    en = enumerate_graphs(MATRIX, 2)
+    a, b = en.leaves[0], en.leaves[1]
+    t = node("matmul", node("transpose", a), b)
+    assert t in en.values
+    want = np.array(en.values[a]).astype(object).T.dot(np.array(en.values[b]).astype(object))
+    assert (en.values[t] == want).all()
+    assert len(set(en.terms)) == len(en.terms)  # hash-consing: no graph twice
+
+
+def test_fingerprints_are_symmetric_for_multi_output():
+    x, y = np.arange(4).reshape(2, 2), np.ones((2, 2), dtype=int)
+    assert multi_fingerprint([x, y]) == multi_fingerprint([y, x])
+    assert fingerprint(x) != fingerprint(y)
+
+
+def test_kinds_rule_prunes_the_conv_world():
+    with_kinds = enumerate_graphs(CONV, 2)
+    free = World("conv-nokinds", CONV.leaves, tuple(OpInstance(i.op, i.attrs) for i in CONV.ops))
+    without = enumerate_graphs(free, 2)
+    assert with_kinds.rejected_kind > 0
+    assert sum(without.counts()) > 2 * sum(with_kinds.counts())
+
+
+TEXTBOOK_MATRIX = {
+    "matmul associativity": "(matmul ?A (matmul ?B ?C)) <=> (matmul (matmul ?A ?B) ?C)",
+    "left distributivity": "(matmul ?A (ewadd ?B ?C)) <=> (ewadd (matmul ?A ?B) (matmul ?A ?C))",
+    "right distributivity": "(matmul (ewadd ?A ?B) ?C) <=> (ewadd (matmul ?A ?C) (matmul ?B ?C))",
+    "transpose of a product": "(transpose :perm [1 0] (matmul ?A ?B)) <=> "
+                              "(matmul (transpose :perm [1 0] ?B) (transpose :perm [1 0] ?A))",
+    "transpose involution": "(transpose :perm [1 0] (transpose :perm [1 0] ?A)) => ?A",
+    "relu/transpose commute": "(transpose :perm [1 0] (relu ?A)) <=> (relu (transpose :perm [1 0] ?A))",
+    "concat merge": "(concat :axis 1 (matmul ?A ?B) (matmul ?A ?C)) <=> (matmul ?A (concat :axis 1 ?B ?C))",
+}
+TEXTBOOK_CONV = {
+    "conv linearity in the kernel": "(conv2d :pad same ?X (ewadd ?W ?V)) <=> "
+                                    "(ewadd (conv2d :pad same ?X ?W) (conv2d :pad same ?X ?V))",
+    "enlarge-kernel merge (fused relu)": "(concat :axis 1 (conv2d :pad same :act relu ?X ?W) "
+                                         "(conv2d :pad same :act relu ?X ?K)) <=> (conv2d :pad same :act relu ?X "
+                                         "(concat :axis 0 ?W (enlarge :size [3 3] ?K)))",
+}
+
+
+@pytest.mark.parametrize("name", list(TEXTBOOK_MATRIX))
+def test_generated_matrix_rules_contain_the_textbook_rules(name, matrix_rules):
+    keys = {rule_key(r) for r in matrix_rules}
+    assert rule_key(parse_rule(TEXTBOOK_MATRIX[name])) in keys, name
+
+
+@pytest.mark.parametrize("name", list(TEXTBOOK_CONV))
+def test_generated_conv_rules_contain_the_textbook_rules(name, conv_rules):
+    keys = {rule_key(r) for r in conv_rules}
+    assert rule_key(parse_rule(TEXTBOOK_CONV[name])) in keys, name
+
+
+def test_two_output_merges_are_derived_not_written(matrix_rules, conv_rules):
+    multi = [r for r in matrix_rules + conv_rules if r.is_multi]
+    assert all(r.origin == "generated" and "float" in r.verified for r in multi)
+    shapes = {" ".join(f"{p.op}" for p in r.lhs) for r in multi}
+    assert "matmul matmul" in shapes and "conv2d conv2d" in shapes
+    merge = parse_rule("(conv2d :pad same :act relu ?X ?W) (conv2d :pad same :act relu ?X ?K) => "
+                       "(proj :index 0 (split :axis 1 :sizes [(dim (conv2d :pad same :act relu ?X ?W) 1) "
+                       "(dim (conv2d :pad same :act relu ?X ?K) 1)] (conv2d :pad same :act relu ?X "
+                       "(concat :axis 0 ?W (enlarge :size [3 3] ?K))))) (proj :index 1 (split :axis 1 :sizes "
+                       "[(dim (conv2d :pad same :act relu ?X ?W) 1) (dim (conv2d :pad same :act relu ?X ?K) 1)] "
+                       "(conv2d :pad same :act relu ?X (concat :axis 0 ?W (enlarge :size [3 3] ?K)))))")
+    assert rule_key(merge) in {rule_key(r) for r in multi}
+
+
+def test_every_shipped_rule_is_generated_and_verified(matrix_rules, conv_rules):
+    for r in matrix_rules + conv_rules:
+        assert r.origin == "generated" and r.verified[0] == "float", r.name
+
+
+def test_float_tests_reject_an_integer_only_identity():
+    rule = parse_rule("(ewadd ?A (ewmul ?A ?A)) <=> (relu (ewadd ?A (ewmul ?A ?A)))")
+    verdict = verify_rule(rule, np.random.default_rng(0), {"A": (4, 4)}, {"A": ((2, 3), (2, 3))})
+    assert verdict.failed == "float" and "relative error" in verdict.counterexample
+
+
+def test_a_rule_that_fails_only_at_rectangular_shapes_is_rejected():
+    # true when the matrices are square and symmetric-free? no: true at 1x1 only -> rejected at larger shapes
+    rule = parse_rule("(matmul ?A ?B) <=> (matmul ?B ?A)")
+    verdict = verify_rule(rule, np.random.default_rng(0), {"A": (1, 1), "B": (1, 1)}, {"A": ((1, 2), (1, 2)), "B": ((1, 2), (1, 2))})
+    assert verdict.failed == "float"
+
+
+def test_polynomial_rules_pass_the_finite_field_layer_with_a_bound():
+    rule = parse_rule("(matmul ?A (matmul ?B ?C)) <=> (matmul (matmul ?A ?B) ?C)")
+    verdict = verify_rule(rule, np.random.default_rng(0), {k: (4, 4) for k in "ABC"})
+    assert verdict.passed == ("float", "modp")
+    assert verdict.bound is not None and verdict.bound < 1e-20  # (3 / (2^31 - 1))^3
+
+
+def test_generation_is_deterministic_and_matches_the_shipped_files():
+    for world, name in ((CONV, "conv"), (MATRIX, "matrix")):
+        rules, stats = generate(world, 3, seed=0, workers=2)
+        command = f"eqsat-lab rules generate --world {name} --max-ops 3 --seed 0"
+        text = format_rules(rules, header_lines(stats, command, world))
+        assert text == (RULES_DIR / f"{name}.rules").read_text(), f"{name}.rules is stale: regenerate it"
+        if name == "matrix":
+            assert stats.graphs_per_size == [42, 1116, 40278]
+            assert stats.candidate_pairs == 92869
+            assert 20 <= stats.rejected_float <= 30
+
+
+def test_extensibility_a_new_op_gets_rules_without_code_changes():
+    register(OpSpec(
+        name="ewsub", arity=2, attrs=(),
+        shape=OP_TABLE["ewadd"].shape, flops=OP_TABLE["ewadd"].flops,
+        evaluate=lambda attrs, xs, domain: xs[0] - xs[1], jointly_linear=True, elementwise=True,
+    ))
+    try:
+        world = World("toy", tuple(Leaf(n, (3, 3), "act", ((2, 3), (2, 3))) for n in "AB"),
+                      (OpInstance("ewadd"), OpInstance("ewsub")))
+        rules, stats = generate(world, 2)
+        keys = {rule_key(r) for r in rules}
+        assert rule_key(parse_rule("(ewadd (ewsub ?A ?B) ?B) => ?A")) in keys
+        assert any("ewsub" in str(r) for r in rules) and stats.rejected_float == 0
+    finally:
+        unregister("ewsub")
+
+
+def test_collision_rates_match_the_notes():
+    a, c = input_("A", (4, 4)), input_("C", (4, 4))
+    left, right = node("relu", c), node("ewmul", a, node("relu", c))
+    small = collision_rate(left, right, -2, 2, 400_000, seed=1)
+    assert 0.0020 < small < 0.0032  # notes: 0.26%
+    large = collision_rate(left, right, -50, 50, 2_000_000, seed=1)
+    assert 0.8e-5 < large < 4e-5  # notes: 2.1e-5
+
+
+def test_cli_generate_and_verify(tmp_path, capsys):
+    out, stats = tmp_path / "m2.rules", tmp_path / "s.json"
+    assert main(["rules", "generate", "--world", "matrix", "--max-ops", "2", "--out", str(out),
+                 "--stats-json", str(stats)]) == 0
+    first = out.read_text()
+    assert first.startswith("# generated by: eqsat-lab rules generate --world matrix --max-ops 2")
+    assert json.loads(stats.read_text())["graphs_per_size"] == [42, 1116]
+    assert main(["rules", "generate", "--world", "matrix", "--max-ops", "2", "--out", str(out)]) == 0
+    assert out.read_text() == first  # same arguments, same bytes
+    capsys.readouterr()
+    assert main(["rules", "verify", str(out)]) == 0
+    assert "0 unsound" in capsys.readouterr().out
+
+
+def test_cli_verify_catches_a_planted_unsound_rule(tmp_path, capsys):
+    bad = tmp_path / "bad.rules"
+    bad.write_text("ok: (matmul ?a (matmul ?b ?c)) <=> (matmul (matmul ?a ?b) ?c)\n"
+                   "planted: (relu (ewadd ?a ?b)) <=> (ewadd (relu ?a) (relu ?b))\n"
+                   "fuse: (relu (conv2d :stride ?s :pad ?p ?x ?w)) <=> (conv2d :stride ?s :pad ?p :act relu ?x ?w)\n")
+    assert main(["rules", "verify", str(bad)]) == 1
+    text = capsys.readouterr().out
+    assert "UNSOUND" in text and "planted" in text and "relative error" in text
+    assert "ok:" not in text.split("UNSOUND")[1] and "2/3 rules verified" in text

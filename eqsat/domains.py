@@ -12,10 +12,13 @@ relu is not a polynomial so it has no GF(p) form); evaluating it elsewhere raise
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 MERSENNE_31 = 2**31 - 1
+FAST_PRIME = 8_388_593  # < 2^23: products < 2^46, so int64 sums of up to 2^17 products stay exact
+INT64_SAFE_TERMS = 2**63 // (FAST_PRIME - 1) ** 2
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,25 @@ class Domain:
 
     @property
     def exact(self) -> bool:
-        """True for the integer domains (object arrays of Python ints)."""
+        """True for the integer domains."""
         return self.name != "float"
+
+    @property
+    def int64(self) -> bool:
+        """Residues mod a prime below 2^23 live in int64 arrays (fast); other exact values are Python ints."""
+        return self.modulus is not None and self.modulus <= FAST_PRIME
+
+    @property
+    def object_arrays(self) -> bool:
+        return self.exact and not self.int64
 
     def asarray(self, value: np.ndarray) -> np.ndarray:
         """Convert an input array into this domain's representation."""
         arr = np.asarray(value)
         if self.name == "float":
             return arr.astype(np.float64)
+        if self.int64:
+            return np.asarray(arr, dtype=np.int64) % self.modulus
         if arr.dtype.kind == "f":
             if not np.all(np.equal(np.mod(arr, 1), 0)):
                 raise ValueError(f"{self.name} domain needs integer-valued inputs")
@@ -55,8 +69,23 @@ class Domain:
         if self.modulus is not None:
             arr = arr % self.modulus
         if not isinstance(arr, np.ndarray):
-            arr = np.asarray(arr, dtype=object if self.exact else np.float64)
+            arr = np.asarray(arr, dtype=object if self.object_arrays else (np.int64 if self.int64 else np.float64))
         return arr
+
+    def contract(self, fn: "Callable[[np.ndarray, np.ndarray], np.ndarray]", a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """A bilinear contraction ``fn(a, b)`` (matmul, a conv's einsum) computed exactly in this domain.
+
+        Residues in int64 are split into 12-bit limbs and contracted in float64 (BLAS), which is exact
+        while a sum has fewer than 2^29 terms; the four partial products are recombined mod p.
+        """
+        if not self.int64:
+            return fn(a, b)
+        p = self.modulus
+        a_lo, a_hi = (a & 0xFFF).astype(np.float64), (a >> 12).astype(np.float64)
+        b_lo, b_hi = (b & 0xFFF).astype(np.float64), (b >> 12).astype(np.float64)
+        part = lambda x, y: fn(x, y).astype(np.int64) % p  # noqa: E731
+        low, mid, high = part(a_lo, b_lo), (part(a_lo, b_hi) + part(a_hi, b_lo)) % p, part(a_hi, b_hi)
+        return (low + (mid << 12) % p + ((high << 12) % p << 12) % p) % p
 
     def random(self, shape: tuple[int, ...], rng: np.random.Generator, low: int = -50, high: int = 50) -> np.ndarray:
         """Random values: uniform [-1, 1] floats, ints in [low, high], or uniform residues mod p."""
@@ -64,6 +93,8 @@ class Domain:
             return rng.uniform(-1.0, 1.0, size=shape)
         if self.name == "int":
             return self.asarray(rng.integers(low, high + 1, size=shape))
+        if self.int64:
+            return rng.integers(0, self.modulus, size=shape, dtype=np.int64)
         return self.asarray(rng.integers(0, self.modulus, size=shape, dtype=np.int64))
 
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .domains import FLOAT, Domain
+from .domains import FAST_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
 from .errors import DomainError, ShapeError
 from .graph import Graph, Node, leaf_shapes
 
@@ -53,30 +53,84 @@ def evaluate(graph: Graph, values: Values, domain: Domain = FLOAT) -> tuple[np.n
     return tuple(vals[o] for o in graph.outputs)
 
 
+def fan_in(shape: tuple[int, ...]) -> int:
+    """Inputs feeding one output of a weight: rows of a matrix, I*kh*kw of an OIHW kernel."""
+    if len(shape) == 4:
+        return shape[1] * shape[2] * shape[3]
+    if len(shape) >= 2:
+        return shape[-2]
+    return 1
+
+
 def random_leaves(graph: Graph, rng: np.random.Generator | int, domain: Domain = FLOAT) -> dict[str, np.ndarray]:
-    """Random values for every input and weight of ``graph``, by name (sorted, so seeds are stable)."""
+    """Random values for every input and weight of ``graph``, by name (sorted, so seeds are stable).
+
+    In float64, inputs are uniform in [-1, 1] and weights are scaled by 1/sqrt(fan-in) so that
+    deep graphs (8-layer BERT) stay far from overflow; the exact domains are not scaled.
+    """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
+    kinds = {n.attr("name"): n.op for n in graph.leaves()}
     shapes = leaf_shapes(graph)
-    return {name: domain.random(shapes[name], rng) for name in sorted(shapes)}
+    out = {}
+    for name in sorted(shapes):
+        value = domain.random(shapes[name], rng)
+        if domain.name == "float" and kinds[name] == "weight":
+            value = value / np.sqrt(fan_in(shapes[name]))
+        out[name] = value
+    return out
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Result of comparing two graphs numerically: worst relative error over all outputs and trials."""
+    """Result of comparing two graphs numerically: worst relative error over all outputs and trials
+    (``method`` is ``float64`` or ``mod p`` for exact tests of polynomial graphs)."""
 
     equal: bool
     max_rel_error: float
     trials: int
     detail: str = ""
+    method: str = "float64"
 
 
-def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: float = 1e-6) -> Comparison:
-    """Evaluate both graphs in float64 on the same random leaves and compare every output.
+def contraction_terms(graph: Graph) -> int:
+    """The longest sum of products any op computes (matmul k, conv C/g*kh*kw, pool window)."""
+    longest = 1
+    for n in graph.nodes():
+        if n.op == "matmul":
+            longest = max(longest, n.inputs[0].shape[-1])
+        elif n.op == "conv2d":
+            w = n.inputs[1].shape
+            longest = max(longest, w[1] * w[2] * w[3])
+        elif n.op.startswith("pool"):
+            longest = max(longest, n.attr("kernel")[0] * n.attr("kernel")[1])
+    return longest
 
-    The error of an output is ``max|x - y| / max(1, max|x|)``; the graphs are equal
-    when it is at most ``rtol`` on every output in every trial.
+
+def exact_domain_for(*graphs: Graph) -> Domain | None:
+    """The fast GF(p) domain when every op of the graphs is a polynomial and int64 sums cannot overflow."""
+    domain = modp(FAST_PRIME)
+    for g in graphs:
+        if any(not n.is_leaf and not n.spec.defined_in(n.attr_dict, domain) for n in g.nodes()):
+            return None
+        if contraction_terms(g) >= INT64_SAFE_TERMS:
+            return None
+    return domain
+
+
+def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: float = 1e-6,
+                   exact: bool = True) -> Comparison:
+    """Evaluate both graphs on the same random leaves and compare every output.
+
+    Polynomial graphs (no relu, max or sigmoid) are compared exactly in GF(p), p = 8,388,593
+    (Schwartz-Zippel: a wrong rewrite of degree d survives a trial with probability <= d/p), which
+    deep products such as an 8-layer attention stack need: in float64 they overflow. Other graphs
+    are compared in float64, where the error of an output is ``max|x - y| / max(1, max|x|)`` and
+    must be at most ``rtol``.
     """
+    domain = exact_domain_for(a, b) if exact else None
+    if domain is not None:
+        return _compare_exact(a, b, domain, trials, seed)
     if len(a.outputs) != len(b.outputs):
         return Comparison(False, float("inf"), 0, f"{len(a.outputs)} outputs vs {len(b.outputs)}")
     for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
@@ -98,6 +152,22 @@ def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: 
             if err > rtol:
                 return Comparison(False, worst, trials, f"output {i} differs (relative error {err:.3g})")
     return Comparison(True, worst, trials)
+
+
+def _compare_exact(a: Graph, b: Graph, domain: Domain, trials: int, seed: int) -> Comparison:
+    method = f"mod {domain.modulus}"
+    if len(a.outputs) != len(b.outputs) or any(x.shape != y.shape for x, y in zip(a.outputs, b.outputs)):
+        return Comparison(False, float("inf"), 0, "outputs differ in number or shape", method)
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
+        values = random_leaves(a, rng, domain)
+        extra = set(leaf_shapes(b)) - set(values)
+        if extra:
+            return Comparison(False, float("inf"), 0, f"second graph reads leaves the first lacks: {sorted(extra)}", method)
+        for i, (x, y) in enumerate(zip(evaluate(a, values, domain), evaluate(b, values, domain))):
+            if not np.array_equal(x, y):
+                return Comparison(False, float("inf"), trials, f"output {i} differs mod {domain.modulus}", method)
+    return Comparison(True, 0.0, trials, "", method)
 
 
 def assert_equivalent(a: Graph, b: Graph, **kwargs: Any) -> Comparison:

@@ -153,6 +153,8 @@ class OpSpec:
     activations (an ``act`` attribute other than ``none``) cancel linearity.
     ``is_view`` ops alias their input's memory and cost nothing;
     ``takes_tuple`` ops read every output of a multi-output producer.
+    ``merge_axes`` lists ``(slot, axis)``: two nodes of this op sharing input ``slot``
+    compute slices of one bigger op's output along ``axis`` (used by the pair move).
     """
 
     name: str
@@ -171,6 +173,7 @@ class OpSpec:
     takes_tuple: bool = False
     domains: frozenset[str] = ALL_DOMAINS
     normalize: Callable[[dict[str, Any], Sequence[Shape]], dict[str, Any]] | None = None
+    merge_axes: tuple[tuple[int, int], ...] = ()
     doc: str = ""
 
     # -- attributes ---------------------------------------------------------
@@ -360,8 +363,9 @@ def _matmul_flops(attrs: Attrs, ins: Sequence[Shape], outs: Sequence[Shape]) -> 
 register(OpSpec(
     name="matmul", arity=2, attrs=(AttrSpec("act", "choice", "none", ACT_NAMES),),
     shape=_matmul_shape, flops=_matmul_flops,
-    evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(np.matmul(xs[0], xs[1])),
-    linear_in=(0, 1), doc="(Batched) matrix product with an optional fused activation.",
+    evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(domain.contract(np.matmul, xs[0], xs[1])),
+    linear_in=(0, 1), merge_axes=((0, -1), (1, -2)),
+    doc="(Batched) matrix product with an optional fused activation.",
 ))
 
 
@@ -540,13 +544,14 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     ho, wo = win.shape[2:4]
     win = win.reshape(n, g, c // g, ho, wo, kh, kw)
     wg = w.reshape(g, o // g, c // g, kh, kw)
-    out = np.einsum("ngchwij,gocij->ngohw", win, wg, optimize=not domain.exact)
+    out = domain.contract(lambda a, b: np.einsum("ngchwij,gocij->ngohw", a, b, optimize=not domain.object_arrays),
+                          win, wg)
     return ACTIVATIONS[attrs["act"]].fn(out.reshape(n, o, ho, wo))
 
 
 register(OpSpec(
     name="conv2d", arity=2, attrs=_CONV_ATTRS, shape=_conv_shape, flops=_conv_flops, evaluate=_conv_eval,
-    linear_in=(0, 1),
+    linear_in=(0, 1), merge_axes=((0, 1),),
     doc="2-D convolution NCHW x OIHW; pad is same/valid/explicit; fused activation; groups; dilation.",
 ))
 

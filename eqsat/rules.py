@@ -328,23 +328,21 @@ def save_rules(path: str | Path, rules: Iterable[Rule], header: Iterable[str] = 
 RULES_DIR = Path(__file__).parent / "rules"
 
 
+_VAR = re.compile(r"\?[A-Za-z_][\w\-']*")
+
+
 def rule_key(rule: Rule) -> str:
-    """A canonical text of a rule up to renaming its variables (and, for ``<=>``, swapping sides)."""
-    import itertools
+    """A canonical text of a rule up to renaming its variables (and, for ``<=>``, swapping sides).
 
-    from .pattern import attr_vars as _attr_vars
-
-    names = sorted(set().union(*(tensor_vars(p) | _attr_vars(p)[0] for p in rule.lhs + rule.rhs)))
-    orders = [(rule.lhs, rule.rhs)] + ([(rule.rhs, rule.lhs)] if rule.bidirectional else [])
+    Variables are renamed in order of first appearance, which is canonical for a fixed side order.
+    """
     arrow = " <=> " if rule.bidirectional else " => "
-    best: str | None = None
-    marks = [f"?\x00{i}" for i in range(len(names))]
-    for perm in itertools.permutations(range(len(names))):
-        for left, right in orders:
-            text = " ".join(map(format_pattern, left)) + arrow + " ".join(map(format_pattern, right))
-            for name, k in sorted(zip(names, perm), key=lambda nk: -len(nk[0])):
-                text = re.sub(rf"\?{re.escape(name)}(?![\w\-'])", marks[k], text)
-            if best is None or text < best:
-                best = text
-    assert best is not None
-    return best
+    orders = [(rule.lhs, rule.rhs)] + ([(rule.rhs, rule.lhs)] if rule.bidirectional else [])
+    keys = []
+    for left, right in orders:
+        text = " ".join(map(format_pattern, left)) + arrow + " ".join(map(format_pattern, right))
+        names: dict[str, str] = {}
+        for m in _VAR.finditer(text):
+            names.setdefault(m.group(), f"?v{len(names)}")
+        keys.append(_VAR.sub(lambda m: names[m.group()], text))
+    return min(keys)

@@ -110,6 +110,51 @@ def _run_dot(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- optimize
+def _add_optimize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="benchmark name (see `eqsat-lab models`)")
+    p.add_argument("--search", choices=sorted(SEARCHES), default="taso")
+    p.add_argument("--device", default="h100")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
+    p.add_argument("--rules", nargs="+", help="rule files (default: the shipped generated sets)")
+    p.add_argument("--json", dest="json_out", help="write the result as JSON here")
+    p.add_argument("--alpha", type=float, default=1.05, help="taso: queue graphs cheaper than alpha x best")
+    p.add_argument("--budget", type=int, default=1000, help="taso: graphs popped from the queue")
+    p.add_argument("--time-limit", type=float, help="taso: seconds")
+    p.add_argument("--multi", action="store_true", help="taso: also apply the two-output rules")
+    p.add_argument("--no-pair-move", action="store_true", help="taso: disable the pair move")
+
+
+def _run_optimize(args: argparse.Namespace) -> int:
+    from eqsat.models import build
+
+    graph = build(args.model, **parse_params(args.param))
+    result = SEARCHES[args.search](graph, args)
+    payload = result.to_dict()
+    print(f"{graph.name} on {payload['device']}: {payload['original_us']:.2f} -> {payload['best_us']:.2f} µs "
+          f"({payload['speedup_pct']:+.1f}%) in {payload['search_s']:.2f} s, {payload.get('expanded', '-')} expanded, "
+          f"stop: {payload['stop']}")
+    for i, step in enumerate(payload.get("path", []), start=1):
+        print(f"  {i:2d}. {step['rule']:24s} {step['cost_us']:10.2f} µs  {step['ratio_to_best']:.3f}x best so far")
+    verified = payload.get("verified")
+    if verified:
+        print(f"verified against the input ({verified['method']}): max relative error {verified['max_rel_error']:.2g}")
+    if args.json_out:
+        _write_json(args.json_out, payload)
+    return 0
+
+
+def _taso(graph, args: argparse.Namespace):
+    from taso_baseline.search import alpha_search, default_rules
+
+    rules = default_rules(args.rules)
+    return alpha_search(graph, rules, args.device, alpha=args.alpha, budget=args.budget, time_limit=args.time_limit,
+                        pair_move=not args.no_pair_move, multi=args.multi, progress=sys.stderr.isatty())
+
+
+SEARCHES: dict[str, Callable[[Any, argparse.Namespace], Any]] = {"taso": _taso}
+
+
 # --------------------------------------------------------------------------- rules
 def _add_rules(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="rules_cmd", required=True)
@@ -222,6 +267,7 @@ COMMANDS: list[Command] = [
     ("models", _add_models, _run_models),
     ("dot", _add_dot, _run_dot),
     ("rules", _add_rules, _run_rules),
+    ("optimize", _add_optimize, _run_optimize),
 ]
 HELP = {
     "table": "cost table of the built-in benchmark graphs (the main job for now)",
@@ -229,6 +275,7 @@ HELP = {
     "models": "list the benchmark graphs and their size parameters",
     "dot": "Graphviz DOT of a benchmark graph",
     "rules": "generate, verify, check and format rule files",
+    "optimize": "optimize a benchmark graph with a search (taso: α-backtracking)",
 }
 
 

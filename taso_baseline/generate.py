@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from eqsat.graph import Node
 from eqsat.pattern import App, Dim, Pattern, Var, pattern_of, tensor_vars
-from eqsat.rules import Rule, format_pattern, format_rule
+from eqsat.rules import Rule, format_pattern, format_rule, rule_key
 
 from .enumerate import enumerate_graphs
 from .fingerprint import buckets, count_pairs
@@ -48,6 +48,7 @@ class GenerationStats:
     removed_common_root: int
     removed_common_subgraph: int
     generalized_added: int
+    merged_by_variable_renaming: int
     after_pruning: int
     unusable_direction: int
     rejected_float: int
@@ -174,6 +175,13 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
         text = format_pattern(r[0]) + (" <=> " if r[2] else " => ") + format_pattern(r[1])
         oriented.setdefault(text, r + ({leaf.attr("name"): leaf.shape for leaf in _leaves(a) + _leaves(b)},))
     ordered = sorted(oriented.items(), key=lambda kv: (_ops(kv[1][0]) + _ops(kv[1][1]), kv[0]))
+    # a rule's variables are just names: pairs equal up to renaming leaves of different shapes or
+    # kinds (W 3x3, K 1x1, a fresh D) are one rule, which applies wherever it type-checks
+    by_key: dict[str, Any] = {}
+    for text, r in ordered:
+        by_key.setdefault(rule_key(Rule("k", (r[0],), (r[1],), r[2])), (text, r))
+    renamed = len(ordered) - len(by_key)
+    ordered = list(by_key.values())
     jobs: list[Job] = []
     for i, (text, (left, right, both, shapes)) in enumerate(ordered):
         rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, (("origin", "generated"), ("world", world.name)))
@@ -215,6 +223,7 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
         buckets=len(groups), candidate_pairs=op_pairs, leaf_pairs=leaf_pairs,
         removed_renaming=pruned.removed_renaming, removed_common_root=pruned.removed_common_root,
         removed_common_subgraph=pruned.removed_common_subgraph, generalized_added=pruned.generalized_added,
+        merged_by_variable_renaming=renamed,
         after_pruning=len(pruned.kept), unusable_direction=unusable, rejected_float=rejected["float"],
         rejected_modp=rejected["modp"], rejected_typecheck=rejected["typecheck"], single_rules=len(rules),
         multi_rules=len(multi), verified_modp=verified_modp, seconds={k: round(v, 3) for k, v in clock.items()},
@@ -237,7 +246,8 @@ def header_lines(stats: GenerationStats, command: str, world: World) -> list[str
         f"graphs per size {stats.graphs_per_size} ({stats.graphs_total} in all); candidate pairs "
         f"{stats.candidate_pairs} (+{stats.leaf_pairs} with a leaf)",
         f"pruned: {stats.removed_renaming} by renaming, {stats.removed_common_root} by common root, "
-        f"{stats.removed_common_subgraph} by generalizable common subgraphs (+{stats.generalized_added} general forms)",
+        f"{stats.removed_common_subgraph} by generalizable common subgraphs (+{stats.generalized_added} general forms); "
+        f"{stats.merged_by_variable_renaming} equal to another rule up to variable names",
         f"verification rejected {stats.rejected_float} (float), {stats.rejected_modp} (mod p), "
         f"{stats.rejected_typecheck} (no valid shapes); kept {stats.single_rules} single-output rules "
         f"({stats.verified_modp} also mod p) and {stats.multi_rules} two-output rules",

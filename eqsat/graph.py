@@ -27,6 +27,31 @@ _INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionar
 _FAST: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
 
 
+_MASK = (1 << 61) - 1
+_CODES: dict[object, int] = {}
+
+
+def _code(value: object) -> int:
+    """A process-independent 61-bit code of an op name or attribute tuple (memoized)."""
+    found = _CODES.get(value)
+    if found is None:
+        raw = hashlib.blake2b(repr(value).encode(), digest_size=8).digest()
+        found = _CODES[value] = int.from_bytes(raw, "big") & _MASK
+    return found
+
+
+def combine_codes(op: str, items: AttrItems, child_codes: "Iterable[int]") -> int:
+    """Mix an op, its attributes and its children's codes into a process-independent 61-bit code."""
+    h = (_code(op) * 1_000_003 + _code(items)) & _MASK
+    for c in child_codes:
+        h = (h * 0x100000001B3 + c) & _MASK
+    return h
+
+
+def _mix(op: str, items: AttrItems, inputs: tuple["Node", ...]) -> int:
+    return combine_codes(op, items, (x._hash for x in inputs))
+
+
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class Node:
     """One op application. Build with :func:`node`, never directly."""
@@ -36,11 +61,15 @@ class Node:
     inputs: tuple["Node", ...]
     shapes: tuple[Shape, ...]
     is_const: bool
-    digest: str = field(repr=False)
     _hash: int = field(repr=False)
 
-    def __hash__(self) -> int:  # from the digest: the same in every process, so set order is reproducible
+    def __hash__(self) -> int:  # structural and the same in every process, so set order is reproducible
         return self._hash
+
+    @property
+    def digest(self) -> str:
+        """A structural id, stable across processes and runs."""
+        return f"{self._hash:016x}"
 
     @property
     def shape(self) -> Shape:
@@ -110,12 +139,25 @@ def node(op: str, *inputs: Node, **attrs: Any) -> Node:
         is_const = op == "weight"
     else:
         is_const = all(x.is_const for x in inputs)
-    text = repr((op, items, tuple(x.digest for x in inputs)))
-    digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-    made = Node(op, items, inputs, tuple(shapes), is_const, digest, int(digest[:15], 16))
+    made = Node(op, items, inputs, tuple(shapes), is_const, _mix(op, items, inputs))
     _INTERN[key] = made
     if fast_key is not None:
         _FAST[fast_key] = made
+    return made
+
+
+def rebuild(x: Node, inputs: tuple[Node, ...]) -> Node:
+    """``x`` with its inputs replaced by nodes of the same shapes (no attribute or shape rule re-run)."""
+    key = (x.op, x.attrs, inputs)
+    found = _INTERN.get(key)
+    if found is not None:
+        return found
+    for old, new in zip(x.inputs, inputs):
+        if old.shapes != new.shapes:
+            raise ShapeError(f"rebuild of {x.op}: input shape {new.shapes} differs from {old.shapes}")
+    made = Node(x.op, x.attrs, inputs, x.shapes, all(i.is_const for i in inputs) if inputs else x.is_const,
+                _mix(x.op, x.attrs, inputs))
+    _INTERN[key] = made
     return made
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -177,7 +178,7 @@ class OpSpec:
     doc: str = ""
 
     # -- attributes ---------------------------------------------------------
-    @property
+    @cached_property
     def attr_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attrs)
 

@@ -11,11 +11,43 @@ inputs) unless a new node still reads it.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from eqsat.cost import RooflineCost
-from eqsat.graph import Graph, Node, node
+from eqsat.graph import Graph, Node, combine_codes, rebuild
+
+
+_CANON: "weakref.WeakKeyDictionary[Node, int]" = weakref.WeakKeyDictionary()
+
+
+def canonical_hash(n: Node) -> int:
+    """A structural hash that ignores the operand order of commutative ops (op table data), so
+    graphs that differ only by commuting operands (same cost) are one search state."""
+    found = _CANON.get(n)
+    if found is not None:
+        return found
+    stack = [n]
+    while stack:
+        x = stack[-1]
+        missing = [i for i in x.inputs if i not in _CANON]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if x in _CANON:
+            continue
+        kids = [_CANON[i] for i in x.inputs]
+        if x.spec.commutative:
+            kids.sort()
+        h = hash(x) if not kids else combine_codes(x.op, x.attrs, kids)
+        _CANON[x] = h
+    return _CANON[n]
+
+
+def state_key(graph: Graph) -> tuple[int, ...]:
+    return tuple(canonical_hash(o) for o in graph.outputs)
 
 
 def counts_as_op(n: Node) -> bool:
@@ -74,8 +106,9 @@ def apply_replacements(ex: Expanded, repl: Mapping[Node, Node], model: RooflineC
                 affected.add(u)
                 stack.append(u)
     mapping: dict[Node, Node] = dict(repl)
-    for x in sorted(affected - set(repl), key=ex.pos.__getitem__):
-        mapping[x] = node(x.op, *(mapping.get(i, i) for i in x.inputs), **x.attr_dict)
+    rebuilt = sorted(affected - set(repl), key=ex.pos.__getitem__)
+    for x in rebuilt:
+        mapping[x] = rebuild(x, tuple(mapping.get(i, i) for i in x.inputs))
     outputs = tuple(mapping.get(o, o) for o in graph.outputs)
     # 2. nodes that are new to the graph
     new: set[Node] = set()
@@ -104,6 +137,13 @@ def apply_replacements(ex: Expanded, repl: Mapping[Node, Node], model: RooflineC
         if ex.refs[x] + d == 0 and x not in gone:
             gone.add(x)
             stack.extend(x.inputs)
+    # a rebuilt ancestor costs what the node it replaces cost (same op, attributes and shapes)
+    # unless its constness changed: both sides of such pairs drop out of the sums
+    for x in rebuilt:
+        y = mapping[x]
+        if y in new and x in gone and y.is_const == x.is_const:
+            new.discard(y)
+            gone.discard(x)
     cost = ex.state.cost + sum(model.node_time_us(m, dtype) for m in new) \
         - sum(model.node_time_us(g, dtype) for g in gone)
     ops = ex.state.ops + sum(map(counts_as_op, new)) - sum(map(counts_as_op, gone))

@@ -6,7 +6,8 @@ move) is applied at every place it matches. A new graph becomes the best if it
 is cheaper, and is queued if its cost is below ``alpha`` times the best cost
 *before* that update, so ``alpha = 1`` is true greedy descent. Graphs are
 deduplicated by hash, graphs over ``max_ops_factor`` times the original op
-count are dropped (TASO's limit), ``budget`` counts popped graphs and
+count are dropped (TASO's limit); graphs that differ only by the operand order of
+commutative ops count as one (they cost the same), ``budget`` counts popped graphs and
 ``time_limit`` bounds wall time. Costs are updated incrementally (see
 :mod:`taso_baseline.rewrite`) and the best graph is checked numerically
 against the input before it is returned.
@@ -31,7 +32,7 @@ from eqsat.rules import RULES_DIR, Rule, load_rules
 
 from .matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
 from .pair_move import pair_moves
-from .rewrite import Expanded, State, apply_replacements, initial_state
+from .rewrite import Expanded, State, apply_replacements, initial_state, state_key
 
 DEFAULT_RULE_FILES = ("matrix.rules", "conv.rules")
 
@@ -156,6 +157,7 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str 
     op_limit = max_ops_factor * root.ops
     best = root
     parent: dict[Graph, tuple[Graph | None, str, float]] = {graph: (None, "", root.cost)}
+    seen: set[tuple[int, ...]] = {state_key(graph)}
     tie = itertools.count()
     heap: list[tuple[float, int, State]] = [(root.cost, next(tie), root)]
     expanded = generated = 0
@@ -176,8 +178,10 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str 
         for name, repl in expand(ex):
             matches[name] = matches.get(name, 0) + 1
             new = apply_replacements(ex, repl, model)
-            if new.graph in parent:
+            key = state_key(new.graph)
+            if key in seen:
                 continue
+            seen.add(key)
             generated += 1
             parent[new.graph] = (state.graph, name, new.cost)
             if new.ops > op_limit:

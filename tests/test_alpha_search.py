@@ -1,0 +1,109 @@
+"""TASO's α-backtracking search on the seed notes' case studies, with the shipped generated rules."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eqsat.cost import RooflineCost
+from eqsat.models import build
+from experiments.cli import main
+from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
+from taso_baseline.search import Expander, alpha_search, default_rules
+
+
+@pytest.fixture(scope="module")
+def expander():
+    return Expander(default_rules())
+
+
+_RUNS: dict = {}
+
+
+def run(expander, model, alpha, device="h100", budget=3000, verify=False):
+    """Searches are cached across tests; numerical verification is checked where a test asks for it."""
+    key = (model, alpha, device, budget, verify)
+    if key not in _RUNS:
+        _RUNS[key] = alpha_search(build(model), device=device, alpha=alpha, budget=budget, expander=expander,
+                                  verify=verify)
+    return _RUNS[key]
+
+
+def test_resnet_greedy_stops_at_fused_convs(expander):
+    r = run(expander, "resnet_block", 1.0)
+    assert r.best_us == pytest.approx(62.2, rel=0.005)
+    assert r.expanded == 3 and r.stop == "queue empty"
+    assert all(s.ratio_to_best < 1 for s in r.path)
+
+
+@pytest.mark.parametrize("alpha", [1.05, 1.3])
+def test_resnet_small_alpha_misses_the_merged_conv(expander, alpha):
+    r = run(expander, "resnet_block", alpha)
+    assert r.best_us == pytest.approx(62.2, rel=0.005)
+    assert r.stop == "queue empty"  # not a budget artefact: the queue ran dry
+
+
+def test_resnet_alpha_15_reaches_the_merged_conv_through_a_worse_step(expander):
+    r = run(expander, "resnet_block", 1.5, verify=True)
+    assert r.best_us == pytest.approx(57.8, rel=0.005)
+    worst = max(r.path, key=lambda s: s.ratio_to_best)
+    assert worst.cost_us == pytest.approx(81.6, rel=0.005) and worst.ratio_to_best == pytest.approx(1.31, abs=0.01)
+    assert worst.rule.startswith("pair-move")
+    assert r.verified is not None and r.verified.equal
+
+
+def test_resnet_h100_best_is_slow_on_the_weak_device(expander):
+    h100_best = run(expander, "resnet_block", 1.5).best
+    weak = run(expander, "resnet_block", 1.05, device="weak")
+    weak_cost = RooflineCost("weak")
+    penalty = weak_cost.graph_time_us(h100_best) / weak.best_us
+    assert penalty == pytest.approx(1.34, abs=0.02)
+
+
+def test_qkv_needs_more_than_alpha_105_on_h100_but_not_on_weak(expander):
+    assert run(expander, "qkv", 1.05).best_us == pytest.approx(42.3, rel=0.005)
+    merged = run(expander, "qkv", 1.5)
+    assert merged.best_us == pytest.approx(34.2, rel=0.005)
+    assert max(s.ratio_to_best for s in merged.path) == pytest.approx(1.11, abs=0.005)
+    weak = run(expander, "qkv", 1.05, device="weak")
+    assert weak.best_us == pytest.approx(RooflineCost("weak").graph_time_us(merged.best), rel=1e-9)
+
+
+def test_lora_needs_alpha_above_127_on_h100_and_192_on_weak(expander):
+    assert run(expander, "lora", 1.05).best_us == pytest.approx(39.7, rel=0.005)
+    found = run(expander, "lora", 1.3)
+    assert found.best_us == pytest.approx(21.4, rel=0.005)
+    assert max(s.ratio_to_best for s in found.path) == pytest.approx(1.27, abs=0.005)
+    weak_best = RooflineCost("weak").graph_time_us(found.best)
+    assert run(expander, "lora", 1.5, device="weak").best_us > weak_best * 1.01
+    assert run(expander, "lora", 2.0, device="weak").best_us == pytest.approx(weak_best, rel=1e-9)
+
+
+@pytest.mark.parametrize("model,params", [
+    ("resnet_block", {}), ("qkv", {}), ("bert", dict(layers=1)), ("nasrnn", dict(steps=1)),
+    ("squeezenet", {}), ("inception_v3", dict(image=75)),
+])
+def test_incremental_costs_equal_full_recomputation(expander, model, params):
+    model_cost = RooflineCost("h100")
+    state = initial_state(build(model, **params), model_cost)
+    ex = Expanded.of(state)
+    checked = 0
+    for _, repl in expander(ex):
+        new = apply_replacements(ex, repl, model_cost)
+        nodes = new.graph.nodes()
+        assert new.cost == pytest.approx(model_cost.graph_time_us(new.graph), abs=1e-6)
+        assert new.ops == sum(1 for n in nodes if not n.spec.is_leaf and not n.spec.is_view)
+        checked += 1
+        if checked >= 150:
+            break
+    assert checked > 0
+
+
+def test_cli_optimize_json(tmp_path, capsys):
+    out = tmp_path / "lora.json"
+    assert main(["optimize", "lora", "--search", "taso", "--alpha", "1.3", "--budget", "100", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "39.72 -> 21.37" in text and "verified against the input (mod 8388593)" in text
+    data = json.loads(out.read_text())
+    assert {"original_us", "best_us", "search_s", "expanded", "path"} <= set(data)
+    assert data["path"][0]["ratio_to_best"] == pytest.approx(1.27, abs=0.005)

@@ -447,7 +447,7 @@ def _split_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     (x,), axis, sizes = ins, attrs["axis"], attrs["sizes"]
     if not 0 <= axis < len(x):
         raise ShapeError(f"split: axis {axis} out of range for shape {x}")
-    if len(sizes) < 2 or min(sizes) < 1 or sum(sizes) != x[axis]:
+    if len(sizes) < 2 or any(s < 1 for s in sizes) or sum(sizes) != x[axis]:
         raise ShapeError(f"split: sizes {sizes} must be >= 2 positive parts adding up to {x[axis]} "
                          f"(axis {axis} of shape {x})")
     return tuple(x[:axis] + (s,) + x[axis + 1:] for s in sizes)

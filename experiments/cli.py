@@ -123,6 +123,11 @@ def _add_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, help="taso: seconds")
     p.add_argument("--multi", action="store_true", help="taso: also apply the two-output rules")
     p.add_argument("--no-pair-move", action="store_true", help="taso: disable the pair move")
+    p.add_argument("--iters", type=int, default=15, help="eqsat: iteration limit")
+    p.add_argument("--nodes", type=int, default=50_000, help="eqsat: e-node limit")
+    p.add_argument("--seconds", type=float, default=60.0, help="eqsat: saturation time limit")
+    p.add_argument("--k-multi", type=int, default=1, help="eqsat: iterations that run multi-pattern rules")
+    p.add_argument("--extract", choices=("ilp", "greedy"), default="ilp", help="eqsat: extractor")
 
 
 def _run_optimize(args: argparse.Namespace) -> int:
@@ -131,9 +136,14 @@ def _run_optimize(args: argparse.Namespace) -> int:
     graph = build(args.model, **parse_params(args.param))
     result = SEARCHES[args.search](graph, args)
     payload = result.to_dict()
+    work = (f"{payload['expanded']} expanded" if "expanded" in payload else
+            f"{payload['enodes']} e-nodes, {len(payload['iterations'])} iterations, extraction {payload['extract']} "
+            f"(gap {payload['gap']:.2g})")
     print(f"{graph.name} on {payload['device']}: {payload['original_us']:.2f} -> {payload['best_us']:.2f} µs "
-          f"({payload['speedup_pct']:+.1f}%) in {payload['search_s']:.2f} s, {payload.get('expanded', '-')} expanded, "
-          f"stop: {payload['stop']}")
+          f"({payload['speedup_pct']:+.1f}%) in {payload['search_s']:.2f} s, {work}, stop: {payload['stop']}")
+    for it in payload.get("iterations", []):
+        top = ", ".join(f"{k} {v}" for k, v in list(it["matches"].items())[:3])
+        print(f"  iteration {it['index']:2d}: {it['enodes']:7d} e-nodes {it['seconds']:6.2f} s  top matches: {top}")
     for i, step in enumerate(payload.get("path", []), start=1):
         print(f"  {i:2d}. {step['rule']:24s} {step['cost_us']:10.2f} µs  {step['ratio_to_best']:.3f}x best so far")
     verified = payload.get("verified")
@@ -152,7 +162,15 @@ def _taso(graph, args: argparse.Namespace):
                         pair_move=not args.no_pair_move, multi=args.multi, progress=sys.stderr.isatty())
 
 
-SEARCHES: dict[str, Callable[[Any, argparse.Namespace], Any]] = {"taso": _taso}
+def _eqsat(graph, args: argparse.Namespace):
+    from eqsat.egraph import Limits, optimize
+    from taso_baseline.search import default_rules
+
+    limits = Limits(iterations=args.iters, nodes=args.nodes, seconds=args.seconds, k_multi=args.k_multi)
+    return optimize(graph, default_rules(args.rules), args.device, limits, extract=args.extract)
+
+
+SEARCHES: dict[str, Callable[[Any, argparse.Namespace], Any]] = {"taso": _taso, "eqsat": _eqsat}
 
 
 # --------------------------------------------------------------------------- rules
@@ -275,7 +293,7 @@ HELP = {
     "models": "list the benchmark graphs and their size parameters",
     "dot": "Graphviz DOT of a benchmark graph",
     "rules": "generate, verify, check and format rule files",
-    "optimize": "optimize a benchmark graph with a search (taso: α-backtracking)",
+    "optimize": "optimize a benchmark graph (taso: α-backtracking; eqsat: equality saturation on egglog)",
 }
 
 

@@ -104,9 +104,22 @@ def derive_multi(rule: Rule) -> Rule | None:
         sizes = (Dim(l1, axis), Dim(l2, axis))
         split = App("split", (("axis", axis), ("sizes", sizes)), (other,))
         rhs = tuple(App("proj", (("index", i),), (split,)) for i in range(2))
-        meta = (("origin", "generated"), ("world", dict(rule.meta).get("world", "")), ("from", rule.name))
+        info = dict(rule.meta)
+        meta = (("origin", "generated"), ("world", info.get("world", "")), ("vars", info.get("vars", "")),
+                ("from", rule.name))
         return Rule(f"{rule.name}-pair", (l1, l2), rhs, False, tuple((k, v) for k, v in meta if v))
     return None
+
+
+def var_signature(world: World, shapes: dict[str, tuple[int, ...]]) -> str:
+    """The rank of every variable and which of its sizes are fixed, e.g. ``A:?x?,W:?x?x3x3``: the
+    world's free axes (several test sizes) print as ``?``. The e-graph compiler reads it."""
+    alt = _alt_dims(world, shapes)
+    parts = []
+    for v in sorted(shapes):
+        dims = ["?" if len(opts) > 1 else str(opts[0]) for opts in alt[v]]
+        parts.append(f"{v}:{'x'.join(dims)}")
+    return ",".join(parts)
 
 
 def _alt_dims(world: World, base: dict[str, tuple[int, ...]]) -> dict[str, Any]:
@@ -114,6 +127,10 @@ def _alt_dims(world: World, base: dict[str, tuple[int, ...]]) -> dict[str, Any]:
     alt: dict[str, Any] = {}
     for v, shape in base.items():
         same = [leaf for leaf in world.leaves if leaf.name == v] or [leaf for leaf in world.leaves if leaf.shape == shape]
+        if not same:  # a fresh variable of a new shape: borrow a leaf of its rank whose fixed sizes it has
+            same = [leaf for leaf in world.leaves if len(leaf.shape) == len(shape) and leaf.alt_dims and all(
+                len(opts) > 1 or opts[0] == s for opts, s in zip(leaf.alt_dims, shape))]
+            same.sort(key=lambda leaf: -sum(len(opts) == 1 for opts in leaf.alt_dims))  # most specific first
         alt[v] = same[0].alt_dims if same and same[0].alt_dims else tuple((s,) for s in shape)
     return alt
 
@@ -184,7 +201,8 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
     ordered = list(by_key.values())
     jobs: list[Job] = []
     for i, (text, (left, right, both, shapes)) in enumerate(ordered):
-        rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, (("origin", "generated"), ("world", world.name)))
+        meta = (("origin", "generated"), ("world", world.name), ("vars", var_signature(world, shapes)))
+        rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, meta)
         jobs.append((i, rule, shapes, _alt_dims(world, shapes)))
     verdicts = verify_all(jobs, seed, workers, progress, f"verify {world.name}")
     rules: list[Rule] = []

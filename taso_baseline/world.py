@@ -6,7 +6,8 @@ op table with fixed attributes and, optionally, the kind each input must
 have: TASO's "kinds" rule, e.g. a conv reads an activation and a weight).
 ``alt_dims`` gives, per leaf axis, the sizes that verification may use in
 place of the fingerprint shape, so that every rule is also tested at
-rectangular shapes.
+rectangular shapes; an axis with one size is part of the leaf's identity (a
+3x3 kernel stays 3x3), the others are free sizes.
 """
 from __future__ import annotations
 
@@ -98,9 +99,9 @@ CONV = World(
     leaves=(
         Leaf("X", (1, 2, 4, 4), ACT, _ACT_DIMS),
         Leaf("Y", (1, 2, 4, 4), ACT, _ACT_DIMS),
-        Leaf("W", (2, 2, 3, 3), WEIGHT, ((2, 3), (2,), (3,), (3,))),
-        Leaf("V", (2, 2, 3, 3), WEIGHT, ((2, 3), (2,), (3,), (3,))),
-        Leaf("K", (2, 2, 1, 1), WEIGHT, ((2, 3), (2,), (1,), (1,))),
+        Leaf("W", (2, 2, 3, 3), WEIGHT, ((2, 3), (2, 3), (3,), (3,))),
+        Leaf("V", (2, 2, 3, 3), WEIGHT, ((2, 3), (2, 3), (3,), (3,))),
+        Leaf("K", (2, 2, 1, 1), WEIGHT, ((2, 3), (2, 3), (1,), (1,))),
     ),
     ops=(
         OpInstance("conv2d", (("pad", "same"),), (ACT, WEIGHT)),

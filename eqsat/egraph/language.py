@@ -1,0 +1,83 @@
+"""The tensor language in egglog, generated from the op table.
+
+Every (op, attributes, arity) that occurs becomes one egglog constructor over
+the sort ``T``: attributes are part of the constructor, so matching compares
+them for free and extraction knows them. A projection of a split is one
+constructor ``splitproj`` whose extra i64 arguments are the part sizes (a
+rewrite can compute them from shapes). Shapes live in egglog as
+``(rank T) -> i64`` and ``(dim T i64) -> i64``; weight-only constness is the
+relation ``const``, propagated by one generated rule per constructor.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ops import get_op
+
+HEADER = """
+(sort T)
+(constructor leaf (String) T)
+(function rank (T) i64 :merge old)
+(function dim (T i64) i64 :merge old)
+(relation const (T))
+(ruleset analysis)
+(ruleset rw)
+(ruleset multi)
+"""
+
+
+@dataclass(frozen=True)
+class Ctor:
+    """One generated constructor: the IR op and attributes it stands for."""
+
+    name: str
+    op: str
+    attrs: tuple[tuple[str, Any], ...]
+    arity: int
+    sizes: int = 0  # i64 arguments after the tensors (split part sizes)
+
+
+@dataclass
+class Language:
+    """The constructors declared so far and the program text that declares them."""
+
+    ctors: dict[str, Ctor] = field(default_factory=dict)
+    by_key: dict[tuple, Ctor] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+
+    def ctor(self, op: str, attrs: tuple[tuple[str, Any], ...], arity: int, sizes: int = 0) -> Ctor:
+        """The constructor for ``op`` with these (canonical) attributes, declared on first use."""
+        key = (op, attrs, arity, sizes)
+        found = self.by_key.get(key)
+        if found is not None:
+            return found
+        get_op(op if op != "splitproj" else "split")
+        code = hashlib.blake2b(repr(key).encode(), digest_size=4).hexdigest()
+        c = Ctor(f"{op}_{code}", op, attrs, arity, sizes)
+        self.ctors[c.name] = c
+        self.by_key[key] = c
+        args = " ".join(["T"] * arity + ["i64"] * sizes)
+        self.pending.append(f"(constructor {c.name} ({args}) T)")
+        if arity:
+            kids = [f"?c{i}" for i in range(arity)]
+            extra = [f"?s{i}" for i in range(sizes)]
+            facts = " ".join(f"(const {k})" for k in kids)
+            self.pending.append(f"(rule ((= ?e ({c.name} {' '.join(kids + extra)})) {facts}) ((const ?e)) "
+                                f":ruleset analysis :name \"const:{c.name}\")")
+        return c
+
+    def take_pending(self) -> str:
+        """Declarations not yet sent to the e-graph."""
+        text = "\n".join(self.pending)
+        self.pending.clear()
+        return text
+
+
+def split_proj_attrs(axis: int, index: int) -> tuple[tuple[str, Any], ...]:
+    return (("axis", axis), ("index", index))
+
+
+def egg_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

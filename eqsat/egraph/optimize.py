@@ -1,0 +1,134 @@
+"""``optimize(graph, rules, device, limits)``: TENSAT-style equality saturation on egglog."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from ..cost import RooflineCost
+from ..devices import Device, get_device
+from ..evaluate import Comparison, compare_graphs
+from ..graph import Graph, Node
+from ..ops import get_op
+from ..pattern import Pattern, Var
+from ..rules import Rule
+from .extract import EGraphView, filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
+from .language import Language
+from .runner import EGraphRunner, Limits, RunReport
+
+
+@dataclass
+class Result:
+    model: str
+    device: str
+    original_us: float
+    best_us: float
+    best: Graph
+    greedy_us: float
+    extract: str
+    gap: float
+    ilp_status: str
+    search_s: float
+    saturate_s: float
+    extract_s: float
+    report: RunReport
+    verified: Comparison | None = None
+    eclasses: int = 0
+
+    @property
+    def speedup_pct(self) -> float:
+        return 100.0 * (self.original_us / self.best_us - 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        rep = self.report
+        return {
+            "search": "eqsat", "model": self.model, "device": self.device, "original_us": self.original_us,
+            "best_us": self.best_us, "speedup_pct": self.speedup_pct, "search_s": self.search_s,
+            "greedy_us": self.greedy_us, "extract": self.extract, "gap": self.gap, "ilp_status": self.ilp_status,
+            "saturate_s": self.saturate_s, "extract_s": self.extract_s, "load_s": rep.load_s, "stop": rep.stop,
+            "enodes": rep.enodes, "eclasses": self.eclasses, "rules_compiled": rep.rules_compiled,
+            "multi_compiled": rep.multi_compiled, "rules_skipped": rep.rules_skipped,
+            "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
+                           for it in rep.iterations],
+            "best_ops": self.best.op_count(),
+            "verified": None if self.verified is None else asdict(self.verified),
+        }
+
+
+def _signatures(p: Pattern) -> set[tuple]:
+    """(op, attributes) of every node of a pattern; split/proj pairs count as the view they form."""
+    if isinstance(p, Var):
+        return set()
+    own = {("view",)} if p.op in ("split", "proj") else {(p.op, p.attrs)}
+    return own.union(*(_signatures(a) for a in p.args))
+
+
+def relevant_rules(rules: Sequence[Rule], graph: Graph) -> list[Rule]:
+    """Rules whose source constructors (op and attributes) can ever appear in the e-graph.
+
+    Start from the graph's constructors, add what usable target sides create, repeat. A rule whose
+    source needs a constructor that can never exist never matches; leaving it out keeps egglog's
+    per-iteration work (which grows with the number of rules) small.
+    """
+    have = {(n.op, n.attrs) for n in graph.nodes() if not n.is_leaf} | {("view",)}
+    chosen: list[Rule] = []
+    left = list(rules)
+    changed = True
+    while changed:
+        changed = False
+        rest = []
+        for r in left:
+            usable = [dst for _, src, dst in r.directions() if all(_signatures(p) <= have for p in src)]
+            if not usable:
+                rest.append(r)
+                continue
+            chosen.append(r)
+            for dst in usable:
+                for p in dst:
+                    new = _signatures(p) - have
+                    if new:
+                        have |= new
+                        changed = True
+        left = rest
+    return chosen
+
+
+def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100", limits: Limits = Limits(),
+             extract: str = "ilp", ilp_seconds: float = 60.0, verify: bool = True) -> Result:
+    """Saturate ``graph`` with ``rules`` under ``limits``, extract the cheapest graph, verify it."""
+    device = get_device(device)
+    model = RooflineCost(device)
+    original = model.graph_time_us(graph)
+    start = time.perf_counter()
+    runner = EGraphRunner(relevant_rules(rules, graph), multi=limits.k_multi > 0)
+    roots_let = runner.insert(graph)
+    t0 = time.perf_counter()
+    report = runner.run(limits)
+    saturate_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    view = read_egraph(runner.egraph, runner.lang)
+    roots = [view.lets[r] for r in roots_let]
+    costs = node_costs(view, device, graph.dtype, runner.leaves)
+    choice = greedy_dag(view, costs, roots)
+    greedy_us = selection_cost(view, costs, choice, roots)
+    method, gap, status = "greedy", 0.0, "not run"
+    removed: set[int] = set()
+    if extract == "ilp":
+        removed = filter_cycles(view, choice, roots, costs)
+        ilp = ilp_extract(view, costs, roots, choice, upper=greedy_us, time_limit=ilp_seconds, removed=removed)
+        if ilp is not None and ilp.cost <= greedy_us + 1e-9:
+            choice, method, gap, status = ilp.choice, "ilp", ilp.gap, ilp.status
+        else:
+            status = "no better solution within the time limit" if ilp is None else "worse than greedy"
+    best = to_graph(view, choice, roots, runner.leaves, graph)
+    best_us = model.graph_time_us(best)
+    if best_us > original:
+        best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
+    extract_s = time.perf_counter() - t1
+    result = Result(graph.name, device.name, original, best_us, best, greedy_us, method, gap, status,
+                    time.perf_counter() - start, saturate_s, extract_s, report, eclasses=len(view.classes))
+    if verify:
+        result.verified = compare_graphs(graph, best, trials=1)
+        if not result.verified.equal:
+            raise AssertionError(f"e-graph optimization changed the graph's values: {result.verified.detail}")
+    return result

@@ -1,0 +1,217 @@
+"""Rule files compiled to egglog rules, with shape facts derived from the op table.
+
+Each usable direction of a rule becomes one egglog ``rule``. Its query matches
+the source pattern, fixes every variable's rank and fixed sizes (from the
+rule's ``vars`` metadata, e.g. ``W:?x?x3x3``) and binds the free sizes. The op
+table's shape rules, run on symbolic sizes (:mod:`eqsat.symbolic`), give each
+new right-side node its dims (set by the rule's actions) and the equalities
+under which the right side type-checks (added to the query), so nothing
+ill-typed enters the e-graph. Two-output rules become multi-pattern rules in
+the ``multi`` ruleset, guarded so that the operands only one root reads are
+weight-only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..ops import get_op
+from ..pattern import App, Arith, Dim, Pattern, Var, tensor_vars
+from ..rules import Rule
+from ..symbolic import Sym, Undecidable, recording
+from .language import Language, split_proj_attrs
+
+SymShape = tuple[Any, ...]
+
+
+class Unsupported(Exception):
+    """A rule the e-graph compiler cannot express (no ``vars`` metadata, attribute variables, ...)."""
+
+
+@dataclass
+class Compiled:
+    """Egglog text for a set of rules, with what was left out and why."""
+
+    text: str
+    names: list[str] = field(default_factory=list)
+    multi_names: list[str] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def parse_vars(rule: Rule) -> dict[str, tuple[int | None, ...]]:
+    """``A:?x?,W:?x?x3x3`` -> {A: (None, None), W: (None, None, 3, 3)}."""
+    text = dict(rule.meta).get("vars")
+    if not text:
+        raise Unsupported("no vars metadata (rank and fixed sizes of each variable)")
+    out: dict[str, tuple[int | None, ...]] = {}
+    for part in text.split(","):
+        name, dims = part.split(":")
+        out[name] = tuple(None if d == "?" else int(d) for d in dims.split("x"))
+    return out
+
+
+class _Builder:
+    """Symbolic shapes and egglog text for one rule direction."""
+
+    def __init__(self, lang: Language, var_dims: dict[str, tuple[int | None, ...]]):
+        self.lang = lang
+        self.var_dims = var_dims
+        self.actions: list[str] = []
+        self.constraints: list[tuple[Sym, Sym]] = []
+        self.count = 0
+
+    def var_shape(self, name: str) -> SymShape:
+        dims = self.var_dims.get(name)
+        if dims is None:
+            raise Unsupported(f"variable ?{name} has no vars entry")
+        return tuple(Sym.atom(f"?{name}__{k}") if d is None else d for k, d in enumerate(dims))
+
+    def shape(self, p: Pattern) -> SymShape:
+        """Symbolic shape of a pattern (constraints are recorded when inside ``recording``)."""
+        if isinstance(p, Var):
+            return self.var_shape(p.name)
+        if p.op == "proj" and isinstance(p.args[0], App) and p.args[0].op == "split":
+            sp = p.args[0]
+            attrs = self.attr_values(sp)
+            shapes = get_op("split").shape(attrs, (self.shape(sp.args[0]),))
+            return shapes[dict(p.attrs)["index"]]
+        spec = get_op(p.op)
+        if spec.takes_tuple or spec.is_leaf:
+            raise Unsupported(f"{p.op} in a pattern")
+        attrs = self.attr_values(p)
+        return spec.shape(attrs, tuple(self.shape(a) for a in p.args))[0]
+
+    def attr_values(self, p: App) -> dict[str, Any]:
+        return {k: self.attr(e) for k, e in p.attrs}
+
+    def attr(self, e: Any) -> Any:
+        if isinstance(e, Var):
+            raise Unsupported("attribute variables")
+        if isinstance(e, Dim):
+            with recording():  # the sized term is a source-side pattern: its typing already holds
+                return self.shape(e.term)[e.axis]
+        if isinstance(e, Arith):
+            a, b = self.attr(e.left), self.attr(e.right)
+            return a + b if e.op == "+" else a - b if e.op == "-" else a * b
+        if isinstance(e, tuple):
+            return tuple(self.attr(x) for x in e)
+        return e
+
+    # query side -------------------------------------------------------------
+    def query(self, p: Pattern) -> str:
+        if isinstance(p, Var):
+            return f"?{p.name}"
+        if p.op in ("proj", "split"):
+            raise Unsupported("split/proj on a source side")
+        attrs = tuple((k, v) for k, v in p.attrs)
+        for _, v in attrs:
+            if isinstance(v, (Var, Dim, Arith)):
+                raise Unsupported("symbolic attributes on a source side")
+        ctor = self.lang.ctor(p.op, get_op(p.op).canonical_attrs(dict(attrs)), len(p.args))
+        return f"({ctor.name} {' '.join(self.query(a) for a in p.args)})"
+
+    # action side ------------------------------------------------------------
+    def build(self, p: Pattern) -> tuple[str, SymShape]:
+        """Emit actions creating pattern ``p``; returns its egglog variable and symbolic shape."""
+        if isinstance(p, Var):
+            return f"?{p.name}", self.var_shape(p.name)
+        if p.op == "proj":
+            sp = p.args[0]
+            if not (isinstance(sp, App) and sp.op == "split"):
+                raise Unsupported("proj of something other than split")
+            x, xs = self.build(sp.args[0])
+            attrs = self.attr_values(sp)
+            with recording() as found:
+                shapes = get_op("split").shape(attrs, (xs,))
+            self.constraints.extend(found)
+            index = dict(p.attrs)["index"]
+            ctor = self.lang.ctor("splitproj", split_proj_attrs(attrs["axis"], index), 1, len(attrs["sizes"]))
+            sizes = " ".join(Sym.lift(s).egg() for s in attrs["sizes"])
+            return self.emit(f"({ctor.name} {x} {sizes})", shapes[index])
+        spec = get_op(p.op)
+        if spec.takes_tuple or spec.is_leaf or p.op == "split":
+            raise Unsupported(f"{p.op} on a target side")
+        kids = [self.build(a) for a in p.args]
+        attrs = self.attr_values(p)
+        if any(isinstance(v, Sym) for v in attrs.values()):
+            raise Unsupported("symbolic attributes on a target node")
+        with recording() as found:
+            out = spec.shape(attrs, tuple(s for _, s in kids))
+        self.constraints.extend(found)
+        ctor = self.lang.ctor(p.op, spec.canonical_attrs(attrs), len(kids))
+        return self.emit(f"({ctor.name} {' '.join(v for v, _ in kids)})", out[0])
+
+    def emit(self, expr: str, shape: SymShape) -> tuple[str, SymShape]:
+        name = f"?n{self.count}"
+        self.count += 1
+        self.actions.append(f"(let {name} {expr})")
+        self.actions.append(f"(set (rank {name}) {len(shape)})")
+        for k, d in enumerate(shape):
+            self.actions.append(f"(set (dim {name} {k}) {Sym.lift(d).egg()})")
+        return name, shape
+
+
+def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Sequence[Pattern],
+                      var_dims: dict[str, tuple[int | None, ...]]) -> str:
+    """Egglog text of one rewrite direction (raises Unsupported or Undecidable)."""
+    b = _Builder(lang, var_dims)
+    roots = [f"?root{i}" for i in range(len(src))]
+    facts = [f"(= {r} {b.query(p)})" for r, p in zip(roots, src)]
+    used = set().union(*(tensor_vars(p) for p in src))
+    for v in sorted(used):
+        dims = b.var_dims.get(v)
+        if dims is None:
+            raise Unsupported(f"variable ?{v} has no vars entry")
+        facts.append(f"(= (rank ?{v}) {len(dims)})")
+        for k, d in enumerate(dims):
+            facts.append(f"(= (dim ?{v} {k}) {'?' + v + '__' + str(k) if d is None else d})")
+    with recording():
+        src_shapes = [b.shape(p) for p in src]
+    outs = [b.build(p) for p in dst]
+    for (var, shape), want in zip(outs, src_shapes):
+        if len(shape) != len(want):
+            raise Unsupported("sides of different ranks")
+        for x, y in zip(shape, want):
+            if Sym.lift(x).egg() != Sym.lift(y).egg():
+                b.constraints.append((Sym.lift(x), Sym.lift(y)))
+    seen: set[str] = set()
+    for x, y in b.constraints:
+        fact = f"(= {Sym.lift(x).egg()} {Sym.lift(y).egg()})"
+        if Sym.lift(x).egg() != Sym.lift(y).egg() and fact not in seen:
+            seen.add(fact)
+            facts.append(fact)
+    ruleset = "rw"
+    if len(src) > 1:
+        ruleset = "multi"
+        facts.append(f"(!= {roots[0]} {roots[1]})")
+        own = [tensor_vars(p) for p in src]
+        for i, vars_i in enumerate(own):
+            for v in sorted(vars_i - set().union(*(o for j, o in enumerate(own) if j != i))):
+                facts.append(f"(const ?{v})")  # only weight-only operands merge: no feeding on own output
+    actions = b.actions + [f"(union {r} {v})" for r, (v, _) in zip(roots, outs)]
+    return (f"(rule ({' '.join(facts)})\n      ({' '.join(actions)})\n      :ruleset {ruleset} :name \"{name}\")")
+
+
+def compile_rules(lang: Language, rules: Sequence[Rule], multi: bool = True) -> Compiled:
+    """Every usable direction of ``rules`` as egglog rules (constructors declared in ``lang``)."""
+    parts: list[str] = []
+    out = Compiled("")
+    for rule in rules:
+        if rule.is_multi and not multi:
+            continue
+        try:
+            var_dims = parse_vars(rule)
+        except Unsupported as exc:
+            out.skipped[str(exc)] = out.skipped.get(str(exc), 0) + 1
+            continue
+        for label, src, dst in rule.directions():
+            name = rule.name + ("" if label == "forward" else "~")
+            try:
+                parts.append(compile_direction(lang, name, src, dst, var_dims))
+            except (Unsupported, Undecidable) as exc:
+                key = type(exc).__name__ + ": " + str(exc).split("?")[0].strip()
+                out.skipped[key] = out.skipped.get(key, 0) + 1
+                continue
+            (out.multi_names if len(src) > 1 else out.names).append(name)
+    out.text = lang.take_pending() + "\n" + "\n".join(parts)
+    return out

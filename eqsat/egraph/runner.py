@@ -1,0 +1,180 @@
+"""Driving egglog: insert a graph, run rule iterations under limits, report each iteration.
+
+egglog's Python API has no node or time limit and cannot interrupt an
+iteration, so iterations are driven from here: every iteration saturates the
+constness analysis, then runs the rewrite ruleset once (and the multi-pattern
+ruleset in the first ``k_multi`` iterations), optionally under a back-off
+scheduler that bans rules with too many matches in an iteration, and the
+e-graph's size and the clock are checked after it. An iteration cannot be
+interrupted, so the node cap holds up to one iteration's growth. Rules are sent to egglog one per call: parsing many rules in one program
+costs memory superlinearly in 13.2.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import egglog.bindings as egglog
+
+from ..graph import Graph, Node
+from ..rules import Rule
+from .language import HEADER, Language, egg_string, split_proj_attrs
+from .rewrites import compile_rules
+
+
+@dataclass(frozen=True)
+class Limits:
+    """TENSAT's paper limits by default: 15 iterations, 50k e-nodes, multi-pattern rules in 1."""
+
+    iterations: int = 15
+    nodes: int = 50_000
+    seconds: float = 60.0
+    k_multi: int = 1
+    match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
+
+
+@dataclass(frozen=True)
+class Iteration:
+    index: int
+    enodes: int
+    seconds: float
+    matches: dict[str, int]
+    multi: bool
+
+
+@dataclass
+class RunReport:
+    iterations: list[Iteration] = field(default_factory=list)
+    stop: str = ""
+    load_s: float = 0.0
+    rules_compiled: int = 0
+    multi_compiled: int = 0
+    rules_skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def enodes(self) -> int:
+        return self.iterations[-1].enodes if self.iterations else 0
+
+    def matches(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for it in self.iterations:
+            for k, v in it.matches.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+
+class EGraphRunner:
+    """An egglog e-graph holding one tensor graph and the compiled rules."""
+
+    def __init__(self, rules: Sequence[Rule], multi: bool = True):
+        self.lang = Language()
+        self.egraph = egglog.EGraph()
+        start = time.perf_counter()
+        compiled = compile_rules(self.lang, rules, multi=multi)
+        self._send(HEADER)
+        head, _, body = compiled.text.partition("\n(rule ((= ?root0")
+        self._send(head)
+        for chunk in ("(rule ((= ?root0" + body).split("\n(rule ((= ?root0") if body else []:
+            if chunk.strip():
+                self._send(chunk if chunk.startswith("(rule") else "(rule ((= ?root0" + chunk)
+        self.report = RunReport(load_s=time.perf_counter() - start, rules_compiled=len(compiled.names),
+                                multi_compiled=len(compiled.multi_names), rules_skipped=compiled.skipped)
+        self.leaves: dict[str, Node] = {}
+        self.roots: list[str] = []
+
+    def _send(self, text: str) -> list[Any]:
+        return self.egraph.run_program(*self.egraph.parse_program(text)) if text.strip() else []
+
+    # ------------------------------------------------------------------ insertion
+    def insert(self, graph: Graph) -> list[str]:
+        """Add ``graph`` one ``let`` per node; returns the let names of its outputs."""
+        names: dict[Node, str] = {}
+        lines: list[str] = []
+        splits: dict[Node, Node] = {}
+        for i, n in enumerate(graph.nodes()):
+            var = f"$n{i}"
+            if n.is_leaf:
+                self.leaves[n.attr("name")] = n
+                expr = f"(leaf {egg_string(n.attr('name'))})"
+            elif n.op == "split":
+                splits[n] = n
+                continue
+            elif n.op == "proj":
+                sp = n.inputs[0]
+                if sp.op != "split":
+                    raise ValueError(f"proj of {sp.op} is not supported in the e-graph")
+                ctor = self.lang.ctor("splitproj", split_proj_attrs(sp.attr("axis"), n.attr("index")), 1,
+                                      len(sp.attr("sizes")))
+                expr = f"({ctor.name} {names[sp.inputs[0]]} {' '.join(map(str, sp.attr('sizes')))})"
+            else:
+                ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs))
+                expr = f"({ctor.name} {' '.join(names[x] for x in n.inputs)})"
+            names[n] = var
+            lines.append(f"(let {var} {expr})")
+            lines.append(f"(set (rank {var}) {len(n.shape)})")
+            lines.extend(f"(set (dim {var} {k}) {d})" for k, d in enumerate(n.shape))
+            if n.op == "weight":
+                lines.append(f"(const {var})")
+        self._send(self.lang.take_pending())
+        for k in range(0, len(lines), 400):
+            self._send("\n".join(lines[k:k + 400]))
+        self.roots = [names[o] for o in graph.outputs]
+        return self.roots
+
+    # ------------------------------------------------------------------ running
+    def size(self) -> int:
+        out = self._send("(print-size)")
+        sizes = dict(out[0].sizes) if out and hasattr(out[0], "sizes") else _sizes(out)
+        return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
+
+    def run(self, limits: Limits) -> RunReport:
+        start = time.perf_counter()
+        self._send("(run-schedule (saturate (run analysis)))")
+        stop = "iteration limit"
+        for i in range(limits.iterations):
+            t0 = time.perf_counter()
+            multi = i < limits.k_multi
+            if limits.match_limit is None:
+                sets = "(run multi) (run rw)" if multi else "(run rw)"
+                out = self._send(f"(run-schedule {sets} (saturate (run analysis)))")
+            else:  # a rule over the threshold is banned for this iteration (egglog's back-off)
+                sets = "(run-with bo multi) (run-with bo rw)" if multi else "(run-with bo rw)"
+                out = self._send(f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
+                                 f"{sets} (saturate (run analysis)))")
+            matches: dict[str, int] = {}
+            updated = False
+            for o in out:
+                report = getattr(o, "report", None)
+                if report is None:
+                    continue
+                updated = updated or report.updated
+                for name, count in report.num_matches_per_rule.items():
+                    matches[_rule_name(name)] = matches.get(_rule_name(name), 0) + count
+            enodes = self.size()
+            self.report.iterations.append(Iteration(i, enodes, time.perf_counter() - t0, matches, multi))
+            if enodes > limits.nodes:
+                stop = "node limit"
+                break
+            if time.perf_counter() - start > limits.seconds:
+                stop = "time limit"
+                break
+            if not updated and not (i + 1 < limits.k_multi):
+                stop = "saturated"
+                break
+        self.report.stop = stop
+        return self.report
+
+
+def _sizes(out: Iterable[Any]) -> dict[str, int]:
+    for o in out:
+        text = repr(o)
+        if "PrintAllFunctionsSize" in text:
+            import ast
+            start = text.index("[")
+            return dict(ast.literal_eval(text[start:text.rindex("]") + 1]))
+    return {}
+
+
+def _rule_name(name: str) -> str:
+    return name

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from .devices import Device, get_device
 from .graph import Graph, Node
-from .ops import Shape, get_op, numel
+from .ops import Shape, get_op
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int8": 1}
 

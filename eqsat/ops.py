@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .domains import Domain
-from .errors import AttributeError_, DomainError, ShapeError, UnknownOpError
+from .errors import AttributeError_, ShapeError, UnknownOpError
 
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]

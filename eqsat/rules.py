@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 from .errors import EqsatError, RuleParseError
 from .ops import OP_TABLE, get_op
 from .pattern import App, Arith, AttrExpr, Dim, Pattern, Var, attr_vars, canonical_pattern_attrs, pattern_default, tensor_vars
-from .sexpr import Atom, Datum, SList, read_all
+from .sexpr import Atom, Datum, read_all
 
 ARROWS = ("<=>", "=>")
 

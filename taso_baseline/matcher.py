@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Sequence
 
 from eqsat.errors import EqsatError
 from eqsat.graph import Node
-from eqsat.pattern import App, Pattern, Var, instantiate, match
+from eqsat.pattern import App, Pattern, instantiate, match
 from eqsat.rules import Rule
 
 Key = tuple[str, tuple[str | None, ...]]
@@ -110,7 +110,3 @@ def multi_rewrites_at(rw: Rewrite, n: Node, same_op: Sequence[Node]) -> Iterator
         if any(new.shapes != old.shapes for new, old in zip(news, (n, m))):
             continue
         yield {n: news[0], m: news[1]}
-
-
-def is_var(p: Pattern) -> bool:
-    return isinstance(p, Var)

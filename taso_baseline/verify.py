@@ -25,7 +25,7 @@ from eqsat.errors import EqsatError
 from eqsat.evaluate import evaluate_nodes
 from eqsat.graph import Graph, Node, input_, topo_order
 from eqsat.ops import get_op
-from eqsat.pattern import App, Pattern, Var, attr_vars, instantiate, tensor_vars, walk
+from eqsat.pattern import App, Var, instantiate, tensor_vars, walk
 from eqsat.rules import Rule
 
 Assignment = dict[str, Any]  # tensor var -> shape, attribute var -> value

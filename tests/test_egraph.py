@@ -5,7 +5,7 @@ import pytest
 
 from eqsat.cost import RooflineCost
 from eqsat.egraph import Limits, optimize
-from eqsat.egraph.extract import greedy_dag, node_costs, read_egraph, selection_cost
+from eqsat.egraph.extract import read_egraph
 from eqsat.egraph.runner import EGraphRunner
 from eqsat.models import build
 from eqsat.ops import get_op

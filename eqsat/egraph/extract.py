@@ -146,8 +146,7 @@ def selection_cost(view: EGraphView, costs: list[float], choice: dict[Any, int],
 
 
 # --------------------------------------------------------------------------- ILP
-_DEBUG = False
-_TIE = 1e-6
+TIE_BREAK_US = 1e-6  # added to every node's cost: among equal-cost choices, prefer fewer nodes
 
 
 @dataclass
@@ -226,7 +225,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], constant
             coefs = {col[j]: 1.0 for j in view.classes[c] if j in col}
             coefs[col[i]] = coefs.get(col[i], 0.0) - 1.0
             rows.append((coefs, 0.0, np.inf))
-    c_vec = np.array([costs[i] for i in idx]) + _TIE  # tiny tie-break: prefer fewer nodes
+    c_vec = np.array([costs[i] for i in idx]) + TIE_BREAK_US
     if upper is not None:
         rows.append(({k: float(c_vec[k]) for k in range(len(idx))}, -np.inf, upper + 1e-3 + 1e-6 * len(idx)))
     cuts = 0
@@ -244,8 +243,6 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], constant
         a = coo_matrix((vals, (r_idx, c_idx)), shape=(len(rows), len(idx)))
         res = milp(c_vec, constraints=LinearConstraint(a.tocsr(), lo, hi), integrality=np.ones(len(idx)),
                    bounds=Bounds(0, 1), options={"time_limit": remaining, "disp": False})
-        if _DEBUG:
-            print(f"milp: {len(idx)} vars, {len(rows)} rows, status {res.status}, {time.perf_counter() - start:.2f}s")
         if res.x is None:
             return None
         picked = [idx[k] for k in range(len(idx)) if res.x[k] > 0.5]

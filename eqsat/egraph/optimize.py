@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ..cost import RooflineCost
 from ..devices import Device, get_device
 from ..evaluate import Comparison, compare_graphs
-from ..graph import Graph, Node
-from ..ops import get_op
+from ..graph import Graph
 from ..pattern import Pattern, Var
 from ..rules import Rule
-from .extract import EGraphView, filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
-from .language import Language
+from .extract import filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
 from .runner import EGraphRunner, Limits, RunReport
 
 

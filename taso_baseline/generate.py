@@ -194,9 +194,11 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
     ordered = sorted(oriented.items(), key=lambda kv: (_ops(kv[1][0]) + _ops(kv[1][1]), kv[0]))
     # a rule's variables are just names: pairs equal up to renaming leaves of different shapes or
     # kinds (W 3x3, K 1x1, a fresh D) are one rule, which applies wherever it type-checks
-    by_key: dict[str, Any] = {}
+    # (the variables' fixed sizes stay part of the key: the e-graph compiler matches on them)
+    by_key: dict[tuple, Any] = {}
     for text, r in ordered:
-        by_key.setdefault(rule_key(Rule("k", (r[0],), (r[1],), r[2])), (text, r))
+        sizes = tuple(sorted(var_signature(world, r[3]).replace(",", ":").split(":")[1::2]))
+        by_key.setdefault((rule_key(Rule("k", (r[0],), (r[1],), r[2])), sizes), (text, r))
     renamed = len(ordered) - len(by_key)
     ordered = list(by_key.values())
     jobs: list[Job] = []

@@ -102,6 +102,7 @@ CONV = World(
         Leaf("W", (2, 2, 3, 3), WEIGHT, ((2, 3), (2, 3), (3,), (3,))),
         Leaf("V", (2, 2, 3, 3), WEIGHT, ((2, 3), (2, 3), (3,), (3,))),
         Leaf("K", (2, 2, 1, 1), WEIGHT, ((2, 3), (2, 3), (1,), (1,))),
+        Leaf("L", (2, 2, 1, 1), WEIGHT, ((2, 3), (2, 3), (1,), (1,))),
     ),
     ops=(
         OpInstance("conv2d", (("pad", "same"),), (ACT, WEIGHT)),
@@ -112,7 +113,7 @@ CONV = World(
         OpInstance("concat", (("axis", 0),), (WEIGHT, WEIGHT)),
         OpInstance("enlarge", (("size", 3),), (WEIGHT,)),
     ),
-    note=("activations X, Y (1x2x4x4); 3x3 kernels W, V and a 1x1 kernel K (O=I=2); conv SAME with and "
+    note=("activations X, Y (1x2x4x4); 3x3 kernels W, V and 1x1 kernels K, L (O=I=2); conv SAME with and "
           "without fused relu, relu, ewadd, channel concat of activations, output-channel concat of kernels, "
           "enlarge to 3x3; kinds rule: a conv reads an activation and a weight"),
 )

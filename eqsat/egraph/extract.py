@@ -51,28 +51,31 @@ class EGraphView:
 
 
 def read_egraph(egraph: Any, lang: Language) -> EGraphView:
+    """The frozen e-graph as plain data (e-classes numbered 0, 1, ...; picklable)."""
     frozen = egraph.freeze()
     view = EGraphView()
-    dims: dict[Any, dict[int, int]] = {}
+    ids: dict[Any, int] = {}
+    cls = lambda v: ids.setdefault(v, len(ids))  # noqa: E731
+    dims: dict[int, dict[int, int]] = {}
     for name, fn in frozen.functions.items():
         if fn.is_let_binding:
-            view.lets[name] = fn.rows[0].output
+            view.lets[name] = cls(fn.rows[0].output)
         elif name == "dim":
             for r in fn.rows:
-                dims.setdefault(r.inputs[0], {})[egraph.value_to_i64(r.inputs[1])] = egraph.value_to_i64(r.output)
+                dims.setdefault(cls(r.inputs[0]), {})[egraph.value_to_i64(r.inputs[1])] = egraph.value_to_i64(r.output)
         elif name == "const":
-            view.const.update(r.inputs[0] for r in fn.rows)
+            view.const.update(cls(r.inputs[0]) for r in fn.rows)
         elif name == "leaf":
             for r in fn.rows:
-                view.nodes.append(ENode(r.output, "leaf", (), (), (), egraph.value_to_string(r.inputs[0])))
+                view.nodes.append(ENode(cls(r.output), "leaf", (), (), (), egraph.value_to_string(r.inputs[0])))
         elif name in lang.ctors:
             c = lang.ctors[name]
             for r in fn.rows:
                 if r.subsumed:
                     continue
-                kids = tuple(r.inputs[:c.arity])
+                kids = tuple(cls(v) for v in r.inputs[:c.arity])
                 sizes = tuple(egraph.value_to_i64(v) for v in r.inputs[c.arity:])
-                view.nodes.append(ENode(r.output, c.op, c.attrs, kids, sizes))
+                view.nodes.append(ENode(cls(r.output), c.op, c.attrs, kids, sizes))
     for i, n in enumerate(view.nodes):
         view.classes.setdefault(n.eclass, []).append(i)
     for cls, d in dims.items():

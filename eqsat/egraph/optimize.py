@@ -5,13 +5,15 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+import multiprocessing
+
 from ..cost import RooflineCost
 from ..devices import Device, get_device
 from ..evaluate import Comparison, compare_graphs
 from ..graph import Graph
 from ..pattern import Pattern, Var
 from ..rules import Rule
-from .extract import filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
+from .extract import EGraphView, filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
 from .runner import EGraphRunner, Limits, RunReport
 
 
@@ -91,22 +93,81 @@ def relevant_rules(rules: Sequence[Rule], graph: Graph) -> list[Rule]:
     return chosen
 
 
+def _saturate(rules: Sequence[Rule], graph: Graph, limits: Limits,
+              on_iteration: Any = None) -> tuple[EGraphView, list[str], RunReport, float]:
+    runner = EGraphRunner(rules, multi=limits.k_multi > 0)
+    roots = runner.insert(graph)
+    t0 = time.perf_counter()
+    report = runner.run(limits, on_iteration)
+    return read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0
+
+
+def _child(conn: Any, rules: Sequence[Rule], graph: Graph, limits: Limits) -> None:
+    try:
+        conn.send(("done", _saturate(rules, graph, limits, lambda it: conn.send(("iteration", it)))))
+    except BaseException as exc:  # report, never hang the parent
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def saturate_isolated(rules: Sequence[Rule], graph: Graph, limits: Limits,
+                      grace_s: float = 90.0) -> tuple[EGraphView, list[str], RunReport, float]:
+    """Saturate in a child process that is killed if it overruns ``limits.seconds + grace_s``
+    (the grace covers starting the process and loading the rules).
+
+    egglog cannot interrupt an iteration, so one exploding iteration could run (and grow) without
+    bound. On a kill the run is replayed here with only the iterations the child finished in time,
+    which is deterministic, and the report says so.
+    """
+    ctx = multiprocessing.get_context("spawn")  # fork would copy egglog's worker threads' locks
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, rules, graph, limits), daemon=True)
+    proc.start()
+    child.close()
+    finished: list[Any] = []
+    deadline = time.perf_counter() + limits.seconds + grace_s
+    try:
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0 or not parent.poll(left):
+                break
+            kind, payload = parent.recv()
+            if kind == "iteration":
+                finished.append(payload)
+            elif kind == "done":
+                proc.join()
+                return payload
+            else:
+                raise RuntimeError(f"saturation failed in the child process: {payload}")
+    except EOFError:
+        pass
+    proc.kill()
+    proc.join()
+    replay = Limits(max(len(finished), 1), limits.nodes, limits.seconds, limits.k_multi, limits.match_limit)
+    view, roots, report, seconds = _saturate(rules, graph, replay)
+    report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
+    return view, roots, report, seconds
+
+
 def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100", limits: Limits = Limits(),
-             extract: str = "ilp", ilp_seconds: float = 60.0, verify: bool = True) -> Result:
-    """Saturate ``graph`` with ``rules`` under ``limits``, extract the cheapest graph, verify it."""
+             extract: str = "ilp", ilp_seconds: float = 60.0, verify: bool = True, isolate: bool = True,
+             hard_grace_s: float = 90.0) -> Result:
+    """Saturate ``graph`` with ``rules`` under ``limits``, extract the cheapest graph, verify it.
+
+    With ``isolate`` the saturation runs in a child process with a hard timeout (see
+    :func:`saturate_isolated`)."""
     device = get_device(device)
     model = RooflineCost(device)
     original = model.graph_time_us(graph)
     start = time.perf_counter()
-    runner = EGraphRunner(relevant_rules(rules, graph), multi=limits.k_multi > 0)
-    roots_let = runner.insert(graph)
-    t0 = time.perf_counter()
-    report = runner.run(limits)
-    saturate_s = time.perf_counter() - t0
+    chosen = relevant_rules(rules, graph)
+    if isolate:
+        view, roots_let, report, saturate_s = saturate_isolated(chosen, graph, limits, hard_grace_s)
+    else:
+        view, roots_let, report, saturate_s = _saturate(chosen, graph, limits)
+    leaves = {n.attr("name"): n for n in graph.leaves()}
     t1 = time.perf_counter()
-    view = read_egraph(runner.egraph, runner.lang)
     roots = [view.lets[r] for r in roots_let]
-    costs = node_costs(view, device, graph.dtype, runner.leaves)
+    costs = node_costs(view, device, graph.dtype, leaves)
     choice = greedy_dag(view, costs, roots)
     greedy_us = selection_cost(view, costs, choice, roots)
     method, gap, status = "greedy", 0.0, "not run"
@@ -118,7 +179,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100",
             choice, method, gap, status = ilp.choice, "ilp", ilp.gap, ilp.status
         else:
             status = "no better solution within the time limit" if ilp is None else "worse than greedy"
-    best = to_graph(view, choice, roots, runner.leaves, graph)
+    best = to_graph(view, choice, roots, leaves, graph)
     best_us = model.graph_time_us(best)
     if best_us > original:
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import egglog.bindings as egglog
 
@@ -128,7 +128,8 @@ class EGraphRunner:
         sizes = dict(out[0].sizes) if out and hasattr(out[0], "sizes") else _sizes(out)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
 
-    def run(self, limits: Limits) -> RunReport:
+    def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None) -> RunReport:
+        """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends."""
         start = time.perf_counter()
         self._send("(run-schedule (saturate (run analysis)))")
         stop = "iteration limit"
@@ -136,10 +137,10 @@ class EGraphRunner:
             t0 = time.perf_counter()
             multi = i < limits.k_multi
             if limits.match_limit is None:
-                sets = "(run multi) (run rw)" if multi else "(run rw)"
+                sets = "(run rw) (saturate (run analysis)) (run multi)" if multi else "(run rw)"
                 out = self._send(f"(run-schedule {sets} (saturate (run analysis)))")
             else:  # a rule over the threshold is banned for this iteration (egglog's back-off)
-                sets = "(run-with bo multi) (run-with bo rw)" if multi else "(run-with bo rw)"
+                sets = "(run-with bo rw) (saturate (run analysis)) (run-with bo multi)" if multi else "(run-with bo rw)"
                 out = self._send(f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
                                  f"{sets} (saturate (run analysis)))")
             matches: dict[str, int] = {}
@@ -153,6 +154,8 @@ class EGraphRunner:
                     matches[_rule_name(name)] = matches.get(_rule_name(name), 0) + count
             enodes = self.size()
             self.report.iterations.append(Iteration(i, enodes, time.perf_counter() - t0, matches, multi))
+            if on_iteration is not None:
+                on_iteration(self.report.iterations[-1])
             if enodes > limits.nodes:
                 stop = "node limit"
                 break

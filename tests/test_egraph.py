@@ -77,7 +77,7 @@ def test_node_limit_stops_saturation_and_holds_roughly():
 
 def test_an_overrunning_saturation_is_killed_and_replayed():
     """The child process is killed at limits.seconds + grace; the run is replayed with the
-    iterations that finished (at least one) and the report says so."""
+    iterations that finished (possibly none) and the report says so."""
     r = optimize(build("lora"), SMALL + MERGE, "h100", Limits(iterations=50, seconds=0.1), hard_grace_s=0.2)
     assert r.report.stop.startswith("hard time limit")
     assert r.verified is not None and r.verified.equal and r.best_us <= r.original_us

@@ -116,7 +116,7 @@ def saturate_isolated(rules: Sequence[Rule], graph: Graph, limits: Limits,
 
     egglog cannot interrupt an iteration, so one exploding iteration could run (and grow) without
     bound. On a kill the run is replayed here with only the iterations the child finished in time,
-    which is deterministic, and the report says so.
+    which is deterministic (none finished: the input graph alone), and the report says so.
     """
     ctx = multiprocessing.get_context("spawn")  # fork would copy egglog's worker threads' locks
     parent, child = ctx.Pipe(duplex=False)
@@ -142,7 +142,7 @@ def saturate_isolated(rules: Sequence[Rule], graph: Graph, limits: Limits,
         pass
     proc.kill()
     proc.join()
-    replay = Limits(max(len(finished), 1), limits.nodes, limits.seconds, limits.k_multi, limits.match_limit)
+    replay = Limits(len(finished), limits.nodes, limits.seconds, limits.k_multi, limits.match_limit)
     view, roots, report, seconds = _saturate(rules, graph, replay)
     report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
     return view, roots, report, seconds

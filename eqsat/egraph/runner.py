@@ -137,10 +137,10 @@ class EGraphRunner:
             t0 = time.perf_counter()
             multi = i < limits.k_multi
             if limits.match_limit is None:
-                sets = "(run rw) (saturate (run analysis)) (run multi)" if multi else "(run rw)"
+                sets = "(run multi) (run rw)" if multi else "(run rw)"
                 out = self._send(f"(run-schedule {sets} (saturate (run analysis)))")
             else:  # a rule over the threshold is banned for this iteration (egglog's back-off)
-                sets = "(run-with bo rw) (saturate (run analysis)) (run-with bo multi)" if multi else "(run-with bo rw)"
+                sets = "(run-with bo multi) (run-with bo rw)" if multi else "(run-with bo rw)"
                 out = self._send(f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
                                  f"{sets} (saturate (run analysis)))")
             matches: dict[str, int] = {}

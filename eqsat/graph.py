@@ -200,6 +200,11 @@ def topo_order(roots: Iterable[Node]) -> list[Node]:
     return order
 
 
+def leaves_of(roots: Iterable[Node]) -> list[Node]:
+    """The inputs and weights reachable from ``roots`` (topological order)."""
+    return [n for n in topo_order(roots) if n.is_leaf]
+
+
 @dataclass(frozen=True)
 class Graph:
     """A DAG of nodes with one or more outputs, stored in ``dtype`` (for the cost model)."""
@@ -242,7 +247,7 @@ class Graph:
 
     def leaves(self, op: str | None = None) -> list[Node]:
         """Leaf nodes (inputs and weights), optionally only those of ``op``."""
-        return [n for n in self.nodes() if n.is_leaf and (op is None or n.op == op)]
+        return [n for n in leaves_of(self.outputs) if op is None or n.op == op]
 
     def op_count(self) -> int:
         """Number of non-leaf, non-view ops (TASO's graph size)."""

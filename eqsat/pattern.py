@@ -99,13 +99,6 @@ def attr_vars(p: Pattern) -> tuple[set[str], set[str]]:
     return attr, tensor
 
 
-def ops_in(p: Pattern) -> list[str]:
-    """Ops of the pattern, outermost first."""
-    if isinstance(p, Var):
-        return []
-    return [p.op] + [op for a in p.args for op in ops_in(a)]
-
-
 # --------------------------------------------------------------------------- evaluation of attributes
 def eval_attr(e: AttrExpr, b: Bindings) -> Any:
     """The value of an attribute expression under bindings ``b``."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from eqsat.graph import Node
+from eqsat.graph import Node, leaves_of
 from eqsat.pattern import App, Dim, Pattern, Var, pattern_of, tensor_vars
 from eqsat.rules import Rule, format_pattern, format_rule, rule_key
 
@@ -123,16 +123,7 @@ def var_signature(world: World, shapes: dict[str, tuple[int, ...]]) -> str:
 
 
 def _alt_dims(world: World, base: dict[str, tuple[int, ...]]) -> dict[str, Any]:
-    """Per-axis sizes to try for each variable: its world leaf's, or a same-shape leaf's (fresh D)."""
-    alt: dict[str, Any] = {}
-    for v, shape in base.items():
-        same = [leaf for leaf in world.leaves if leaf.name == v] or [leaf for leaf in world.leaves if leaf.shape == shape]
-        if not same:  # a fresh variable of a new shape: borrow a leaf of its rank whose fixed sizes it has
-            same = [leaf for leaf in world.leaves if len(leaf.shape) == len(shape) and leaf.alt_dims and all(
-                len(opts) > 1 or opts[0] == s for opts, s in zip(leaf.alt_dims, shape))]
-            same.sort(key=lambda leaf: -sum(len(opts) == 1 for opts in leaf.alt_dims))  # most specific first
-        alt[v] = same[0].alt_dims if same and same[0].alt_dims else tuple((s,) for s in shape)
-    return alt
+    return {v: world.test_dims(v, shape) for v, shape in base.items()}
 
 
 Job = tuple[int, Rule, dict[str, tuple[int, ...]], dict[str, Any]]
@@ -190,7 +181,7 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
             unusable += 1
             continue
         text = format_pattern(r[0]) + (" <=> " if r[2] else " => ") + format_pattern(r[1])
-        oriented.setdefault(text, r + ({leaf.attr("name"): leaf.shape for leaf in _leaves(a) + _leaves(b)},))
+        oriented.setdefault(text, r + ({leaf.attr("name"): leaf.shape for leaf in leaves_of([a, b])},))
     ordered = sorted(oriented.items(), key=lambda kv: (_ops(kv[1][0]) + _ops(kv[1][1]), kv[0]))
     # a rule's variables are just names: pairs equal up to renaming leaves of different shapes or
     # kinds (W 3x3, K 1x1, a fresh D) are one rule, which applies wherever it type-checks
@@ -251,11 +242,6 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
     )
     return rules + multi, stats
 
-
-def _leaves(t: Node) -> list[Node]:
-    from eqsat.graph import topo_order
-
-    return [n for n in topo_order([t]) if n.is_leaf]
 
 
 def header_lines(stats: GenerationStats, command: str, world: World) -> list[str]:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from eqsat.domains import INT
 from eqsat.evaluate import evaluate_nodes
-from eqsat.graph import Graph, Node, input_, node, topo_order, weight
+from eqsat.graph import Graph, Node, input_, leaves_of, node, weight
 
 from .enumerate import Enumeration
 from .fingerprint import fingerprint
@@ -161,7 +161,7 @@ def _common_root(a: Node, b: Node, fp: dict[Node, int]) -> bool:
 
 def _fresh_leaf(en: Enumeration, a: Node, b: Node, s: Node) -> Node:
     """A world leaf of S's shape and kind that neither side reads, else a new leaf D."""
-    used = {x for x in topo_order([a, b]) if x.is_leaf}
+    used = set(leaves_of([a, b]))
     for leaf in en.leaves:
         if leaf not in used and leaf.shape == s.shape and leaf.is_const == s.is_const:
             return leaf
@@ -182,18 +182,3 @@ def _generalize(en: Enumeration, a: Node, b: Node, rng: np.random.Generator) -> 
             return ga, gb
     return None
 
-
-def prune_counts(pruned: Pruned) -> dict[str, int]:
-    return {
-        "removed_renaming": pruned.removed_renaming,
-        "removed_common_root": pruned.removed_common_root,
-        "removed_common_subgraph": pruned.removed_common_subgraph,
-        "generalized_added": pruned.generalized_added,
-        "kept": len(pruned.kept),
-    }
-
-
-def iter_sides(pairs: Iterable[tuple[Node, Node]]) -> Iterable[Node]:
-    for a, b in pairs:
-        yield a
-        yield b

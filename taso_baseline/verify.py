@@ -264,7 +264,7 @@ def world_shapes(world: Any, rule: Rule) -> tuple[dict[str, tuple[int, ...]] | N
         if leaf is None:
             return None, None
         base[v] = leaf.shape
-        alt[v] = leaf.alt_dims or tuple((s,) for s in leaf.shape)
+        alt[v] = world.test_dims(v, leaf.shape)
     return base, alt
 
 

@@ -71,6 +71,17 @@ class World:
     def leaf_nodes(self) -> tuple[Node, ...]:
         return tuple(leaf.node() for leaf in self.leaves)
 
+    def test_dims(self, name: str, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        """Per-axis sizes to test a variable at: its own leaf's, a same-shape leaf's, or (a fresh
+        variable of a new shape) those of the most specific leaf of its rank whose fixed sizes it has."""
+        same = [leaf for leaf in self.leaves if leaf.name == name] or [leaf for leaf in self.leaves
+                                                                      if leaf.shape == shape]
+        if not same:
+            same = [leaf for leaf in self.leaves if len(leaf.shape) == len(shape) and leaf.alt_dims and all(
+                len(opts) > 1 or opts[0] == s for opts, s in zip(leaf.alt_dims, shape))]
+            same.sort(key=lambda leaf: -sum(len(opts) == 1 for opts in leaf.alt_dims))
+        return same[0].alt_dims if same and same[0].alt_dims else tuple((s,) for s in shape)
+
     def leaf(self, name: str) -> Leaf:
         for leaf in self.leaves:
             if leaf.name == name:

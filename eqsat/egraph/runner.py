@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import egglog.bindings as egglog
 
@@ -80,7 +80,6 @@ class EGraphRunner:
                 self._send(chunk if chunk.startswith("(rule") else "(rule ((= ?root0" + chunk)
         self.report = RunReport(load_s=time.perf_counter() - start, rules_compiled=len(compiled.names),
                                 multi_compiled=len(compiled.multi_names), rules_skipped=compiled.skipped)
-        self.leaves: dict[str, Node] = {}
         self.roots: list[str] = []
 
     def _send(self, text: str) -> list[Any]:
@@ -91,14 +90,11 @@ class EGraphRunner:
         """Add ``graph`` one ``let`` per node; returns the let names of its outputs."""
         names: dict[Node, str] = {}
         lines: list[str] = []
-        splits: dict[Node, Node] = {}
         for i, n in enumerate(graph.nodes()):
             var = f"$n{i}"
             if n.is_leaf:
-                self.leaves[n.attr("name")] = n
                 expr = f"(leaf {egg_string(n.attr('name'))})"
-            elif n.op == "split":
-                splits[n] = n
+            elif n.op == "split":  # only its projections become e-nodes (splitproj)
                 continue
             elif n.op == "proj":
                 sp = n.inputs[0]
@@ -124,8 +120,7 @@ class EGraphRunner:
 
     # ------------------------------------------------------------------ running
     def size(self) -> int:
-        out = self._send("(print-size)")
-        sizes = dict(out[0].sizes) if out and hasattr(out[0], "sizes") else _sizes(out)
+        sizes = dict(self._send("(print-size)")[0].sizes)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
 
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None) -> RunReport:
@@ -151,7 +146,7 @@ class EGraphRunner:
                     continue
                 updated = updated or report.updated
                 for name, count in report.num_matches_per_rule.items():
-                    matches[_rule_name(name)] = matches.get(_rule_name(name), 0) + count
+                    matches[name] = matches.get(name, 0) + count
             enodes = self.size()
             self.report.iterations.append(Iteration(i, enodes, time.perf_counter() - t0, matches, multi))
             if on_iteration is not None:
@@ -168,16 +163,3 @@ class EGraphRunner:
         self.report.stop = stop
         return self.report
 
-
-def _sizes(out: Iterable[Any]) -> dict[str, int]:
-    for o in out:
-        text = repr(o)
-        if "PrintAllFunctionsSize" in text:
-            import ast
-            start = text.index("[")
-            return dict(ast.literal_eval(text[start:text.rindex("]") + 1]))
-    return {}
-
-
-def _rule_name(name: str) -> str:
-    return name

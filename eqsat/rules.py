@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from .errors import EqsatError, RuleParseError
 from .ops import OP_TABLE, get_op
@@ -52,6 +52,17 @@ class Rule:
     def verified(self) -> tuple[str, ...]:
         text = dict(self.meta).get("verified", "")
         return tuple(v for v in text.split(",") if v)
+
+    @property
+    def weight_vars(self) -> frozenset[str]:
+        """Variables that stand for weights (the generator's ``weights=`` metadata)."""
+        return frozenset(v for v in dict(self.meta).get("weights", "").split(",") if v)
+
+    def constant_only(self, source: Sequence[Pattern]) -> bool:
+        """True when every variable ``source`` reads is a weight: the direction only rewrites
+        weight-only subgraphs, which are folded at compile time (TASO skips such rewrites too)."""
+        weights = self.weight_vars
+        return bool(weights) and set().union(*(tensor_vars(p) for p in source)) <= weights
 
     def directions(self) -> Iterator[tuple[str, tuple[Pattern, ...], tuple[Pattern, ...]]]:
         """(label, source, target) for every usable rewrite direction.

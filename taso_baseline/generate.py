@@ -28,7 +28,7 @@ from .enumerate import enumerate_graphs
 from .fingerprint import buckets, count_pairs
 from .prune import prune
 from .verify import Verdict, verify_rule
-from .world import World
+from .world import WEIGHT, World
 
 
 @dataclass
@@ -106,7 +106,7 @@ def derive_multi(rule: Rule) -> Rule | None:
         rhs = tuple(App("proj", (("index", i),), (split,)) for i in range(2))
         info = dict(rule.meta)
         meta = (("origin", "generated"), ("world", info.get("world", "")), ("vars", info.get("vars", "")),
-                ("from", rule.name))
+                ("weights", info.get("weights", "")), ("from", rule.name))
         return Rule(f"{rule.name}-pair", (l1, l2), rhs, False, tuple((k, v) for k, v in meta if v))
     return None
 
@@ -194,8 +194,9 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
     ordered = list(by_key.values())
     jobs: list[Job] = []
     for i, (text, (left, right, both, shapes)) in enumerate(ordered):
+        weights = ",".join(sorted(v for v in shapes if world.kind_of(v) == WEIGHT))
         meta = (("origin", "generated"), ("world", world.name), ("vars", var_signature(world, shapes)))
-        rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, meta)
+        rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, meta + ((("weights", weights),) if weights else ()))
         jobs.append((i, rule, shapes, _alt_dims(world, shapes)))
     verdicts = verify_all(jobs, seed, workers, progress, f"verify {world.name}")
     rules: list[Rule] = []

@@ -61,6 +61,17 @@ class Step:
     ratio_to_best: float
 
 
+@dataclass(frozen=True)
+class TracePoint:
+    """The best cost after ``expanded`` pops, ``seconds`` into the search (recorded at every
+    improvement). The search is deterministic and the budget only stops it, so the run with
+    budget B is a prefix of any run with a larger budget: one trace gives every budget's answer."""
+
+    seconds: float
+    expanded: int
+    best_us: float
+
+
 @dataclass
 class SearchResult:
     model: str
@@ -77,6 +88,7 @@ class SearchResult:
     stop: str
     verified: Comparison | None = None
     matches: dict[str, int] = field(default_factory=dict)
+    trace: list[TracePoint] = field(default_factory=list)
 
     @property
     def speedup_pct(self) -> float:
@@ -95,6 +107,7 @@ class SearchResult:
             "path": [asdict(s) for s in self.path], "best_ops": self.best.op_count(),
             "verified": None if self.verified is None else asdict(self.verified),
             "top_matches": dict(sorted(self.matches.items(), key=lambda kv: -kv[1])[:20]),
+            "trace": [asdict(t) for t in self.trace],
         }
 
 
@@ -146,8 +159,10 @@ class Expander:
 def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str | Device = "h100", *,
                  alpha: float = 1.05, budget: int = 1000, time_limit: float | None = None,
                  pair_move: bool = True, multi: bool = False, max_ops_factor: float = 2.0,
-                 verify: bool = True, progress: bool = False, expander: Expander | None = None) -> SearchResult:
-    """TASO's α-backtracking search from ``graph`` (see the module docstring)."""
+                 verify: bool = True, progress: bool = False, expander: Expander | None = None,
+                 seed: int = 0) -> SearchResult:
+    """TASO's α-backtracking search from ``graph`` (see the module docstring); ``seed`` picks the
+    random inputs of the final numerical check."""
     if alpha < 1.0:
         raise ValueError(f"alpha must be >= 1, got {alpha}")
     model = RooflineCost(device)
@@ -163,6 +178,7 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str 
     expanded = generated = 0
     matches: dict[str, int] = {}
     stop = "queue empty"
+    trace = [TracePoint(0.0, 0, root.cost)]
     bar = tqdm(total=budget, desc=f"taso α={alpha}", disable=not progress, leave=False)
     while heap:
         if expanded >= budget:
@@ -189,14 +205,16 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str 
             best_before = best.cost
             if new.cost < best.cost - 1e-9:
                 best = new
+                trace.append(TracePoint(time.perf_counter() - start, expanded, new.cost))
             if new.cost < alpha * best_before - 1e-9:
                 heapq.heappush(heap, (new.cost, next(tie), new))
     bar.close()
     elapsed = time.perf_counter() - start
     result = SearchResult(graph.name, model.device.name, alpha, budget, root.cost, best.cost, best.graph,
-                          _path(parent, best.graph), expanded, generated, elapsed, stop, matches=matches)
+                          _path(parent, best.graph), expanded, generated, elapsed, stop, matches=matches,
+                          trace=trace + [TracePoint(elapsed, expanded, best.cost)])
     if verify:
-        result.verified = compare_graphs(graph, best.graph, trials=1)
+        result.verified = compare_graphs(graph, best.graph, trials=1, seed=seed)
         if not result.verified.equal:
             raise AssertionError(f"α search produced a graph that differs from its input: {result.verified.detail}")
     return result

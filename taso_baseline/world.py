@@ -82,6 +82,10 @@ class World:
             same.sort(key=lambda leaf: -sum(len(opts) == 1 for opts in leaf.alt_dims))
         return same[0].alt_dims if same and same[0].alt_dims else tuple((s,) for s in shape)
 
+    def kind_of(self, name: str) -> str:
+        """The kind of a rule variable: its leaf's, or ``any`` for a generalized variable."""
+        return next((leaf.kind for leaf in self.leaves if leaf.name == name), ANY)
+
     def leaf(self, name: str) -> Leaf:
         for leaf in self.leaves:
             if leaf.name == name:

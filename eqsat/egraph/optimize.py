@@ -11,9 +11,10 @@ from ..cost import RooflineCost
 from ..devices import Device, get_device
 from ..evaluate import Comparison, compare_graphs
 from ..graph import Graph
-from ..pattern import Pattern, Var
 from ..rules import Rule
 from .extract import EGraphView, filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
+from .relevance import relevant_rules
+from .rewrites import Compiled, compile_rules
 from .runner import EGraphRunner, Limits, RunReport
 
 
@@ -31,6 +32,7 @@ class Result:
     search_s: float
     saturate_s: float
     extract_s: float
+    compile_s: float
     report: RunReport
     verified: Comparison | None = None
     eclasses: int = 0
@@ -45,9 +47,10 @@ class Result:
             "search": "eqsat", "model": self.model, "device": self.device, "original_us": self.original_us,
             "best_us": self.best_us, "speedup_pct": self.speedup_pct, "search_s": self.search_s,
             "greedy_us": self.greedy_us, "extract": self.extract, "gap": self.gap, "ilp_status": self.ilp_status,
-            "saturate_s": self.saturate_s, "extract_s": self.extract_s, "load_s": rep.load_s, "stop": rep.stop,
+            "compile_s": self.compile_s, "saturate_s": self.saturate_s, "extract_s": self.extract_s,
+            "load_s": rep.load_s, "stop": rep.stop,
             "enodes": rep.enodes, "eclasses": self.eclasses, "rules_compiled": rep.rules_compiled,
-            "multi_compiled": rep.multi_compiled, "rules_skipped": rep.rules_skipped,
+            "multi_compiled": rep.multi_compiled, "egglog_rules": rep.egglog_rules, "rules_skipped": rep.rules_skipped,
             "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
                            for it in rep.iterations],
             "best_ops": self.best.op_count(),
@@ -55,61 +58,23 @@ class Result:
         }
 
 
-def _signatures(p: Pattern) -> set[tuple]:
-    """(op, attributes) of every node of a pattern; split/proj pairs count as the view they form."""
-    if isinstance(p, Var):
-        return set()
-    own = {("view",)} if p.op in ("split", "proj") else {(p.op, p.attrs)}
-    return own.union(*(_signatures(a) for a in p.args))
-
-
-def relevant_rules(rules: Sequence[Rule], graph: Graph) -> list[Rule]:
-    """Rules whose source constructors (op and attributes) can ever appear in the e-graph.
-
-    Start from the graph's constructors, add what usable target sides create, repeat. A rule whose
-    source needs a constructor that can never exist never matches; leaving it out keeps egglog's
-    per-iteration work (which grows with the number of rules) small.
-    """
-    have = {(n.op, n.attrs) for n in graph.nodes() if not n.is_leaf} | {("view",)}
-    chosen: list[Rule] = []
-    left = list(rules)
-    changed = True
-    while changed:
-        changed = False
-        rest = []
-        for r in left:
-            usable = [dst for _, src, dst in r.directions() if all(_signatures(p) <= have for p in src)]
-            if not usable:
-                rest.append(r)
-                continue
-            chosen.append(r)
-            for dst in usable:
-                for p in dst:
-                    new = _signatures(p) - have
-                    if new:
-                        have |= new
-                        changed = True
-        left = rest
-    return chosen
-
-
-def _saturate(rules: Sequence[Rule], graph: Graph, limits: Limits,
+def _saturate(rules: Compiled, graph: Graph, limits: Limits,
               on_iteration: Any = None) -> tuple[EGraphView, list[str], RunReport, float]:
-    runner = EGraphRunner(rules, multi=limits.k_multi > 0)
+    runner = EGraphRunner(rules)
     roots = runner.insert(graph)
     t0 = time.perf_counter()
     report = runner.run(limits, on_iteration)
     return read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0
 
 
-def _child(conn: Any, rules: Sequence[Rule], graph: Graph, limits: Limits) -> None:
+def _child(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
     try:
         conn.send(("done", _saturate(rules, graph, limits, lambda it: conn.send(("iteration", it)))))
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def saturate_isolated(rules: Sequence[Rule], graph: Graph, limits: Limits,
+def saturate_isolated(rules: Compiled, graph: Graph, limits: Limits,
                       grace_s: float = 90.0) -> tuple[EGraphView, list[str], RunReport, float]:
     """Saturate in a child process that is killed if it overruns ``limits.seconds + grace_s``
     (the grace covers starting the process and loading the rules).
@@ -150,20 +115,23 @@ def saturate_isolated(rules: Sequence[Rule], graph: Graph, limits: Limits,
 
 def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100", limits: Limits = Limits(),
              extract: str = "ilp", ilp_seconds: float = 60.0, verify: bool = True, isolate: bool = True,
-             hard_grace_s: float = 90.0) -> Result:
+             hard_grace_s: float = 90.0, seed: int = 0, rewrite_constants: bool = False) -> Result:
     """Saturate ``graph`` with ``rules`` under ``limits``, extract the cheapest graph, verify it.
 
     With ``isolate`` the saturation runs in a child process with a hard timeout (see
-    :func:`saturate_isolated`)."""
+    :func:`saturate_isolated`); ``seed`` picks the random inputs of the numerical check;
+    ``rewrite_constants`` also rewrites weight-only subgraphs (off, as in the α search)."""
     device = get_device(device)
     model = RooflineCost(device)
     original = model.graph_time_us(graph)
     start = time.perf_counter()
-    chosen = relevant_rules(rules, graph)
+    chosen = relevant_rules(rules, graph, rewrite_constants)
+    compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
+    compile_s = time.perf_counter() - start
     if isolate:
-        view, roots_let, report, saturate_s = saturate_isolated(chosen, graph, limits, hard_grace_s)
+        view, roots_let, report, saturate_s = saturate_isolated(compiled, graph, limits, hard_grace_s)
     else:
-        view, roots_let, report, saturate_s = _saturate(chosen, graph, limits)
+        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits)
     leaves = {n.attr("name"): n for n in graph.leaves()}
     t1 = time.perf_counter()
     roots = [view.lets[r] for r in roots_let]
@@ -185,9 +153,9 @@ def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100",
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
     result = Result(graph.name, device.name, original, best_us, best, greedy_us, method, gap, status,
-                    time.perf_counter() - start, saturate_s, extract_s, report, eclasses=len(view.classes))
+                    time.perf_counter() - start, saturate_s, extract_s, compile_s, report, eclasses=len(view.classes))
     if verify:
-        result.verified = compare_graphs(graph, best, trials=1)
+        result.verified = compare_graphs(graph, best, trials=1, seed=seed)
         if not result.verified.equal:
             raise AssertionError(f"e-graph optimization changed the graph's values: {result.verified.detail}")
     return result

@@ -19,8 +19,8 @@ import egglog.bindings as egglog
 
 from ..graph import Graph, Node
 from ..rules import Rule
-from .language import HEADER, Language, egg_string, split_proj_attrs
-from .rewrites import compile_rules
+from .language import HEADER, egg_string, split_proj_attrs
+from .rewrites import Compiled, compile_rules
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class RunReport:
     load_s: float = 0.0
     rules_compiled: int = 0
     multi_compiled: int = 0
+    egglog_rules: int = 0
     rules_skipped: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -67,19 +68,20 @@ class RunReport:
 class EGraphRunner:
     """An egglog e-graph holding one tensor graph and the compiled rules."""
 
-    def __init__(self, rules: Sequence[Rule], multi: bool = True):
-        self.lang = Language()
+    def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True):
+        """Load compiled rules (or compile ``rules``; ``multi=False`` drops multi-pattern ones)."""
+        compiled = rules if isinstance(rules, Compiled) else compile_rules(rules, multi=multi)
+        self.lang = compiled.lang
         self.egraph = egglog.EGraph()
         start = time.perf_counter()
-        compiled = compile_rules(self.lang, rules, multi=multi)
         self._send(HEADER)
-        head, _, body = compiled.text.partition("\n(rule ((= ?root0")
-        self._send(head)
-        for chunk in ("(rule ((= ?root0" + body).split("\n(rule ((= ?root0") if body else []:
-            if chunk.strip():
-                self._send(chunk if chunk.startswith("(rule") else "(rule ((= ?root0" + chunk)
+        self._send(compiled.declarations)
+        for rule in compiled.rules:
+            self._send(rule)
+        self.groups = compiled.groups
         self.report = RunReport(load_s=time.perf_counter() - start, rules_compiled=len(compiled.names),
-                                multi_compiled=len(compiled.multi_names), rules_skipped=compiled.skipped)
+                                multi_compiled=len(compiled.multi_names), rules_skipped=compiled.skipped,
+                                egglog_rules=len(compiled.rules))
         self.roots: list[str] = []
 
     def _send(self, text: str) -> list[Any]:
@@ -146,7 +148,8 @@ class EGraphRunner:
                     continue
                 updated = updated or report.updated
                 for name, count in report.num_matches_per_rule.items():
-                    matches[name] = matches.get(name, 0) + count
+                    for member in self.groups.get(name, (name,)):  # a shared query's matches are each member's
+                        matches[member] = matches.get(member, 0) + count
             enodes = self.size()
             self.report.iterations.append(Iteration(i, enodes, time.perf_counter() - t0, matches, multi))
             if on_iteration is not None:

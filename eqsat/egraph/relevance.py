@@ -1,0 +1,114 @@
+"""Which rules can ever match in an e-graph grown from a given graph.
+
+A rule whose source needs a node that can never exist never matches: a rank-2
+matrix rule in a convolutional network, a 1x1-kernel rule where every kernel
+is 3x3. egglog's load time and per-iteration work grow with the number of
+rules, so :func:`relevant_rules` leaves such rules out. A node's signature is
+its op, attributes, and output shape with the sizes a rule leaves free shown as
+``None``; split/proj pairs all count as one ``("view",)`` signature.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+from ..graph import Graph
+from ..pattern import Pattern, Var
+from ..rules import Rule
+from ..symbolic import Sym, Undecidable, recording
+from .language import Language
+from .rewrites import RuleBuilder, Unsupported, parse_vars
+
+Mask = tuple[int | None, ...] | None
+Signature = tuple
+VIEW: Signature = ("view",)
+
+
+def pattern_signatures(p: Pattern, shapes: RuleBuilder | None) -> frozenset[Signature]:
+    """The signature of every node of ``p`` (``shapes`` gives symbolic output shapes, if known)."""
+    if isinstance(p, Var):
+        return frozenset()
+    if p.op in ("split", "proj"):
+        own: Signature = VIEW
+    else:
+        own = (p.op, p.attrs, _mask(p, shapes))
+    return frozenset({own}).union(*(pattern_signatures(a, shapes) for a in p.args))
+
+
+def _mask(p: Pattern, shapes: RuleBuilder | None) -> Mask:
+    if shapes is None:
+        return None
+    try:
+        with recording():
+            shape = shapes.shape(p)
+    except (Unsupported, Undecidable, KeyError, ValueError, TypeError, IndexError):
+        return None
+    return tuple(d if isinstance(d, int) else int(d) if isinstance(d, Sym) and d.is_const else None for d in shape)
+
+
+@lru_cache(maxsize=None)
+def rule_signatures(rule: Rule, rewrite_constants: bool = False
+                    ) -> tuple[tuple[tuple[frozenset[Signature], ...], tuple[frozenset[Signature], ...]], ...]:
+    """Per direction of ``rule`` (constant-only ones left out unless ``rewrite_constants``): the
+    signatures each source and each target pattern holds."""
+    try:
+        shapes: RuleBuilder | None = RuleBuilder(Language(), parse_vars(rule))
+    except Unsupported:
+        shapes = None
+    return tuple((tuple(pattern_signatures(p, shapes) for p in src), tuple(pattern_signatures(p, shapes) for p in dst))
+                 for _, src, dst in rule.directions() if rewrite_constants or not rule.constant_only(src))
+
+
+def _compatible(a: Mask, b: Mask) -> bool:
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+class Available:
+    """The signatures present (or creatable) in an e-graph, indexed by (op, attributes)."""
+
+    def __init__(self) -> None:
+        self.masks: dict[tuple, set[Mask]] = {}
+
+    def add(self, sig: Signature) -> bool:
+        """Record ``sig``; True if it was new."""
+        key, mask = (sig, None) if sig == VIEW else (sig[:2], sig[2])
+        masks = self.masks.setdefault(key, set())
+        if mask in masks:
+            return False
+        masks.add(mask)
+        return True
+
+    def has(self, sig: Signature) -> bool:
+        if sig == VIEW:
+            return VIEW in self.masks
+        return any(_compatible(sig[2], m) for m in self.masks.get(sig[:2], ()))
+
+
+def relevant_rules(rules: Sequence[Rule], graph: Graph, rewrite_constants: bool = False) -> list[Rule]:
+    """The rules whose source signatures can all exist: start from the graph's nodes, add what
+    usable target sides create, repeat until nothing changes. Order is kept."""
+    have = Available()
+    have.add(VIEW)
+    for n in graph.nodes():
+        if not n.is_leaf:
+            have.add(VIEW if len(n.shapes) != 1 else (n.op, n.attrs, tuple(n.shape)))
+    sigs = [rule_signatures(r, rewrite_constants) for r in rules]
+    chosen: list[int] = []
+    left = list(range(len(rules)))
+    changed = True
+    while changed:
+        changed = False
+        rest: list[int] = []
+        for i in left:
+            usable = [dst for src, dst in sigs[i] if all(have.has(s) for side in src for s in side)]
+            if not usable:
+                rest.append(i)
+                continue
+            chosen.append(i)
+            for side in (side for dst in usable for side in dst):
+                for s in side:
+                    changed |= have.add(s)
+        left = rest
+    return [rules[i] for i in sorted(chosen)]

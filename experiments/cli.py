@@ -28,13 +28,11 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
     return params
 
 
-def _write_json(path: str, payload: Any) -> None:
+def write_json(path: str, payload: Any) -> None:
     """Write JSON atomically: a temp file renamed into place."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    tmp.replace(target)
+    from experiments.output import write_atomic
+
+    write_atomic(Path(path), json.dumps(payload, indent=2) + "\n")
 
 
 # --------------------------------------------------------------------------- cost
@@ -59,7 +57,7 @@ def _run_cost(args: argparse.Namespace) -> int:
             continue
         print(f"{r.op:10s} {str(r.shape):>22s} {r.flops / 1e9:9.3f} {r.bytes / 1e6:9.3f} {r.time_us:8.2f}  {r.kind}")
     if args.json_out:
-        _write_json(args.json_out, report.to_dict())
+        write_json(args.json_out, report.to_dict())
     return 0
 
 
@@ -150,7 +148,7 @@ def _run_optimize(args: argparse.Namespace) -> int:
     if verified:
         print(f"verified against the input ({verified['method']}): max relative error {verified['max_rel_error']:.2g}")
     if args.json_out:
-        _write_json(args.json_out, payload)
+        write_json(args.json_out, payload)
     return 0
 
 
@@ -171,6 +169,95 @@ def _eqsat(graph, args: argparse.Namespace):
 
 
 SEARCHES: dict[str, Callable[[Any, argparse.Namespace], Any]] = {"taso": _taso, "eqsat": _eqsat}
+
+
+# --------------------------------------------------------------------------- compare / experiments
+def _add_sweep_options(p: argparse.ArgumentParser, out: str, device: bool = True) -> None:
+    if device:
+        p.add_argument("--device", default="h100", help="device profile (default h100)")
+    p.add_argument("--out", default=out, help=f"output folder; finished cells are read back from it (default {out})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the numerical checks' random inputs")
+    p.add_argument("--workers", type=int, default=1, help="local processes running cells (timings are fairest at 1)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local", help="run cells locally or on Ray")
+
+
+def _add_compare(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", default="", help="comma-separated models (default: the case studies and TENSAT's suite)")
+    p.add_argument("--quick", action="store_true", help="smoke test: two small models, tiny budgets")
+    _add_sweep_options(p, "results/compare")
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    return "eqsat-lab " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("eqsat-lab") else ""
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from experiments.compare import run
+
+    run([m for m in args.models.split(",") if m] or None, args.device, Path(args.out), quick=args.quick,
+        seed=args.seed, workers=args.workers, executor=args.executor, progress=sys.stderr.isatty(),
+        command=_command_line(args))
+    return 0
+
+
+def _add_experiment(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="experiment", required=True)
+    budget = sub.add_parser("budget", help="best cost vs search time: α in {1, 1.05, 1.3, 1.5}, e-graph limits x k_multi")
+    budget.add_argument("--models", default="", help="comma-separated models (default: the case studies)")
+    budget.add_argument("--budget", type=int, default=1000, help="α search: largest budget (its trace gives the smaller ones)")
+    _add_sweep_options(budget, "results/budget")
+    alpha = sub.add_parser("alpha", help="graphs expanded and final cost against α")
+    alpha.add_argument("--models", default="", help="comma-separated models (default: the case studies)")
+    alpha.add_argument("--budget", type=int, default=1000)
+    alpha.add_argument("--alphas", default="", help="comma-separated α values (default 1.0 ... 2.0)")
+    _add_sweep_options(alpha, "results/alpha")
+    hw = sub.add_parser("hardware", help="best graph per device and the penalty of running it elsewhere")
+    hw.add_argument("--models", default="", help="comma-separated models (default: the case studies)")
+    hw.add_argument("--devices", default="h100,weak,a100,v100,k80")
+    hw.add_argument("--k-multi", type=int, default=2, help="e-graph multi-pattern iterations (the case studies need 2)")
+    _add_sweep_options(hw, "results/hardware", device=False)
+
+
+def _run_experiment(args: argparse.Namespace) -> int:
+    models = [m for m in args.models.split(",") if m] or None
+    common = dict(seed=args.seed, workers=args.workers, executor=args.executor, progress=sys.stderr.isatty(),
+                  command=_command_line(args))
+    if args.experiment == "budget":
+        from experiments.budget import run as run_budget
+
+        run_budget(models, args.device, Path(args.out), budget=args.budget, **common)
+    elif args.experiment == "alpha":
+        from experiments.alpha import ALPHAS, run as run_alpha
+
+        alphas = tuple(float(a) for a in args.alphas.split(",") if a) or ALPHAS
+        run_alpha(models, args.device, Path(args.out), budget=args.budget, alphas=alphas, **common)
+    else:
+        from experiments.hardware import run as run_hardware
+
+        run_hardware(models, Path(args.out), devices=[d for d in args.devices.split(",") if d],
+                     k_multi=args.k_multi, **common)
+    return 0
+
+
+# --------------------------------------------------------------------------- tune
+def _add_tune(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("run", "landscape", "curves"), default="run",
+                   help="run: tune one shape; landscape: the shape of the space; curves: %% of optimum vs trials")
+    p.add_argument("--shape", default="square", help="named shape (square, decode, wgrad, ...) or MxNxK[+relu]")
+    p.add_argument("--tuner", default="random", help="grid, random or triton (curves: comma-separated)")
+    p.add_argument("--trials", default="256", help="measurement budget (curves: comma-separated checkpoints)")
+    p.add_argument("--seed", type=int, default=0, help="tuner and measurement-noise seed (curves: seeds 0..N-1 with --seeds)")
+    p.add_argument("--seeds", type=int, default=5, help="curves: number of seeds")
+    p.add_argument("--shapes", default="square,prefill,decode,wgrad,ffn_down", help="curves: comma-separated shapes")
+    p.add_argument("--measurer", choices=("hypogpu", "cpu"), default="hypogpu", help="simulated GPU or this CPU")
+    p.add_argument("--records", help="JSON-lines record file: every measurement is appended; an existing file resumes")
+    p.add_argument("--json", dest="json_out", help="write the result as JSON here")
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    from experiments.tune import run_curves, run_landscape, run_tune
+
+    return {"run": run_tune, "landscape": run_landscape, "curves": run_curves}[args.action](args)
 
 
 # --------------------------------------------------------------------------- rules
@@ -232,7 +319,7 @@ def _rules_generate(args: argparse.Namespace) -> int:
     command = f"eqsat-lab rules generate --world {args.world} --max-ops {args.max_ops} --seed {args.seed}"
     save_rules(args.out, rules, header_lines(stats, command, world))
     if args.stats_json:
-        _write_json(args.stats_json, stats.to_dict())
+        write_json(args.stats_json, stats.to_dict())
     print("\n".join(header_lines(stats, command, world)[2:5]))
     print(f"wrote {len(rules)} rules to {args.out} in {sum(stats.seconds.values()):.1f} s "
           f"({', '.join(f'{k} {v:.1f} s' for k, v in stats.seconds.items())})")
@@ -286,6 +373,9 @@ COMMANDS: list[Command] = [
     ("dot", _add_dot, _run_dot),
     ("rules", _add_rules, _run_rules),
     ("optimize", _add_optimize, _run_optimize),
+    ("compare", _add_compare, _run_compare),
+    ("experiment", _add_experiment, _run_experiment),
+    ("tune", _add_tune, _run_tune),
 ]
 HELP = {
     "table": "cost table of the built-in benchmark graphs (the main job for now)",
@@ -294,6 +384,9 @@ HELP = {
     "dot": "Graphviz DOT of a benchmark graph",
     "rules": "generate, verify, check and format rule files",
     "optimize": "optimize a benchmark graph (taso: α-backtracking; eqsat: equality saturation on egglog)",
+    "experiment": "search-budget curves, α sweep, hardware cross-penalties",
+    "tune": "auto-tune a matmul on HypoGPU (or this CPU); landscape and tuner curves",
+    "compare": "the main job: TENSAT-style e-graph vs TASO-style α search on the benchmark suite",
 }
 
 

@@ -1,0 +1,147 @@
+"""Experiment cells: run them locally in parallel or on Ray, save each one, resume from the folder.
+
+An experiment is a list of :class:`Cell` values: a function (``"module:function"``) and the
+keyword arguments that identify the cell. :func:`run_cells` runs every cell whose result is not
+already in ``out/cells/<experiment>/`` and writes each result there as soon as it finishes, so an
+interrupted sweep resumes where it stopped and a finished one is only read back. Cell functions
+are plain top-level functions returning JSON-serializable dicts; they take every random choice
+from their arguments (a ``seed`` among them), so a cell's result depends only on its key.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import multiprocessing
+import re
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from tqdm import tqdm
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One unit of an experiment: ``fn(**params)`` for a function named ``module:function``."""
+
+    experiment: str
+    fn: str
+    params: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, experiment: str, fn: str, **params: Any) -> "Cell":
+        return cls(experiment, fn, tuple(sorted(params.items())))
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def slug(self) -> str:
+        """A file name that names the cell and cannot collide (readable part + hash of the key)."""
+        readable = "-".join(f"{v}" for _, v in self.params)
+        readable = re.sub(r"[^A-Za-z0-9_.=-]+", "_", readable)[:80]
+        digest = hashlib.sha1(json.dumps([self.fn, self.params], default=str).encode()).hexdigest()[:8]
+        return f"{readable}-{digest}"
+
+    def path(self, out: Path) -> Path:
+        return out / "cells" / self.experiment / f"{self.slug}.json"
+
+
+def resolve(fn: str) -> Callable[..., dict[str, Any]]:
+    module, _, name = fn.partition(":")
+    if not name:
+        raise ValueError(f"cell function must be 'module:function', got {fn!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Run one cell in this process."""
+    return resolve(cell.fn)(**cell.kwargs)
+
+
+def load_finished(cell: Cell, out: Path) -> dict[str, Any] | None:
+    """The saved result of ``cell`` if its file exists and holds this exact cell, else None."""
+    path = cell.path(out)
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None  # a torn write from a killed run: recompute
+    if saved.get("fn") != cell.fn or saved.get("params") != json.loads(json.dumps(cell.kwargs)):
+        return None
+    return saved["result"]
+
+
+def _save(cell: Cell, out: Path, result: dict[str, Any]) -> None:
+    path = cell.path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"fn": cell.fn, "params": cell.kwargs, "result": result}, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def run_cells(cells: Sequence[Cell], out: Path, *, workers: int = 1, executor: str = "local",
+              progress: bool = True, desc: str = "cells") -> list[dict[str, Any]]:
+    """Results of ``cells`` in order, computing only those not already saved under ``out``.
+
+    ``executor="local"`` runs cells in this process (``workers=1``) or in ``workers`` spawned
+    processes; ``"ray"`` submits them as Ray tasks to the cluster ``ray.init()`` finds (a local
+    one if none is configured; set ``RAY_ADDRESS`` to use a real cluster).
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    results: dict[Cell, dict[str, Any]] = {}
+    todo: list[Cell] = []
+    for cell in cells:
+        done = load_finished(cell, out)
+        if done is None:
+            todo.append(cell)
+        else:
+            results[cell] = done
+    bar = tqdm(total=len(cells), initial=len(results), desc=desc, disable=not progress, leave=False)
+    for cell, result in _execute(todo, workers, executor):
+        _save(cell, out, result)
+        results[cell] = result
+        bar.update()
+    bar.close()
+    return [results[c] for c in cells]
+
+
+def _execute(cells: Sequence[Cell], workers: int, executor: str) -> Iterable[tuple[Cell, dict[str, Any]]]:
+    if not cells:
+        return
+    if executor == "ray":
+        yield from _execute_ray(cells)
+    elif workers == 1:
+        for cell in cells:
+            yield cell, run_cell(cell)
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pending = {pool.submit(run_cell, c): c for c in cells}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    yield pending.pop(fut), fut.result()
+
+
+def _execute_ray(cells: Sequence[Cell]) -> Iterable[tuple[Cell, dict[str, Any]]]:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ValueError("--executor ray needs the optional extra: pip install 'eqsat-lab[ray]'") from exc
+    if not ray.is_initialized():
+        ray.init(log_to_driver=False)
+    remote = ray.remote(run_cell)
+    pending = {remote.remote(c): c for c in cells}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            yield pending.pop(ref), ray.get(ref)

@@ -84,7 +84,8 @@ def run_search(model: str, search: str, device: str = "h100", seed: int = 0, qui
         work = {"enodes": rep.enodes, "eclasses": r.eclasses, "iterations": len(rep.iterations),
                 "iteration_limit": limits.iterations, "node_limit": limits.nodes, "k_multi": limits.k_multi,
                 "egglog_rules": rep.egglog_rules, "extract": r.extract, "gap": r.gap,
-                "compile_s": r.compile_s, "load_s": rep.load_s, "saturate_s": r.saturate_s, "extract_s": r.extract_s}
+                "compile_s": r.compile_s, "load_s": rep.load_s, "saturate_s": r.saturate_s, "extract_s": r.extract_s,
+                "per_iteration": [[it.enodes, round(it.seconds, 3)] for it in rep.iterations]}
         stop = rep.stop
     else:
         raise ValueError(f"unknown search {search!r}; choose taso or eqsat")

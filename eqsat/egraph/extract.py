@@ -178,17 +178,28 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
                 if d not in view.const:
                     g.add_edge(c, d)
                     edge_nodes.setdefault((c, d), []).append(i)
-    while True:
+    # cycles live inside strongly connected components: cut them one component at a time, so each
+    # search is local instead of over the whole e-class graph
+    work = [comp for comp in nx.strongly_connected_components(g) if _cyclic(g, comp)]
+    while work:
+        comp = work.pop()
         try:
-            cycle = nx.find_cycle(g)
+            cycle = nx.find_cycle(g.subgraph(comp))
         except nx.NetworkXNoCycle:
-            return removed
+            continue
         options = [(c, d) for c, d in cycle if keep.get(c) not in edge_nodes[(c, d)]]
         if not options:  # cannot happen when ``keep`` is acyclic
             raise RuntimeError("cycle filter: every edge of a cycle is used by the kept choice")
         c, d = max(options, key=lambda e: min(costs[i] for i in edge_nodes[e]))
         removed.update(edge_nodes[(c, d)])
         g.remove_edge(c, d)
+        sub = g.subgraph(comp)
+        work.extend(part for part in nx.strongly_connected_components(sub) if _cyclic(sub, part))
+    return removed
+
+
+def _cyclic(g: nx.DiGraph, comp: set) -> bool:
+    return len(comp) > 1 or any(g.has_edge(n, n) for n in comp)
 
 
 def _reachable(view: EGraphView, roots: list[Any], removed: set[int]) -> set:

@@ -17,6 +17,7 @@ with the number of rules, and the match count of the group is each member's.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Sequence
@@ -199,12 +200,15 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
         for x, y in zip(shape, want):
             if Sym.lift(x).egg() != Sym.lift(y).egg():
                 b.constraints.append((Sym.lift(x), Sym.lift(y)))
-    seen: set[str] = set()
+    rename = _merge_equal_sizes(b.constraints)
     for x, y in b.constraints:
-        fact = f"(= {Sym.lift(x).egg()} {Sym.lift(y).egg()})"
-        if Sym.lift(x).egg() != Sym.lift(y).egg() and fact not in seen:
-            seen.add(fact)
-            facts.append(fact)
+        facts.append(f"(= {Sym.lift(x).egg()} {Sym.lift(y).egg()})")
+    facts = _substitute(facts, rename)
+    b.actions = _substitute(b.actions, rename)
+    needed = {m for a in b.actions for m in _SIZE.findall(a)}
+    facts = [f for i, f in enumerate(facts) if f not in facts[:i] and not _trivial(f)
+             and not (_defines_size(f) and _SIZE.search(f).group(0) not in needed)]
+    facts = [f if _defines_size(f) else _as_lookups([f])[0] for f in facts]
     ruleset = "rw"
     if len(src) > 1:
         ruleset = "multi"
@@ -215,6 +219,62 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
                 facts.append(f"(const ?{v})")  # only weight-only operands merge: no feeding on own output
     actions = b.actions + [f"(union {r} {v})" for r, (v, _) in zip(roots, outs)]
     return Direction(name, tuple(facts), tuple(actions), ruleset)
+
+
+_SIZE = re.compile(r"\?[A-Za-z][A-Za-z0-9_]*__\d+")
+
+
+def _merge_equal_sizes(constraints: Sequence[tuple[Any, Any]]) -> dict[str, str]:
+    """Sizes a constraint equates directly (``?B__0 = ?A__0``, ``?K__1 = 3``) become one name
+    (or the constant): a query then checks ``(dim ?B 0)`` against ``?A__0`` instead of joining two
+    size variables, which egglog's planner may do as a cross product of the ``dim`` table."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for x, y in constraints:
+        a, b = Sym.lift(x).egg(), Sym.lift(y).egg()
+        simple = [t for t in (a, b) if _SIZE.fullmatch(t) or t.lstrip("-").isdigit()]
+        if len(simple) != 2:
+            continue
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            continue
+        if ra.lstrip("-").isdigit() and rb.lstrip("-").isdigit():
+            continue  # two different constants: leave the (false) fact in the query
+        keep, drop = sorted((ra, rb), key=lambda t: (not t.lstrip("-").isdigit(), t))
+        parent[drop] = keep
+    return {x: find(x) for x in parent}
+
+
+def _substitute(texts: Sequence[str], rename: dict[str, str]) -> list[str]:
+    if not rename:
+        return list(texts)
+    return [_SIZE.sub(lambda m: rename.get(m.group(0), m.group(0)), t) for t in texts]
+
+
+_DEFINES = re.compile(r"\(= \(dim \?([A-Za-z][A-Za-z0-9_]*) (\d+)\) \?\1__\2\)")
+
+
+def _defines_size(fact: str) -> bool:
+    """``(= (dim ?A 0) ?A__0)``: only names a size, which :func:`_as_lookups` reads in place."""
+    return _DEFINES.fullmatch(fact) is not None
+
+
+def _as_lookups(texts: Sequence[str]) -> list[str]:
+    """Every size name ``?A__0`` read as the lookup ``(dim ?A 0)``. Queries bind a size variable
+    only when an action needs it (egglog 13 allows no lookups in actions); a condition between
+    sizes is checked by lookups instead of joining the ``dim`` table with itself."""
+    return [_SIZE.sub(lambda m: "(dim {} {})".format(*m.group(0).rsplit("__", 1)), t) for t in texts]
+
+
+def _trivial(fact: str) -> bool:
+    """``(= X X)`` for one size name or constant."""
+    parts = fact[1:-1].split(" ")
+    return len(parts) == 3 and parts[0] == "=" and parts[1] == parts[2] and "(" not in fact[1:]
 
 
 def egglog_rule(name: str, directions: Sequence[Direction]) -> str:

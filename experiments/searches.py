@@ -21,6 +21,7 @@ from taso_baseline.search import alpha_search, default_rules
 TASO_ALPHA = 1.05
 TASO_DEFAULT_BUDGET = 300  # TASO's C++ default; the example scripts set their own below
 TASO_BUDGETS = {"bert": 100, "nasrnn": 100, "resnext50": 100, "nasnet_a": 100, "inception_v3": 30, "resnet50": 1000}
+TASO_TIME_LIMIT_S = 120.0  # keeps the default compare within ~10 minutes (NasNet-A's budget 100 takes ~600 s)
 TENSAT_LIMITS = Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1)
 
 
@@ -31,12 +32,13 @@ class Budget:
     alpha: float
     budget: int
     limits: Limits
+    time_limit: float | None = TASO_TIME_LIMIT_S
 
 
 def paper_budget(model: str, quick: bool = False) -> Budget:
     """TASO's and TENSAT's settings for ``model``; ``quick`` is a smoke-test scale-down."""
     if quick:
-        return Budget(TASO_ALPHA, 20, Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1))
+        return Budget(TASO_ALPHA, 20, Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1), 20.0)
     return Budget(TASO_ALPHA, TASO_BUDGETS.get(model, TASO_DEFAULT_BUDGET), TENSAT_LIMITS)
 
 
@@ -62,16 +64,20 @@ def prepare_rules(search: str) -> float:
 
 def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
-               nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
-    """One search on one benchmark graph; the overrides replace the papers' settings."""
+               nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
+               time_limit: float | None = -1.0) -> dict[str, Any]:
+    """One search on one benchmark graph; the overrides replace the papers' settings
+    (``time_limit=None`` lifts the α search's time limit)."""
     graph = build(model, **(params or {}))
     base = paper_budget(model, quick)
     prepare_s = prepare_rules(search)
     rules = default_rules()
     if search == "taso":
-        r = alpha_search(graph, rules, device, alpha=alpha or base.alpha, budget=budget or base.budget, seed=seed)
+        limit = base.time_limit if time_limit == -1.0 else time_limit
+        r = alpha_search(graph, rules, device, alpha=alpha or base.alpha, budget=budget or base.budget,
+                         time_limit=limit, seed=seed)
         work = {"expanded": r.expanded, "generated": r.generated, "alpha": r.alpha, "budget": r.budget,
+                "time_limit": limit,
                 "trace": [[t.seconds, t.expanded, t.best_us] for t in r.trace]}
         stop = r.stop
     elif search == "eqsat":

@@ -146,4 +146,11 @@ class TritonAutotune:
         return result
 
 
-TUNERS: dict[str, Callable[[], Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune}
+def _autotvm(**kwargs: Any) -> Any:
+    from .autotvm import AutoTVM
+
+    return AutoTVM(**kwargs)
+
+
+TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
+                                         "autotvm": _autotvm}

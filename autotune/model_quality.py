@@ -1,0 +1,52 @@
+"""How well a cost model ranks configs it has not seen (seed notes 003 §4.3–4.4).
+
+Train on n random measured configs of a shape, score 3000 other legal configs, and report
+Spearman's ρ between predicted and true throughput and recall@30 (how many of the model's top
+30 are among the true top 30). Reads the hidden model: this is evaluation, not tuning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from . import hypogpu
+from .cost_model import XGBCostModel, normalized_throughput
+from .features import featurize
+from .resources import legal
+from .space import SPACE
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Quality:
+    workload: str
+    features: str
+    objective: str
+    samples: int
+    spearman: float
+    recall_at_30: float
+
+
+def model_quality(workload: Workload, features: str, objective: str, samples: int, test: int = 3000,
+                  seed: int = 0) -> Quality:
+    rng = np.random.default_rng(seed)
+    allv = SPACE.all_values()
+    pool = np.flatnonzero(legal(allv))
+    picked = rng.choice(pool, size=samples + test, replace=False)
+    train, held = picked[:samples], picked[samples:]
+    t = hypogpu.time_us(workload, allv[picked])
+    t_train, t_test = t[:samples], t[samples:]
+    model = XGBCostModel(objective, random_state=seed).fit(
+        featurize(features, workload, allv[train]), normalized_throughput(t_train, np.zeros(samples)))
+    pred = model.predict(featurize(features, workload, allv[held]))
+    rho = float(spearmanr(pred, -t_test).correlation)
+    top_pred, top_true = set(np.argsort(-pred)[:30]), set(np.argsort(t_test)[:30])
+    return Quality(workload.name or workload.key, features, objective, samples, rho, len(top_pred & top_true) / 30)
+
+
+def quality_table(workloads: Sequence[Workload], samples: Sequence[int] = (64, 256, 1024), seed: int = 0) -> list[Quality]:
+    return [model_quality(w, f, o, n, seed=seed) for w in workloads for n in samples
+            for f in ("knob", "program") for o in ("rank", "reg")]

@@ -216,9 +216,22 @@ def _add_experiment(p: argparse.ArgumentParser) -> None:
     hw.add_argument("--devices", default="h100,weak,a100,v100,k80")
     hw.add_argument("--k-multi", type=int, default=2, help="e-graph multi-pattern iterations (the case studies need 2)")
     _add_sweep_options(hw, "results/hardware", device=False)
+    tuning = sub.add_parser("tuning", help="tuner curves, cost-model quality and transfer on HypoGPU")
+    tuning.add_argument("--shapes", default="square,prefill,decode,wgrad,ffn_down")
+    tuning.add_argument("--seeds", type=int, default=5)
+    tuning.add_argument("--out", default="results/tuning")
+    tuning.add_argument("--workers", type=int, default=1)
+    tuning.add_argument("--executor", choices=("local", "ray"), default="local")
 
 
 def _run_experiment(args: argparse.Namespace) -> int:
+    if args.experiment == "tuning":
+        from experiments.tuning import run as run_tuning
+
+        run_tuning(Path(args.out), shapes=[s for s in args.shapes.split(",") if s], seeds=args.seeds,
+                   workers=args.workers, executor=args.executor, progress=sys.stderr.isatty(),
+                   command=_command_line(args))
+        return 0
     models = [m for m in args.models.split(",") if m] or None
     common = dict(seed=args.seed, workers=args.workers, executor=args.executor, progress=sys.stderr.isatty(),
                   command=_command_line(args))

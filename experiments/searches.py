@@ -57,7 +57,7 @@ def prepare_rules(search: str) -> float:
         if search == "eqsat":
             compile_rules(rules, multi=True)
             for rule in rules:
-                rule_signatures(rule)
+                rule_signatures(rule, False)  # the exact key relevant_rules uses
         _PREPARED[search] = time.perf_counter() - t0
     return _PREPARED[search]
 

@@ -1,0 +1,160 @@
+"""``eqsat-lab experiment tuning``: tuner curves, cost-model quality and transfer on HypoGPU.
+
+Curves: median % of optimum over seeds after 64 ... 1024 trials for grid, random and AutoTVM.
+Quality: Spearman ρ and recall@30 on 3000 unseen configs for knob/program features and
+rank/reg objectives. Transfer: AutoTVM on target shapes in batches of 16, cold, with a global
+model from source-shape records (program features), and with knob features.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from .output import pyplot, write_table
+from .sweep import Cell, run_cells
+
+CURVE_SHAPES = ("square", "prefill", "decode", "wgrad", "ffn_down")
+CHECKPOINTS = (64, 128, 256, 512, 1024)
+CURVE_TUNERS = ("grid", "random", "autotvm")
+SOURCES = ("square", "ffn_up", "small", "decode")
+TARGETS = ("prefill_qkv", "ffn_down", "wgrad")
+TRANSFER_CHECKPOINTS = (16, 32, 64, 128, 256)
+
+
+def tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[int], transfer: str = "",
+               features: str = "program", plan_size: int = 64) -> dict[str, Any]:
+    """One tuning run; % of optimum after each checkpoint, and AutoTVM's per-batch overhead."""
+    from autotune.autotvm import AutoTVM
+    from autotune.evaluate import fraction_after
+    from autotune.measure import SimulatedMeasurer
+    from autotune.tuners import TUNERS
+    from autotune.workload import SHAPES
+
+    if tuner == "autotvm":
+        t = AutoTVM(features=features, plan_size=plan_size, transfer=[transfer] if transfer else [])
+    else:
+        t = TUNERS[tuner]()
+    r = t.tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
+    out: dict[str, Any] = {"tuner": tuner, "shape": shape, "seed": seed, "transfer": bool(transfer),
+                           "features": features, "clock_s": r.clock_s,
+                           "pct": {str(n): 100 * fraction_after(r, n) for n in checkpoints}}
+    if tuner == "autotvm":
+        out["fit_s"] = t.overhead.fit_s
+        out["explore_s"] = t.overhead.explore_s
+    return out
+
+
+def source_records(path: str, seed: int, trials: int = 512) -> dict[str, Any]:
+    """Random-search records of the source shapes (the transfer data), written to ``path``."""
+    from autotune.measure import SimulatedMeasurer
+    from autotune.tuners import RandomSearch
+    from autotune.workload import SHAPES
+
+    Path(path).unlink(missing_ok=True)
+    for s in SOURCES:
+        RandomSearch().tune(SHAPES[s], trials, SimulatedMeasurer(seed=seed, records=path), seed=seed)
+    return {"path": path, "sources": list(SOURCES), "trials": trials}
+
+
+def quality_cell(shape: str, seed: int) -> dict[str, Any]:
+    from autotune.model_quality import quality_table
+    from autotune.workload import SHAPES
+
+    return {"rows": [asdict(q) for q in quality_table([SHAPES[shape]], seed=seed)]}
+
+
+def _median_rows(results: Sequence[dict[str, Any]], label) -> list[dict[str, Any]]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((label(r), r["shape"]), []).append(r)
+    rows = []
+    for (name, shape), rs in groups.items():
+        for n in rs[0]["pct"]:
+            per = [r["pct"][n] for r in rs]
+            rows.append({"tuner": name, "shape": shape, "trials": int(n), "median_pct": round(statistics.median(per), 2),
+                         "per_seed_pct": " ".join(f"{p:.1f}" for p in per)})
+    return rows
+
+
+def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
+    plt = pyplot()
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    fig, axes = plt.subplots(1, len(shapes), figsize=(3.3 * len(shapes), 3.2), squeeze=False, sharey=True)
+    for ax, s in zip(axes[0], shapes):
+        for name in dict.fromkeys(r["tuner"] for r in rows):
+            pts = [r for r in rows if r["shape"] == s and r["tuner"] == name]
+            ax.plot([p["trials"] for p in pts], [p["median_pct"] for p in pts], "o-", ms=3, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_title(s)
+        ax.set_xlabel("trials")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("median % of optimum")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, workers: int = 1,
+        executor: str = "local", progress: bool = True, command: str = "") -> None:
+    from autotune.workload import SHAPES
+
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        raise ValueError(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
+    fn = "experiments.tuning:tuner_cell"
+    curve_cells = [Cell.of("tuning", fn, tuner=t, shape=s, seed=k, checkpoints=CHECKPOINTS)
+                   for t in CURVE_TUNERS for s in shapes for k in range(seeds)]
+    results = run_cells(curve_cells, out, workers=workers, executor=executor, progress=progress, desc="tuner curves")
+    curves = _median_rows(results, lambda r: r["tuner"])
+    write_table(out, "tuning_curves", curves, {"command": command, "seeds": seeds})
+    _plot(curves, out / "tuning_curves.png", f"median % of optimum over {seeds} seeds (HypoGPU)")
+    fits = [x for r in results if r["tuner"] == "autotvm" for x in r["fit_s"][1:]]
+    explores = [x for r in results if r["tuner"] == "autotvm" for x in r["explore_s"][1:]]
+
+    quality = run_cells([Cell.of("tuning", "experiments.tuning:quality_cell", shape=s, seed=0) for s in shapes], out,
+                        workers=workers, executor=executor, progress=progress, desc="model quality")
+    qrows = [row for q in quality for row in q["rows"]]
+    write_table(out, "model_quality", qrows, {"command": command})
+
+    records = str((out / "transfer_sources.jsonl").resolve())
+    run_cells([Cell.of("tuning", "experiments.tuning:source_records", path=records, seed=0)], out,
+              workers=1, executor="local", progress=progress, desc="transfer sources")
+    transfer_cells = [Cell.of("tuning", fn, tuner="autotvm", shape=s, seed=k, checkpoints=TRANSFER_CHECKPOINTS,
+                              transfer=tr, features=f, plan_size=16)
+                      for s in TARGETS for k in range(seeds)
+                      for tr, f in (("", "program"), (records, "program"), (records, "knob"))]
+    tres = run_cells(transfer_cells, out, workers=workers, executor=executor, progress=progress, desc="transfer")
+    label = {(False, "program"): "cold", (True, "program"): "transfer", (True, "knob"): "transfer (knob features)"}
+    trows = _median_rows(tres, lambda r: label[(r["transfer"], r["features"])])
+    write_table(out, "transfer", trows, {"command": command, "sources": list(SOURCES)})
+    _plot(trows, out / "transfer.png", "AutoTVM transfer learning, batches of 16")
+
+    print(f"median % of optimum over {seeds} seeds")
+    print(f"{'tuner':8s} {'shape':10s} " + " ".join(f"{n:>6d}" for n in CHECKPOINTS))
+    for name in CURVE_TUNERS:
+        for s in shapes:
+            row = [r for r in curves if r["tuner"] == name and r["shape"] == s]
+            print(f"{name:8s} {s:10s} " + " ".join(f"{r['median_pct']:6.1f}" for r in row))
+    if fits:
+        print(f"AutoTVM overhead per batch: fit {statistics.median(fits) * 1e3:.0f} ms, exploration "
+              f"{statistics.median(explores) * 1e3:.0f} ms (median), vs {64 * 1.0:.0f} s of simulated compile per batch")
+    print("cost-model quality on 3000 unseen configs (Spearman ρ / recall@30):")
+    for s in shapes:
+        for n in (64, 256, 1024):
+            cells = {(q["features"], q["objective"]): q for q in qrows if q["workload"] == s and q["samples"] == n}
+            print(f"  {s:10s} n={n:5d} " + "  ".join(f"{f}/{o} {c['spearman']:.2f}/{c['recall_at_30']:.2f}"
+                                                   for (f, o), c in cells.items()))
+    rank_wins = sum(1 for s in shapes for n in (64, 256, 1024) for f in ("knob", "program")
+                    if next(q for q in qrows if (q["workload"], q["samples"], q["features"], q["objective"]) == (s, n, f, "rank"))["spearman"]
+                    >= next(q for q in qrows if (q["workload"], q["samples"], q["features"], q["objective"]) == (s, n, f, "reg"))["spearman"])
+    print(f"rank >= reg in {rank_wins}/{len(shapes) * 6} settings (notes: 10/12)")
+    print("transfer (median % of optimum, batches of 16):")
+    for s in TARGETS:
+        for name in label.values():
+            row = [r for r in trows if r["tuner"] == name and r["shape"] == s]
+            print(f"  {s:12s} {name:26s} " + " ".join(f"{r['trials']}:{r['median_pct']:.1f}" for r in row))
+    print(f"wrote tuning_curves.csv/.json/.png, model_quality.csv/.json, transfer.csv/.json/.png to {out}")

@@ -47,9 +47,11 @@ class XGBCostModel:
     def _margin(self, X: np.ndarray) -> np.ndarray | None:
         return None if self.base is None else self.base.predict(X)
 
-    def fit(self, X: np.ndarray, y: np.ndarray, groups: Sequence[int] | np.ndarray | None = None) -> "XGBCostModel":
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: Sequence[int] | np.ndarray | None = None,
+            sample_weight: np.ndarray | None = None) -> "XGBCostModel":
         """Fit on features ``X`` and targets ``y`` (normalized throughput); ``groups`` labels each
-        sample's workload (pairs are formed within a group for the rank objective)."""
+        sample's workload (pairs are formed within a group for the rank objective);
+        ``sample_weight`` weighs the squared error (Ansor weighs by throughput)."""
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         if len(X) != len(y) or len(X) == 0:
@@ -57,7 +59,8 @@ class XGBCostModel:
         groups = np.zeros(len(X), dtype=np.int64) if groups is None else np.asarray(groups)
         order = np.argsort(groups, kind="stable")
         X, y, groups = X[order], y[order], groups[order]
-        d = xgb.DMatrix(X, label=y, base_margin=self._margin(X))
+        weight = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)[order]
+        d = xgb.DMatrix(X, label=y, base_margin=self._margin(X), weight=weight if self.objective == "reg" else None)
         if self.objective == "rank":
             _, sizes = np.unique(groups, return_counts=True)
             d.set_group(sizes)

@@ -50,3 +50,42 @@ def model_quality(workload: Workload, features: str, objective: str, samples: in
 def quality_table(workloads: Sequence[Workload], samples: Sequence[int] = (64, 256, 1024), seed: int = 0) -> list[Quality]:
     return [model_quality(w, f, o, n, seed=seed) for w in workloads for n in samples
             for f in ("knob", "program") for o in ("rank", "reg")]
+
+
+@dataclass(frozen=True)
+class PartialQuality:
+    workload: str
+    decided: int               # knobs decided, in the order split-K, BLOCK_M, ..., GROUP_M
+    pairwise_accuracy: float   # P(model orders two programs as their final times do); 0.5 is chance
+    recall_at_10: float
+
+
+def partial_program_quality(workload: Workload, train: int = 2000, test: int = 1000, pairs: int = 20000,
+                            seed: int = 0) -> list[PartialQuality]:
+    """Ansor's argument against pruning partial programs (OSDI'20 §2, notes 003 §5.5): a model
+    trained on complete programs scores programs with only the first k decisions made (the rest
+    at "not done yet" defaults) against how fast they end up."""
+    from .ansor import PARTIAL_DEFAULTS
+
+    rng = np.random.default_rng(seed)
+    allv = SPACE.all_values()
+    pool = np.flatnonzero(legal(allv))
+    picked = rng.choice(pool, size=train + test, replace=False)
+    t = hypogpu.time_us(workload, allv[picked])
+    model = XGBCostModel("reg", random_state=seed).fit(featurize("program", workload, allv[picked[:train]]),
+                                                        normalized_throughput(t[:train], np.zeros(train)))
+    final, t_test = allv[picked[train:]], t[train:]
+    i, j = rng.integers(0, test, size=(2, pairs))
+    keep = t_test[i] != t_test[j]
+    i, j = i[keep], j[keep]
+    defaults = np.array([PARTIAL_DEFAULTS[k.name] for k in SPACE.knobs])
+    out = []
+    for k in range(len(SPACE.knobs) + 1):
+        partial = final.copy()
+        partial[:, k:] = defaults[k:]
+        p = model.predict(featurize("program", workload, partial))
+        acc = float(np.mean((p[i] > p[j]) == (t_test[i] < t_test[j])))
+        top_pred = set(np.argsort(-p, kind="stable")[:10])
+        top_true = set(np.argsort(t_test)[:10])
+        out.append(PartialQuality(workload.name or workload.key, k, acc, len(top_pred & top_true) / 10))
+    return out

@@ -152,5 +152,11 @@ def _autotvm(**kwargs: Any) -> Any:
     return AutoTVM(**kwargs)
 
 
+def _ansor(**kwargs: Any) -> Any:
+    from .ansor import Ansor
+
+    return Ansor(**kwargs)
+
+
 TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
-                                         "autotvm": _autotvm}
+                                         "autotvm": _autotvm, "ansor": _ansor}

@@ -1,0 +1,182 @@
+"""Ansor (Zheng et al., OSDI'20): sketches, random annotation, evolutionary fine-tuning.
+
+Each batch: build a population (the best measured programs, 20%, plus random annotations of the
+sketches), evolve it for a few generations on the cost model's predicted throughput (mutation of
+one knob with probability 0.85, otherwise crossover of the tiling decisions of one parent with the
+other decisions of another), then measure the best unvisited programs plus ε·b random ones and
+retrain the model (throughput-weighted regression, as Ansor does). Ablation variants share the
+interface:
+
+* ``"beam"``: sequential construction in knob order (split-K, BLOCK_M, BLOCK_N, BLOCK_K, warps,
+  stages, GROUP_M), pruning partial programs by the model's score with undecided knobs at their
+  "not done yet" defaults, no fine-tuning;
+* ``"no-finetune"``: random annotation only, the model picks the best of 1,280 samples;
+* ``"limited"``: a template-like space: no rfactor sketch, tiles of 32, 64 or 128 only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .cost_model import XGBCostModel, normalized_throughput
+from .features import featurize
+from .measure import Measurer
+from .resources import legal
+from .sketch import Compute, Sketch, generate_sketches, sketch_space
+from .space import COLUMN, SPACE, Space
+from .tuners import TuneResult
+from .workload import Workload
+
+VARIANTS = ("full", "beam", "no-finetune", "limited")
+TILING = ("split_k", "block_m", "block_n", "block_k")
+PARTIAL_DEFAULTS = {"split_k": 1, "block_m": 16, "block_n": 16, "block_k": 16, "num_warps": 4, "num_stages": 1,
+                    "group_m": 1}
+LIMITED_TILES = (32, 64, 128)
+
+
+def allowed_configs(workload: Workload, variant: str = "full", space: Space = SPACE) -> tuple[list[Sketch], np.ndarray]:
+    """The sketches of ``workload`` and the legal configs they express (restricted for "limited")."""
+    sketches = generate_sketches(Compute.of(workload))
+    if variant == "limited":
+        sketches = [s for s in sketches if "split_k" not in s.holes]
+    allv = space.all_values()
+    idx = sketch_space(sketches, allv)
+    idx = idx[legal(allv[idx])]
+    if variant == "limited":
+        v = allv[idx]
+        ok = np.ones(len(idx), dtype=bool)
+        for knob in ("block_m", "block_n", "block_k"):
+            ok &= np.isin(v[:, COLUMN[knob]], LIMITED_TILES)
+        idx = idx[ok]
+    return sketches, idx
+
+
+def random_annotation(sketches: list[Sketch], pool: np.ndarray, n: int, rng: np.random.Generator,
+                      space: Space = SPACE) -> np.ndarray:
+    """``n`` complete programs: a sketch chosen uniformly, each hole filled uniformly among the
+    values that keep the program legal (rejection sampling against ``pool``)."""
+    allowed = np.zeros(len(space), dtype=bool)
+    allowed[pool] = True
+    out: list[int] = []
+    sizes = space.sizes
+    while len(out) < n:
+        k = max(4 * (n - len(out)), 64)
+        which = rng.integers(0, len(sketches), size=k)
+        digits = np.stack([rng.integers(0, s, size=k) for s in sizes], axis=1)
+        for i, sk in enumerate(sketches):
+            rows = which == i
+            for knob, value in sk.fixed:
+                digits[rows, COLUMN[knob]] = space.knobs[COLUMN[knob]].index(value)
+            if "split_k" in sk.holes:  # the rfactor sketch splits the reduction: split-K > 1
+                digits[rows, COLUMN["split_k"]] = rng.integers(1, sizes[COLUMN["split_k"]], size=int(rows.sum()))
+        idx = space.index_of_digits(digits)
+        out.extend(int(i) for i in idx[allowed[idx]][: n - len(out)])
+    return np.array(out, dtype=np.int64)
+
+
+class Ansor:
+    """Sketch-based tuner on the common interface; ``variant`` selects an ablation."""
+
+    name = "ansor"
+
+    def __init__(self, variant: str = "full", batch: int = 64, population: int = 2048, generations: int = 4,
+                 mutation_prob: float = 0.85, measured_fraction: float = 0.2, epsilon: float = 0.05,
+                 beam_width: int = 64, samples_per_batch: int = 1280, space: Space = SPACE):
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown Ansor variant {variant!r}; choose from {', '.join(VARIANTS)}")
+        self.variant, self.batch, self.population, self.generations = variant, batch, population, generations
+        self.mutation_prob, self.measured_fraction, self.epsilon = mutation_prob, measured_fraction, epsilon
+        self.beam_width, self.samples_per_batch, self.space = beam_width, samples_per_batch, space
+        self.name = "ansor" if variant == "full" else f"ansor-{variant}"
+
+    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
+        rng = np.random.default_rng(seed)
+        sketches, pool = allowed_configs(workload, self.variant, self.space)
+        allowed = np.zeros(len(self.space), dtype=bool)
+        allowed[pool] = True
+        result = TuneResult(self.name, workload)
+        measured: list[int] = []
+        times: list[float] = []
+        visited: set[int] = set()
+        while len(result.history) < n_trials:
+            b = min(self.batch, n_trials - len(result.history))
+            if not measured:
+                batch = self._fresh(random_annotation(sketches, pool, 4 * b, rng, self.space), visited, b)
+            else:
+                model = self._model(workload, measured, times)
+                score = lambda idx: model.predict(featurize("program", workload, self.space.values(idx)))  # noqa: E731
+                if self.variant == "beam":
+                    cands = self._beam(score, allowed)
+                elif self.variant == "no-finetune":
+                    cands = random_annotation(sketches, pool, self.samples_per_batch, rng, self.space)
+                else:
+                    cands = self._evolve(score, sketches, pool, allowed, measured, times, rng)
+                cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
+                n_random = int(round(self.epsilon * b))
+                batch = self._fresh(cands, visited, b - n_random)
+                batch = np.concatenate([batch, self._fresh(random_annotation(sketches, pool, 8 * b, rng, self.space),
+                                                           visited | set(batch.tolist()), b - len(batch))])
+            results = measurer.measure(workload, [self.space.config(int(i)) for i in batch])
+            for i, r in zip(batch, results):
+                visited.add(int(i))
+                measured.append(int(i))
+                times.append(r.time_us)
+            result.history.extend(results)
+        return result
+
+    @staticmethod
+    def _fresh(cands: np.ndarray, visited: set[int], k: int) -> np.ndarray:
+        out: list[int] = []
+        for i in cands:
+            i = int(i)
+            if i not in visited and i not in out:
+                out.append(i)
+                if len(out) == k:
+                    break
+        return np.array(out, dtype=np.int64)
+
+    def _model(self, workload: Workload, measured: list[int], times: list[float]) -> XGBCostModel:
+        y = normalized_throughput(np.array(times), np.zeros(len(times)))
+        X = featurize("program", workload, self.space.values(np.array(measured)))
+        return XGBCostModel("reg", random_state=len(measured)).fit(X, y, sample_weight=np.maximum(y, 1e-3))
+
+    def _evolve(self, score, sketches: list[Sketch], pool: np.ndarray, allowed: np.ndarray, measured: list[int],
+                times: list[float], rng: np.random.Generator) -> np.ndarray:
+        n_best = int(self.measured_fraction * self.population)
+        best = np.array(measured, dtype=np.int64)[np.argsort(np.array(times))][:n_best]
+        pop = np.concatenate([best, random_annotation(sketches, pool, self.population - len(best), rng, self.space)])
+        seen = [pop]
+        tiling_cols = [COLUMN[k] for k in TILING]
+        for _ in range(self.generations):
+            s = score(pop)
+            fitness = np.exp((s - s.max()) / max(s.std(), 1e-9))
+            parents = rng.choice(len(pop), size=(len(pop), 2), p=fitness / fitness.sum())
+            d1, d2 = self.space.digits(pop[parents[:, 0]]), self.space.digits(pop[parents[:, 1]])
+            child = d1.copy()
+            mutate = rng.random(len(pop)) < self.mutation_prob
+            knob = rng.integers(0, len(self.space.sizes), size=len(pop))
+            value = rng.integers(0, self.space.sizes[knob])
+            rows = np.flatnonzero(mutate)
+            child[rows, knob[rows]] = value[rows]
+            cross = np.flatnonzero(~mutate)  # tiling decisions from one parent, the rest from the other
+            for j in range(child.shape[1]):
+                if j not in tiling_cols:
+                    child[cross, j] = d2[cross, j]
+            kids = self.space.index_of_digits(child)
+            pop = np.where(allowed[kids], kids, pop[parents[:, 0]])
+            seen.append(pop)
+        return np.unique(np.concatenate(seen))
+
+    def _beam(self, score, allowed: np.ndarray) -> np.ndarray:
+        """Sequential construction pruned by scores of partial programs (undecided knobs at defaults)."""
+        order = [k.name for k in self.space.knobs]
+        default = np.array([self.space.knobs[COLUMN[n]].index(PARTIAL_DEFAULTS[n]) for n in order])
+        beams = default[None, :].copy()
+        for j in range(len(order)):
+            grown = np.repeat(beams, self.space.sizes[j], axis=0)
+            grown[:, j] = np.tile(np.arange(self.space.sizes[j]), len(beams))
+            idx = self.space.index_of_digits(grown)
+            if j == len(order) - 1:
+                grown, idx = grown[allowed[idx]], idx[allowed[idx]]
+            keep = np.argsort(-score(idx), kind="stable")[: self.beam_width if j < len(order) - 1 else 4 * self.batch]
+            beams = grown[keep]
+        return self.space.index_of_digits(beams)

@@ -1,0 +1,74 @@
+"""Ansor: sketch rules, random annotation, evolutionary search, ablations, partial programs."""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from autotune import hypogpu
+from autotune.ansor import Ansor, allowed_configs, random_annotation
+from autotune.evaluate import fraction_after, optimum_us
+from autotune.measure import SimulatedMeasurer
+from autotune.minitriton import check
+from autotune.model_quality import partial_program_quality
+from autotune.sketch import Compute, generate_sketches, sketch_space
+from autotune.space import SPACE, Config
+from autotune.tuners import TUNERS
+from autotune.workload import SHAPES, Workload
+
+
+def test_sketch_counts_follow_the_rules():
+    square = generate_sketches(Compute.of(SHAPES["square"]))
+    fused = generate_sketches(Compute.of(Workload(4096, 4096, 4096, "relu")))
+    wgrad = generate_sketches(Compute.of(SHAPES["wgrad"]))
+    assert (len(square), len(fused), len(wgrad)) == (1, 1, 2)
+    assert any("cache write" in s for s in square[0].steps)
+    assert any("relu fused" in s for s in fused[0].steps) and not any("cache write" in s for s in fused[0].steps)
+    assert [("split_k" in s.holes) for s in wgrad] == [False, True]
+    assert any(s.startswith("rfactor") for s in wgrad[1].steps)
+
+
+def test_rfactor_sketch_programs_change_only_rounding():
+    errs = [a.max_rel_error for a in check([Config(k, 32, 16, 64, 4, 2, 1) for k in (1, 4, 16)], M=96, N=80, K=2048)]
+    assert all(1e-4 < e < 1e-3 for e in errs)  # FP16 output rounding (notes: 3.6e-4)
+
+
+def test_union_of_sketch_spaces_is_larger_than_the_template_space_without_rfactor():
+    allv = SPACE.all_values()
+    wgrad = sketch_space(generate_sketches(Compute.of(SHAPES["wgrad"])), allv)
+    template = sketch_space(generate_sketches(Compute.of(SHAPES["square"])), allv)  # split-K 1 only
+    assert len(wgrad) == len(SPACE) > len(template) == 31_500
+
+
+@pytest.mark.parametrize("shape,low,high", [("square", 20, 50), ("wgrad", 15, 40)])  # notes: 31%, 28%
+def test_random_annotation_is_a_poor_start(shape, low, high):
+    w = SHAPES[shape]
+    sketches, pool = allowed_configs(w)
+    idx = random_annotation(sketches, pool, 1000, np.random.default_rng(0))
+    assert np.isin(idx, pool).all()
+    pct = 100 * optimum_us(w) / hypogpu.time_us(w, SPACE.values(idx))
+    assert low < np.median(pct) < high
+
+
+def test_models_cannot_judge_partial_programs_well():
+    rows = partial_program_quality(SHAPES["square"], train=1000, test=500)
+    assert abs(rows[0].pairwise_accuracy - 0.5) < 0.05        # nothing decided: chance
+    assert rows[-1].pairwise_accuracy > rows[2].pairwise_accuracy + 0.15
+    assert rows[-1].recall_at_10 >= rows[1].recall_at_10
+
+
+def test_ablations_limited_space_stalls_on_wgrad_full_ansor_does_not():
+    w = SHAPES["wgrad"]
+    full = [fraction_after(Ansor().tune(w, 256, SimulatedMeasurer(seed=s), seed=s), 256) for s in range(3)]
+    limited = [fraction_after(Ansor(variant="limited").tune(w, 256, SimulatedMeasurer(seed=s), seed=s), 256)
+               for s in range(3)]
+    assert statistics.median(full) > 0.95 and statistics.median(limited) < 0.7  # notes: limited 56.6%
+
+
+def test_every_variant_runs_on_the_common_interface():
+    for variant in ("beam", "no-finetune"):
+        r = TUNERS["ansor"](variant=variant).tune(SHAPES["small"], 96, SimulatedMeasurer(seed=1), seed=1)
+        assert len(r.history) == 96 and r.best is not None and len({x.config for x in r.history}) == 96
+    with pytest.raises(ValueError, match="variant"):
+        Ansor(variant="greedy")

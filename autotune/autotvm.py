@@ -22,7 +22,7 @@ from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
 from .measure import Measurer, read_records
 from .resources import legal
-from .space import SPACE, Config, Space
+from .space import COLUMN, SPACE, Config, Space
 from .tuners import TuneResult
 from .workload import Workload
 
@@ -115,7 +115,7 @@ class AutoTVM:
                  sa_steps: int = 500, early_stop: int = 50, epsilon: float = 0.05, diversity: bool = False,
                  diversity_ratio: int = 3, transfer: Sequence[str | Path] = (), space: Space = SPACE,
                  temperature: tuple[float, float] = (1.0, 0.0), restart_from_best: int = 0,
-                 seed: int | None = None):
+                 no_rfactor: bool = False, seed: int | None = None):
         if not 0 <= epsilon <= 1:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         self.features, self.objective, self.plan_size = features, objective, plan_size
@@ -124,7 +124,9 @@ class AutoTVM:
         self.transfer = tuple(transfer)
         self.temperature = temperature
         self.restart_from_best = restart_from_best
+        self.no_rfactor = no_rfactor  # a template space without split-K (as AutoTVM's matmul templates)
         self.seed = seed
+        self.name = "autotvm" + ("-no-rfactor" if no_rfactor else "")
         self.overhead = Overhead()
 
     # ------------------------------------------------------------------ transfer
@@ -152,7 +154,9 @@ class AutoTVM:
     def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
         seed = seed if self.seed is None else self.seed
         rng = np.random.default_rng(seed)
-        pool = np.flatnonzero(legal(self.space.all_values()))
+        allv = self.space.all_values()
+        ok = legal(allv) & ((allv[:, COLUMN["split_k"]] == 1) if self.no_rfactor else True)
+        pool = np.flatnonzero(ok)
         base = self.global_model(workload, seed) if self.transfer else None
         sa = SimulatedAnnealing(self.space, self.n_chains, self.sa_steps, self.early_stop, self.temperature)
         result = TuneResult(self.name, workload)

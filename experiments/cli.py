@@ -222,9 +222,23 @@ def _add_experiment(p: argparse.ArgumentParser) -> None:
     tuning.add_argument("--out", default="results/tuning")
     tuning.add_argument("--workers", type=int, default=1)
     tuning.add_argument("--executor", choices=("local", "ray"), default="local")
+    for name, out, text in (("ansor-ablation", "results/ansor_ablation", "Ansor vs beam search, no fine-tuning, limited space"),
+                            ("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor")):
+        q = sub.add_parser(name, help=text)
+        q.add_argument("--seeds", type=int, default=5)
+        q.add_argument("--out", default=out)
+        q.add_argument("--workers", type=int, default=1)
+        q.add_argument("--executor", choices=("local", "ray"), default="local")
 
 
 def _run_experiment(args: argparse.Namespace) -> int:
+    if args.experiment in ("ansor-ablation", "compare-tuners"):
+        from experiments.tuning import run_ansor_ablation, run_compare_tuners
+
+        run = run_ansor_ablation if args.experiment == "ansor-ablation" else run_compare_tuners
+        run(Path(args.out), seeds=args.seeds, workers=args.workers, executor=args.executor,
+            progress=sys.stderr.isatty(), command=_command_line(args))
+        return 0
     if args.experiment == "tuning":
         from experiments.tuning import run as run_tuning
 

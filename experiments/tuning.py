@@ -158,3 +158,68 @@ def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, work
             row = [r for r in trows if r["tuner"] == name and r["shape"] == s]
             print(f"  {s:12s} {name:26s} " + " ".join(f"{r['trials']}:{r['median_pct']:.1f}" for r in row))
     print(f"wrote tuning_curves.csv/.json/.png, model_quality.csv/.json, transfer.csv/.json/.png to {out}")
+
+
+ABLATION_SHAPES = ("square", "wgrad")
+ABLATION_VARIANTS = ("full", "beam", "no-finetune", "limited")
+COMPARE_TUNER_SHAPES = ("square", "prefill", "decode", "wgrad")
+
+
+def ansor_cell(variant: str, shape: str, seed: int, checkpoints: Sequence[int]) -> dict[str, Any]:
+    from autotune.ansor import Ansor
+    from autotune.evaluate import fraction_after
+    from autotune.measure import SimulatedMeasurer
+    from autotune.workload import SHAPES
+
+    r = Ansor(variant=variant).tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
+    return {"tuner": r.tuner, "shape": shape, "seed": seed, "pct": {str(n): 100 * fraction_after(r, n) for n in checkpoints}}
+
+
+def compare_tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[int]) -> dict[str, Any]:
+    """Triton's 24 configs (measured once; their best after every checkpoint), AutoTVM in a
+    template space without rfactor, or Ansor."""
+    from autotune.ansor import Ansor
+    from autotune.autotvm import AutoTVM
+    from autotune.evaluate import fraction_after
+    from autotune.measure import SimulatedMeasurer
+    from autotune.tuners import TritonAutotune
+    from autotune.workload import SHAPES
+
+    make = {"triton": TritonAutotune, "autotvm-no-rfactor": lambda: AutoTVM(no_rfactor=True), "ansor": Ansor}[tuner]
+    r = make().tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
+    return {"tuner": tuner, "shape": shape, "seed": seed,
+            "pct": {str(n): 100 * fraction_after(r, min(n, len(r.history))) for n in checkpoints}}
+
+
+def _run_table(cells: list[Cell], out: Path, stem: str, title: str, workers: int, executor: str, progress: bool,
+               command: str) -> list[dict[str, Any]]:
+    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc=stem)
+    rows = _median_rows(results, lambda r: r["tuner"])
+    write_table(out, stem, rows, {"command": command})
+    _plot(rows, out / f"{stem}.png", title)
+    checkpoints = sorted({r["trials"] for r in rows})
+    print(f"{title}\n{'tuner':22s} {'shape':9s} " + " ".join(f"{n:>6d}" for n in checkpoints))
+    for name in dict.fromkeys(r["tuner"] for r in rows):
+        for s in dict.fromkeys(r["shape"] for r in rows):
+            row = [r for r in rows if r["tuner"] == name and r["shape"] == s]
+            print(f"{name:22s} {s:9s} " + " ".join(f"{r['median_pct']:6.1f}" for r in row))
+    print(f"wrote {stem}.csv/.json/.png to {out}")
+    return rows
+
+
+def run_ansor_ablation(out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True,
+                       command: str = "") -> list[dict[str, Any]]:
+    cells = [Cell.of("ansor-ablation", "experiments.tuning:ansor_cell", variant=v, shape=s, seed=k,
+                     checkpoints=CHECKPOINTS) for v in ABLATION_VARIANTS for s in ABLATION_SHAPES for k in range(seeds)]
+    return _run_table(cells, out, "ansor_ablation", f"Ansor ablations, median % of optimum over {seeds} seeds",
+                      workers, executor, progress, command)
+
+
+def run_compare_tuners(out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True,
+                       command: str = "") -> list[dict[str, Any]]:
+    cells = [Cell.of("compare-tuners", "experiments.tuning:compare_tuner_cell", tuner=t, shape=s, seed=k,
+                     checkpoints=CHECKPOINTS) for t in ("triton", "autotvm-no-rfactor", "ansor")
+             for s in COMPARE_TUNER_SHAPES for k in range(seeds)]
+    return _run_table(cells, out, "compare_tuners",
+                      f"Triton's 24 configs vs AutoTVM (no rfactor) vs Ansor, median % of optimum over {seeds} seeds",
+                      workers, executor, progress, command)

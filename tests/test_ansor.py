@@ -72,3 +72,14 @@ def test_every_variant_runs_on_the_common_interface():
         assert len(r.history) == 96 and r.best is not None and len({x.config for x in r.history}) == 96
     with pytest.raises(ValueError, match="variant"):
         Ansor(variant="greedy")
+
+
+def test_experiment_cells_for_ablation_and_tuner_comparison():
+    from experiments.tuning import _median_rows, ansor_cell, compare_tuner_cell
+
+    tri = compare_tuner_cell("triton", "decode", 0, (16, 64))
+    assert tri["pct"]["16"] == tri["pct"]["64"] < 40  # 24 configs, measured once: 3.6x from the optimum
+    a = ansor_cell("limited", "wgrad", 0, (32, 64))
+    assert 0 < a["pct"]["32"] <= a["pct"]["64"] <= 100
+    rows = _median_rows([tri, compare_tuner_cell("triton", "decode", 1, (16, 64))], lambda r: r["tuner"])
+    assert [r["trials"] for r in rows] == [16, 64]

@@ -223,7 +223,8 @@ def _add_experiment(p: argparse.ArgumentParser) -> None:
     tuning.add_argument("--workers", type=int, default=1)
     tuning.add_argument("--executor", choices=("local", "ray"), default="local")
     for name, out, text in (("ansor-ablation", "results/ansor_ablation", "Ansor vs beam search, no fine-tuning, limited space"),
-                            ("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor")):
+                            ("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor"),
+                            ("scheduler", "results/scheduler", "task scheduler strategies and the winner's curse on the toy network")):
         q = sub.add_parser(name, help=text)
         q.add_argument("--seeds", type=int, default=5)
         q.add_argument("--out", default=out)
@@ -232,10 +233,11 @@ def _add_experiment(p: argparse.ArgumentParser) -> None:
 
 
 def _run_experiment(args: argparse.Namespace) -> int:
-    if args.experiment in ("ansor-ablation", "compare-tuners"):
-        from experiments.tuning import run_ansor_ablation, run_compare_tuners
+    if args.experiment in ("ansor-ablation", "compare-tuners", "scheduler"):
+        from experiments.tuning import run_ansor_ablation, run_compare_tuners, run_scheduler
 
-        run = run_ansor_ablation if args.experiment == "ansor-ablation" else run_compare_tuners
+        run = {"ansor-ablation": run_ansor_ablation, "compare-tuners": run_compare_tuners,
+               "scheduler": run_scheduler}[args.experiment]
         run(Path(args.out), seeds=args.seeds, workers=args.workers, executor=args.executor,
             progress=sys.stderr.isatty(), command=_command_line(args))
         return 0

@@ -23,7 +23,7 @@ from .measure import Measurer
 from .resources import legal
 from .sketch import Compute, Sketch, generate_sketches, sketch_space
 from .space import COLUMN, SPACE, Space
-from .tuners import TuneResult
+from .tuners import Trials, TuneResult
 from .workload import Workload
 
 VARIANTS = ("full", "beam", "no-finetune", "limited")
@@ -94,33 +94,27 @@ class Ansor:
         allowed = np.zeros(len(self.space), dtype=bool)
         allowed[pool] = True
         result = TuneResult(self.name, workload)
-        measured: list[int] = []
-        times: list[float] = []
-        visited: set[int] = set()
+        trials = Trials()
         while len(result.history) < n_trials:
             b = min(self.batch, n_trials - len(result.history))
-            if not measured:
+            visited = trials.visited
+            if not trials.indices:
                 batch = self._fresh(random_annotation(sketches, pool, 4 * b, rng, self.space), visited, b)
             else:
-                model = self._model(workload, measured, times)
+                model = self._model(workload, trials.indices, trials.times)
                 score = lambda idx: model.predict(featurize("program", workload, self.space.values(idx)))  # noqa: E731
                 if self.variant == "beam":
                     cands = self._beam(score, allowed)
                 elif self.variant == "no-finetune":
                     cands = random_annotation(sketches, pool, self.samples_per_batch, rng, self.space)
                 else:
-                    cands = self._evolve(score, sketches, pool, allowed, measured, times, rng)
+                    cands = self._evolve(score, sketches, pool, allowed, trials.indices, trials.times, rng)
                 cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
                 n_random = int(round(self.epsilon * b))
                 batch = self._fresh(cands, visited, b - n_random)
                 batch = np.concatenate([batch, self._fresh(random_annotation(sketches, pool, 8 * b, rng, self.space),
                                                            visited | set(batch.tolist()), b - len(batch))])
-            results = measurer.measure(workload, [self.space.config(int(i)) for i in batch])
-            for i, r in zip(batch, results):
-                visited.add(int(i))
-                measured.append(int(i))
-                times.append(r.time_us)
-            result.history.extend(results)
+            trials.measure(workload, batch, measurer, result, self.space)
         return result
 
     @staticmethod

@@ -23,7 +23,7 @@ from .features import featurize
 from .measure import Measurer, read_records
 from .resources import legal
 from .space import COLUMN, SPACE, Config, Space
-from .tuners import TuneResult
+from .tuners import Trials, TuneResult
 from .workload import Workload
 
 
@@ -44,15 +44,10 @@ class SimulatedAnnealing:
         self.temperature = temperature
         self.chains: np.ndarray | None = None
 
-    def top(self, score, k: int, exclude: set[int], rng: np.random.Generator, pool: np.ndarray,
-            starts: np.ndarray | None = None) -> np.ndarray:
-        """The ``k`` best-scored configs seen on the walk that are not in ``exclude``; ``starts``
-        (e.g. the best measured configs) replace the same number of chains before the walk."""
+    def top(self, score, k: int, exclude: set[int], rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
+        """The ``k`` best-scored configs seen on the walk that are not in ``exclude``."""
         if self.chains is None:
             self.chains = rng.choice(pool, size=self.n_chains)
-        if starts is not None and len(starts):
-            self.chains = self.chains.copy()
-            self.chains[: len(starts)] = starts[: self.n_chains]
         banned = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
         cur = self.chains
         cur_s = score(cur)
@@ -114,8 +109,8 @@ class AutoTVM:
     def __init__(self, features: str = "program", objective: str = "rank", plan_size: int = 64, n_chains: int = 128,
                  sa_steps: int = 500, early_stop: int = 50, epsilon: float = 0.05, diversity: bool = False,
                  diversity_ratio: int = 3, transfer: Sequence[str | Path] = (), space: Space = SPACE,
-                 temperature: tuple[float, float] = (1.0, 0.0), restart_from_best: int = 0,
-                 no_rfactor: bool = False, seed: int | None = None):
+                 temperature: tuple[float, float] = (1.0, 0.0), no_rfactor: bool = False,
+                 seed: int | None = None):
         if not 0 <= epsilon <= 1:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         self.features, self.objective, self.plan_size = features, objective, plan_size
@@ -123,7 +118,6 @@ class AutoTVM:
         self.diversity, self.diversity_ratio, self.space = diversity, diversity_ratio, space
         self.transfer = tuple(transfer)
         self.temperature = temperature
-        self.restart_from_best = restart_from_best
         self.no_rfactor = no_rfactor  # a template space without split-K (as AutoTVM's matmul templates)
         self.seed = seed
         self.name = "autotvm" + ("-no-rfactor" if no_rfactor else "")
@@ -160,37 +154,29 @@ class AutoTVM:
         base = self.global_model(workload, seed) if self.transfer else None
         sa = SimulatedAnnealing(self.space, self.n_chains, self.sa_steps, self.early_stop, self.temperature)
         result = TuneResult(self.name, workload)
-        visited: set[int] = set()
-        measured_idx: list[int] = []
-        times: list[float] = []
+        trials = Trials()
         self.overhead = Overhead()
         while len(result.history) < n_trials:
             b = min(self.plan_size, n_trials - len(result.history))
             t0 = time.perf_counter()
-            if not measured_idx and base is None:
+            visited = trials.visited
+            if not trials.indices and base is None:
                 batch = self._random(pool, visited, b, rng)
                 self.overhead.fit_s.append(0.0)
             else:
                 model = XGBCostModel(self.objective, random_state=seed, base=base)
-                if measured_idx:
-                    cfg = self.space.values(np.array(measured_idx))
+                if trials.indices:
+                    cfg = self.space.values(np.array(trials.indices))
                     model.fit(featurize(self.features, workload, cfg),
-                              normalized_throughput(np.array(times), np.zeros(len(times))))
+                              normalized_throughput(np.array(trials.times), np.zeros(len(trials.times))))
                 else:
                     model = base  # transfer: the first batch comes from the global model alone
                 t1 = time.perf_counter()
                 self.overhead.fit_s.append(t1 - t0)
                 t0 = t1
-                order = np.argsort(np.array(times))[: self.restart_from_best]
-                starts = np.array(measured_idx, dtype=np.int64)[order]
-                batch = self._model_batch(model, workload, sa, pool, visited, b, rng, starts)
+                batch = self._model_batch(model, workload, sa, pool, visited, b, rng)
             self.overhead.explore_s.append(time.perf_counter() - t0)
-            results = measurer.measure(workload, [self.space.config(int(i)) for i in batch])
-            for i, r in zip(batch, results):
-                visited.add(int(i))
-                measured_idx.append(int(i))
-                times.append(r.time_us)
-            result.history.extend(results)
+            trials.measure(workload, batch, measurer, result, self.space)
         return result
 
     def _random(self, pool: np.ndarray, visited: set[int], k: int, rng: np.random.Generator) -> np.ndarray:
@@ -204,8 +190,7 @@ class AutoTVM:
         return np.array(out, dtype=np.int64)
 
     def _model_batch(self, model: XGBCostModel, workload: Workload, sa: SimulatedAnnealing, pool: np.ndarray,
-                     visited: set[int], b: int, rng: np.random.Generator, starts: np.ndarray | None = None
-                     ) -> np.ndarray:
+                     visited: set[int], b: int, rng: np.random.Generator) -> np.ndarray:
         legal_mask = np.zeros(len(self.space), dtype=bool)
         legal_mask[pool] = True
 
@@ -216,7 +201,7 @@ class AutoTVM:
         n_random = int(round(self.epsilon * b))
         n_model = b - n_random
         want = n_model * (self.diversity_ratio if self.diversity else 1)
-        cands = sa.top(score, want, visited, rng, pool, starts)
+        cands = sa.top(score, want, visited, rng, pool)
         cands = cands[legal_mask[cands]]
         if self.diversity and len(cands) > n_model:
             cands = diverse_pick(cands, score(cands), n_model, self.space)

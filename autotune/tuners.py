@@ -48,6 +48,26 @@ class TuneResult:
                              "error": r.error, "clock_s": r.clock_s} for r in self.history]}
 
 
+@dataclass
+class Trials:
+    """What a model-based tuner has measured so far: flat config indices and measured times."""
+
+    indices: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def visited(self) -> set[int]:
+        return set(self.indices)
+
+    def measure(self, workload: Workload, batch: Sequence[int], measurer: Measurer, result: TuneResult,
+                space: Space = SPACE) -> None:
+        """Measure ``batch``, remember it, and append it to ``result``'s history."""
+        results = measurer.measure(workload, [space.config(int(i)) for i in batch])
+        self.indices.extend(int(i) for i in batch)
+        self.times.extend(r.time_us for r in results)
+        result.history.extend(results)
+
+
 def _measure_all(workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int,
                  result: TuneResult) -> None:
     for k in range(0, len(configs), batch):

@@ -289,6 +289,34 @@ def _run_tune(args: argparse.Namespace) -> int:
     return {"run": run_tune, "landscape": run_landscape, "curves": run_curves}[args.action](args)
 
 
+# --------------------------------------------------------------------------- pet
+def _add_pet(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="pet_cmd", required=True)
+    for name, text in (("demo", "the notes' split-to-batch example as a region table, with the correction"),
+                       ("verify", "false-pass rates of random tests with small primes against n/p")):
+        q = sub.add_parser(name, help=text)
+        for dim, default in (("N", 2), ("C", 3), ("O", 4), ("H", 6), ("W", 8)):
+            q.add_argument(f"--{dim}", type=int, default=default)
+        q.add_argument("--stride", type=int, default=1)
+        q.add_argument("--pad", type=int, default=1)
+        q.add_argument("--dilation", type=int, default=1)
+        q.add_argument("--axis", choices=("H", "W"), default="W")
+        q.add_argument("--parts", type=int, default=2)
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--json", dest="json_out")
+        if name == "demo":
+            q.add_argument("--tests", type=int, default=3, help="random tests per checked position (t)")
+            q.add_argument("--prime", type=int, default=2**31 - 1)
+        else:
+            q.add_argument("--trials", type=int, default=3000)
+
+
+def _run_pet(args: argparse.Namespace) -> int:
+    from experiments.pet_demo import run_demo, run_verify
+
+    return {"demo": run_demo, "verify": run_verify}[args.pet_cmd](args)
+
+
 # --------------------------------------------------------------------------- rules
 def _add_rules(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="rules_cmd", required=True)
@@ -405,6 +433,7 @@ COMMANDS: list[Command] = [
     ("compare", _add_compare, _run_compare),
     ("experiment", _add_experiment, _run_experiment),
     ("tune", _add_tune, _run_tune),
+    ("pet", _add_pet, _run_pet),
 ]
 HELP = {
     "table": "cost table of the built-in benchmark graphs (the main job for now)",
@@ -414,6 +443,7 @@ HELP = {
     "rules": "generate, verify, check and format rule files",
     "optimize": "optimize a benchmark graph (taso: α-backtracking; eqsat: equality saturation on egglog)",
     "experiment": "search-budget curves, α sweep, hardware cross-penalties",
+    "pet": "partially-equivalent transformations: region table, verification, correction",
     "tune": "auto-tune a matmul on HypoGPU (or this CPU); landscape and tuner curves",
     "compare": "the main job: TENSAT-style e-graph vs TASO-style α search on the benchmark suite",
 }

@@ -1,2 +1,3 @@
-"""PET: partially-equivalent transformations with box verification, finite-field
-tests, correction kernels and a beam-search optimizer, on the ``eqsat`` IR."""
+"""PET: partially-equivalent transformations on the ``eqsat`` IR: transformed programs
+(:mod:`pet.programs`), box verification, finite-field tests and correction kernels
+(:mod:`pet.verify`). The cost-driven beam-search optimizer is still to come."""

@@ -309,12 +309,20 @@ def _add_pet(p: argparse.ArgumentParser) -> None:
             q.add_argument("--prime", type=int, default=2**31 - 1)
         else:
             q.add_argument("--trials", type=int, default=3000)
+    opt = sub.add_parser("optimize", help="beam search over which convs to transform, on the roofline cost")
+    opt.add_argument("model", choices=("resnet18_last", "csrnet_backend"))
+    opt.add_argument("--device", default="h100")
+    opt.add_argument("--batch", type=int, default=16)
+    opt.add_argument("--beam", type=int, default=4, help="beam width")
+    opt.add_argument("--depth", type=int, help="layers transformed at most (default: all)")
+    opt.add_argument("--candidates", type=int, default=8, help="transformations tried per layer")
+    opt.add_argument("--json", dest="json_out")
 
 
 def _run_pet(args: argparse.Namespace) -> int:
-    from experiments.pet_demo import run_demo, run_verify
+    from experiments.pet_demo import run_demo, run_optimize, run_verify
 
-    return {"demo": run_demo, "verify": run_verify}[args.pet_cmd](args)
+    return {"demo": run_demo, "verify": run_verify, "optimize": run_optimize}[args.pet_cmd](args)
 
 
 # --------------------------------------------------------------------------- rules

@@ -67,3 +67,25 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.json_out:
         write_json(args.json_out, {"position": position, "rows": [asdict(r) | {"rate": r.rate} for r in rows]})
     return 0
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    from pet.optimizer import beam_search, network
+
+    layers = network(args.model, batch=args.batch)
+    start, best, options = beam_search(layers, args.device, beam_width=args.beam, depth=args.depth,
+                                       max_candidates=args.candidates)
+    print(f"{args.model} ({len(layers)} convs, batch {args.batch}) on {args.device}: "
+          f"{start.total_us:.1f} -> {best.total_us:.1f} µs ({start.total_us / best.total_us:.3f}x)")
+    for i, (p, opts) in enumerate(zip(layers, options)):
+        chosen = best.choices[i].transformation
+        print(f"  layer {i}: {p.C}->{p.O} {p.H}x{p.W} dilation {p.dilation}; chosen: {chosen}")
+        for o in opts:
+            kind = "fully" if o.fully_equivalent else "partially"
+            print(f"    {o.transformation:18s} {kind:9s} program {o.program_us:9.2f} µs + {o.corrections} correction(s) "
+                  f"{o.corrections_us:8.2f} µs (overhead {100 * o.overhead:.1f}% of the output) = {o.total_us:9.2f} µs")
+    if args.json_out:
+        write_json(args.json_out, {"model": args.model, "device": args.device, "original_us": start.total_us,
+                                   "best_us": best.total_us, "choices": [asdict(c) for c in best.choices],
+                                   "options": [[asdict(o) for o in opts] for opts in options]})
+    return 0

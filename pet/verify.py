@@ -135,6 +135,24 @@ class CorrectionKernel:
     out_box: tuple[Interval, Interval]
     in_box: tuple[Interval, Interval]
 
+    def border_padding(self, p: ConvProblem) -> list[Interval]:
+        """Zeros to add around the input sub-tensor (H, W) where it reaches past the real border."""
+        span = (p.K - 1) * p.dilation
+        widths = []
+        for (o0, o1), size in zip(self.out_box, (p.H, p.W)):
+            first, last = o0 * p.stride - p.pad, o1 * p.stride - p.pad + span
+            widths.append((max(0, -first), max(0, last - (size - 1))))
+        return widths
+
+    def graph(self, p: ConvProblem) -> Graph:
+        """The kernel: the original conv, unpadded, on the (border-padded) input sub-tensor."""
+        (ih0, ih1), (iw0, iw1) = self.in_box
+        (pt, pb), (pl, pr) = self.border_padding(p)
+        xs = input_("xs", (p.N, p.C, ih1 - ih0 + 1 + pt + pb, iw1 - iw0 + 1 + pl + pr))
+        w = weight("w", (p.O, p.C, p.K, p.K))
+        y = node("conv2d", xs, w, stride=(p.stride, p.stride), pad=(0, 0), dilation=(p.dilation, p.dilation))
+        return Graph([y], name="correction")
+
 
 def correction_kernels(v: Verification) -> list[CorrectionKernel]:
     """One kernel per group of non-equivalent regions that merge into one rectangle: regions are
@@ -168,19 +186,11 @@ def apply_corrections(problem: ConvProblem, transformed_out: np.ndarray, values:
     sub-tensor, zero-padded only where it reaches past the real border, and overwrites its box."""
     out = transformed_out.copy()
     x = values["x"]
-    span = (problem.K - 1) * problem.dilation
     for k in kernels:
-        widths = [(0, 0), (0, 0)]
-        for (o0, o1), (i0, i1), size in zip(k.out_box, k.in_box, (problem.H, problem.W)):
-            first, last = o0 * problem.stride - problem.pad, o1 * problem.stride - problem.pad + span
-            widths.append((max(0, -first), max(0, last - (size - 1))))
         (ih0, ih1), (iw0, iw1) = k.in_box
-        sub = pad_array(domain.asarray(x[:, :, ih0:ih1 + 1, iw0:iw1 + 1]), widths)
-        xs, w = input_("xs", sub.shape), weight("w", values["w"].shape)
-        y = node("conv2d", xs, w, stride=(problem.stride, problem.stride), pad=(0, 0),
-                 dilation=(problem.dilation, problem.dilation))
+        sub = pad_array(domain.asarray(x[:, :, ih0:ih1 + 1, iw0:iw1 + 1]), [(0, 0), (0, 0), *k.border_padding(problem)])
         (oh0, oh1), (ow0, ow1) = k.out_box
-        out[:, :, oh0:oh1 + 1, ow0:ow1 + 1] = evaluate(Graph([y]), {"xs": sub, "w": values["w"]}, domain)[0]
+        out[:, :, oh0:oh1 + 1, ow0:ow1 + 1] = evaluate(k.graph(problem), {"xs": sub, "w": values["w"]}, domain)[0]
     return out
 
 

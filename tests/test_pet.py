@@ -123,3 +123,17 @@ def test_pet_demo_cli_json(tmp_path, capsys):
     assert data["max_abs_difference_after"] == 0.0
     assert "18 regions, 66 of 384" in capsys.readouterr().out
     assert main(["pet", "demo", "--W", "7"]) == 2  # a split that does not preserve the shape is an error
+
+
+def test_optimizer_prices_verified_options_and_keeps_the_cheapest():
+    from pet.optimizer import beam_search, layer_options, network
+    from eqsat.cost import RooflineCost
+
+    layers = network("csrnet_backend", batch=2)
+    opts = {o.transformation: o for o in layer_options(layers[0], 0, RooflineCost("h100"))}
+    assert set(opts) == {"none", "split-H-2", "split-W-2", "dilation-to-batch"}
+    assert opts["dilation-to-batch"].fully_equivalent and opts["dilation-to-batch"].corrections == 0
+    assert not opts["split-W-2"].fully_equivalent and opts["split-W-2"].overhead == pytest.approx(4 / 14)
+    start, best, _ = beam_search(layers[:2], "h100", beam_width=2)
+    cheapest = sum(min(o.total_us for o in layer_options(p, i, RooflineCost("h100"))) for i, p in enumerate(layers[:2]))
+    assert best.total_us == pytest.approx(cheapest) and best.total_us <= start.total_us

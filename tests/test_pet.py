@@ -137,3 +137,17 @@ def test_optimizer_prices_verified_options_and_keeps_the_cheapest():
     start, best, _ = beam_search(layers[:2], "h100", beam_width=2)
     cheapest = sum(min(o.total_us for o in layer_options(p, i, RooflineCost("h100"))) for i, p in enumerate(layers[:2]))
     assert best.total_us == pytest.approx(cheapest) and best.total_us <= start.total_us
+
+
+@pytest.mark.parametrize("axis,parts", [("N", 2), ("N", 4), ("K", 3)])
+def test_matmul_split_and_concat_is_fully_equivalent(axis, parts):
+    from pet.matmul import MatmulProblem, MatmulSplit, verify_matmul
+
+    p = MatmulProblem(5, 12, 8)
+    t = MatmulSplit(axis, parts)
+    assert t.applies(p) and not MatmulSplit("N", 3).applies(p)
+    regions, bad, checked = verify_matmul(p, t)
+    assert len(regions) == 1 and bad == [] and checked == 3
+    rng = np.random.default_rng(0)
+    vals = {"a": rng.integers(-3, 4, (5, 12)).astype(float), "b": rng.integers(-3, 4, (12, 8)).astype(float)}
+    assert np.array_equal(evaluate(p.original(), vals)[0], evaluate(t.program(p), vals)[0])

@@ -156,6 +156,8 @@ class OpSpec:
     ``takes_tuple`` ops read every output of a multi-output producer.
     ``merge_axes`` lists ``(slot, axis)``: two nodes of this op sharing input ``slot``
     compute slices of one bigger op's output along ``axis`` (used by the pair move).
+    ``same_rank`` says every input has the output's rank (the shape rule enforces it), so a
+    pattern that matches the op at a known rank knows its inputs' ranks too.
     """
 
     name: str
@@ -175,6 +177,7 @@ class OpSpec:
     domains: frozenset[str] = ALL_DOMAINS
     normalize: Callable[[dict[str, Any], Sequence[Shape]], dict[str, Any]] | None = None
     merge_axes: tuple[tuple[int, int], ...] = ()
+    same_rank: bool = False
     doc: str = ""
 
     # -- attributes ---------------------------------------------------------
@@ -317,7 +320,7 @@ def _elementwise(name: str, arity: int, fn: Callable[..., Any], domains: frozens
         flops=lambda attrs, ins, outs: numel(outs[0]),
         evaluate=lambda attrs, xs, domain: fn(*xs),
         linear_in=linear_in, jointly_linear=jointly_linear, elementwise=True,
-        commutative=commutative, domains=domains, doc=doc,
+        commutative=commutative, domains=domains, same_rank=True, doc=doc,
     ))
 
 
@@ -365,7 +368,7 @@ register(OpSpec(
     name="matmul", arity=2, attrs=(AttrSpec("act", "choice", "none", ACT_NAMES),),
     shape=_matmul_shape, flops=_matmul_flops,
     evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(domain.contract(np.matmul, xs[0], xs[1])),
-    linear_in=(0, 1), merge_axes=((0, -1), (1, -2)),
+    linear_in=(0, 1), merge_axes=((0, -1), (1, -2)), same_rank=True,
     doc="(Batched) matrix product with an optional fused activation.",
 ))
 
@@ -390,7 +393,7 @@ register(OpSpec(
     name="transpose", arity=1, attrs=(AttrSpec("perm", "perm", None),),
     shape=_transpose_shape, normalize=_transpose_normalize,
     evaluate=lambda attrs, xs, domain: np.ascontiguousarray(np.transpose(xs[0], attrs["perm"])),
-    linear_in=(0,), jointly_linear=True, doc="Axis permutation (default: reverse the axes); a real copy.",
+    linear_in=(0,), jointly_linear=True, same_rank=True, doc="Axis permutation (default: reverse the axes); a real copy.",
 ))
 
 
@@ -439,7 +442,7 @@ register(OpSpec(
     name="concat", arity=None, min_arity=2, attrs=(AttrSpec("axis", "int"),),
     shape=_concat_shape, normalize=_axis_normalize,
     evaluate=lambda attrs, xs, domain: np.concatenate(xs, axis=attrs["axis"]),
-    jointly_linear=True, doc="Concatenation along an axis; a real kernel on activations.",
+    jointly_linear=True, same_rank=True, doc="Concatenation along an axis; a real kernel on activations.",
 ))
 
 
@@ -553,7 +556,7 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="conv2d", arity=2, attrs=_CONV_ATTRS, shape=_conv_shape, flops=_conv_flops, evaluate=_conv_eval,
     linear_in=(0, 1), merge_axes=((0, 1),),
-    doc="2-D convolution NCHW x OIHW; pad is same/valid/explicit; fused activation; groups; dilation.",
+    same_rank=True, doc="2-D convolution NCHW x OIHW; pad is same/valid/explicit; fused activation; groups; dilation.",
 ))
 
 
@@ -573,7 +576,7 @@ def _enlarge_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 
 register(OpSpec(
     name="enlarge", arity=1, attrs=(AttrSpec("size", "pair"),), shape=_enlarge_shape, evaluate=_enlarge_eval,
-    linear_in=(0,), jointly_linear=True, doc="Zero-pad a conv kernel (centred) to size kh x kw.",
+    linear_in=(0,), jointly_linear=True, same_rank=True, doc="Zero-pad a conv kernel (centred) to size kh x kw.",
 ))
 
 
@@ -608,10 +611,10 @@ register(OpSpec(
     name="pool_avg", arity=1, attrs=_POOL_ATTRS, shape=_pool_shape("pool_avg"),
     flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
     evaluate=_pool_avg_eval, linear_in=(0,), jointly_linear=True, domains=frozenset({"float", "mod"}),
-    doc="Average pooling; padding counts as zeros (so it is linear).",
+    same_rank=True, doc="Average pooling; padding counts as zeros (so it is linear).",
 ))
 register(OpSpec(
     name="pool_max", arity=1, attrs=_POOL_ATTRS, shape=_pool_shape("pool_max"),
     flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
-    evaluate=_pool_max_eval, domains=NO_MOD, doc="Max pooling; padding never wins.",
+    evaluate=_pool_max_eval, domains=NO_MOD, same_rank=True, doc="Max pooling; padding never wins.",
 ))

@@ -198,3 +198,23 @@ def test_deep_graphs_need_no_recursion():
     g = Graph((x,)).to_networkx()
     import networkx as nx
     assert nx.is_directed_acyclic_graph(g) and g.number_of_nodes() == 5001
+
+
+@pytest.mark.parametrize("op,shapes,attrs", EXAMPLES)
+def test_declared_same_rank_holds(op, shapes, attrs):
+    """``same_rank``: every input has the output's rank, also when one input's rank changes (the
+    shape rule either rejects it or the output follows)."""
+    from eqsat.errors import EqsatError
+
+    n = build(op, shapes, attrs)
+    if not n.spec.same_rank:
+        return
+    assert all(len(s) == len(n.shape) for s in shapes)
+    for i, s in enumerate(shapes):
+        other = list(shapes)
+        other[i] = (1,) + tuple(s)
+        try:
+            m = build(op, other, attrs)
+        except EqsatError:
+            continue
+        assert all(len(x) == len(m.shape) for x in other)

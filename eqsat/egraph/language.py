@@ -1,8 +1,9 @@
 """The tensor language in egglog, generated from the op table.
 
-Every (op, attributes, arity) that occurs becomes one egglog constructor over
-the sort ``T``: attributes are part of the constructor, so matching compares
-them for free and extraction knows them. A projection of a split is one
+Every (op, attributes, arity, output rank) that occurs becomes one egglog
+constructor over the sort ``T``: attributes and rank are part of the
+constructor, so matching compares them for free (a rule needs no rank facts for
+the inputs of ``same_rank`` ops) and extraction knows them. A projection of a split is one
 constructor ``splitproj`` whose extra i64 arguments are the part sizes (a
 rewrite can compute them from shapes). Shapes live in egglog as
 ``(rank T) -> i64`` and ``(dim T i64) -> i64``; weight-only constness is the
@@ -37,6 +38,7 @@ class Ctor:
     attrs: tuple[tuple[str, Any], ...]
     arity: int
     sizes: int = 0  # i64 arguments after the tensors (split part sizes)
+    rank: int | None = None  # output rank: matching a constructor fixes its node's rank
 
 
 @dataclass
@@ -47,15 +49,17 @@ class Language:
     by_key: dict[tuple, Ctor] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
 
-    def ctor(self, op: str, attrs: tuple[tuple[str, Any], ...], arity: int, sizes: int = 0) -> Ctor:
-        """The constructor for ``op`` with these (canonical) attributes, declared on first use."""
-        key = (op, attrs, arity, sizes)
+    def ctor(self, op: str, attrs: tuple[tuple[str, Any], ...], arity: int, sizes: int = 0,
+             rank: int | None = None) -> Ctor:
+        """The constructor for ``op`` with these (canonical) attributes and output rank, declared
+        on first use."""
+        key = (op, attrs, arity, sizes, rank)
         found = self.by_key.get(key)
         if found is not None:
             return found
         get_op(op if op != "splitproj" else "split")
         code = hashlib.blake2b(repr(key).encode(), digest_size=4).hexdigest()
-        c = Ctor(f"{op}_{code}", op, attrs, arity, sizes)
+        c = Ctor(f"{op}_{code}", op, attrs, arity, sizes, rank)
         self.ctors[c.name] = c
         self.by_key[key] = c
         args = " ".join(["T"] * arity + ["i64"] * sizes)

@@ -133,7 +133,9 @@ class RuleBuilder:
         for _, v in attrs:
             if isinstance(v, (Var, Dim, Arith)):
                 raise Unsupported("symbolic attributes on a source side")
-        ctor = self.lang.ctor(p.op, get_op(p.op).canonical_attrs(dict(attrs)), len(p.args))
+        with recording():
+            rank = len(self.shape(p))
+        ctor = self.lang.ctor(p.op, get_op(p.op).canonical_attrs(dict(attrs)), len(p.args), rank=rank)
         return f"({ctor.name} {' '.join(self.query(a) for a in p.args)})"
 
     # action side ------------------------------------------------------------
@@ -151,7 +153,8 @@ class RuleBuilder:
                 shapes = get_op("split").shape(attrs, (xs,))
             self.constraints.extend(found)
             index = dict(p.attrs)["index"]
-            ctor = self.lang.ctor("splitproj", split_proj_attrs(attrs["axis"], index), 1, len(attrs["sizes"]))
+            ctor = self.lang.ctor("splitproj", split_proj_attrs(attrs["axis"], index), 1, len(attrs["sizes"]),
+                                  len(shapes[index]))
             sizes = " ".join(Sym.lift(s).egg() for s in attrs["sizes"])
             return self.emit(f"({ctor.name} {x} {sizes})", shapes[index])
         spec = get_op(p.op)
@@ -164,7 +167,7 @@ class RuleBuilder:
         with recording() as found:
             out = spec.shape(attrs, tuple(s for _, s in kids))
         self.constraints.extend(found)
-        ctor = self.lang.ctor(p.op, spec.canonical_attrs(attrs), len(kids))
+        ctor = self.lang.ctor(p.op, spec.canonical_attrs(attrs), len(kids), rank=len(out[0]))
         return self.emit(f"({ctor.name} {' '.join(v for v, _ in kids)})", out[0])
 
     def emit(self, expr: str, shape: SymShape) -> tuple[str, SymShape]:
@@ -184,11 +187,13 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
     roots = [f"?root{i}" for i in range(len(src))]
     facts = [f"(= {r} {b.query(p)})" for r, p in zip(roots, src)]
     used = set().union(*(tensor_vars(p) for p in src))
+    ranked = set().union(*(_same_rank_children(p) for p in src))
     for v in sorted(used):
         dims = b.var_dims.get(v)
         if dims is None:
             raise Unsupported(f"variable ?{v} has no vars entry")
-        facts.append(f"(= (rank ?{v}) {len(dims)})")
+        if v not in ranked:  # otherwise its parent's constructor already fixes its rank
+            facts.append(f"(= (rank ?{v}) {len(dims)})")
         for k, d in enumerate(dims):
             facts.append(f"(= (dim ?{v} {k}) {'?' + v + '__' + str(k) if d is None else d})")
     with recording():
@@ -219,6 +224,14 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
                 facts.append(f"(const ?{v})")  # only weight-only operands merge: no feeding on own output
     actions = b.actions + [f"(union {r} {v})" for r, (v, _) in zip(roots, outs)]
     return Direction(name, tuple(facts), tuple(actions), ruleset)
+
+
+def _same_rank_children(p: Pattern) -> set[str]:
+    """Variables read directly by a ``same_rank`` op: the matched constructor fixes their rank."""
+    if isinstance(p, Var):
+        return set()
+    own = {a.name for a in p.args if isinstance(a, Var)} if get_op(p.op).same_rank else set()
+    return own.union(*(_same_rank_children(a) for a in p.args))
 
 
 _SIZE = re.compile(r"\?[A-Za-z][A-Za-z0-9_]*__\d+")

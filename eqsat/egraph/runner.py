@@ -103,10 +103,10 @@ class EGraphRunner:
                 if sp.op != "split":
                     raise ValueError(f"proj of {sp.op} is not supported in the e-graph")
                 ctor = self.lang.ctor("splitproj", split_proj_attrs(sp.attr("axis"), n.attr("index")), 1,
-                                      len(sp.attr("sizes")))
+                                      len(sp.attr("sizes")), len(n.shape))
                 expr = f"({ctor.name} {names[sp.inputs[0]]} {' '.join(map(str, sp.attr('sizes')))})"
             else:
-                ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs))
+                ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs), rank=len(n.shape) if len(n.shapes) == 1 else None)
                 expr = f"({ctor.name} {' '.join(names[x] for x in n.inputs)})"
             names[n] = var
             lines.append(f"(let {var} {expr})")

@@ -24,7 +24,7 @@ import numpy as np
 
 from .evaluate import optimum_us, true_us
 from .measure import SimulatedMeasurer
-from .tuners import TuneResult
+from .tuners import TuneResult, reselect
 from .workload import Workload
 
 STRATEGIES = ("round-robin", "gradient")
@@ -151,10 +151,7 @@ def winners_curse(result: ScheduleResult, tasks: Sequence[Task], top_k: int = 5,
     rows = []
     for t in tasks:
         r = result.results[t.name]
-        finalists = sorted((x for x in r.history if x.ok), key=lambda x: x.time_us)[:top_k]
-        m = SimulatedMeasurer(seed=seed)
-        means = [np.mean([x.time_us for x in m.measure(t.workload, [f.config] * repeats)]) for f in finalists]
-        chosen = finalists[int(np.argmin(means))].config
+        chosen = reselect(r, SimulatedMeasurer(seed=seed), top_k, repeats)
         best = r.best
         true = true_us(t.workload, best.config)
         rows.append(CurseRow(t.name, best.time_us, true, (true - best.time_us) / true, true_us(t.workload, chosen)))

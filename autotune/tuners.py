@@ -68,6 +68,17 @@ class Trials:
         result.history.extend(results)
 
 
+def reselect(result: TuneResult, measurer: Measurer, top_k: int = 5, repeats: int = 5) -> Config | None:
+    """Against the winner's curse: re-measure the ``top_k`` fastest measured configs ``repeats``
+    times each and return the one with the best mean (the measurements are charged as usual)."""
+    finalists = sorted((r for r in result.history if r.ok), key=lambda r: r.time_us)[:top_k]
+    if not finalists:
+        return None
+    means = [float(np.mean([x.time_us for x in measurer.measure(result.workload, [f.config] * repeats)]))
+             for f in finalists]
+    return finalists[int(np.argmin(means))].config
+
+
 def _measure_all(workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int,
                  result: TuneResult) -> None:
     for k in range(0, len(configs), batch):

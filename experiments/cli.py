@@ -280,6 +280,8 @@ def _add_tune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", default="square,prefill,decode,wgrad,ffn_down", help="curves: comma-separated shapes")
     p.add_argument("--measurer", choices=("hypogpu", "cpu"), default="hypogpu", help="simulated GPU or this CPU")
     p.add_argument("--records", help="JSON-lines record file: every measurement is appended; an existing file resumes")
+    p.add_argument("--reselect", type=int, default=0, metavar="K",
+                   help="re-measure the K fastest configs 5 times each and re-select by the mean (winner's curse)")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
 
 

@@ -7,10 +7,10 @@ from dataclasses import asdict
 from typing import Any
 
 from autotune.cpu import CpuMeasurer
-from autotune.evaluate import curves, evaluate
+from autotune.evaluate import curves, evaluate, true_us
 from autotune.landscape import best_stages, cross_shape, dynamic_m, off_diagonal, slide_configs_on, stages_vs_block_k, summary
 from autotune.measure import SimulatedMeasurer
-from autotune.tuners import TUNERS
+from autotune.tuners import TUNERS, reselect
 from autotune.workload import SHAPES, get_workload
 
 from .cli import write_json
@@ -41,6 +41,14 @@ def run_tune(args: argparse.Namespace) -> int:
         line += (f"; true {payload['best_true_us']:.2f} µs vs optimum {payload['optimum_us']:.2f} µs "
                  f"= {100 * payload['fraction_of_optimum']:.1f}% of optimum")
     print(line)
+    if args.reselect:
+        chosen = reselect(result, measurer, top_k=args.reselect, repeats=5)
+        payload["reselected_config"] = chosen.as_dict()
+        text = f"re-measured the top {args.reselect} five times each: chose {chosen}"
+        if args.measurer == "hypogpu":
+            payload["reselected_true_us"] = true_us(workload, chosen)
+            text += f", true {payload['reselected_true_us']:.2f} µs"
+        print(text)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0

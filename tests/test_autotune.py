@@ -199,3 +199,16 @@ def test_tune_cli_reports_fraction_of_optimum(tmp_path, capsys):
     assert "% of optimum" in capsys.readouterr().out
     assert main(["tune", "landscape", "--shape", "square", "--json", str(tmp_path / "l.json")]) == 0
     assert json.loads((tmp_path / "l.json").read_text())["slide_configs"][0]["illegal"] == 12
+
+
+def test_reselect_re_measures_the_finalists(capsys):
+    from autotune.tuners import reselect
+
+    m = SimulatedMeasurer(seed=3)
+    r = RandomSearch().tune(SHAPES["decode"], 64, m, seed=3)
+    before = m.measured
+    chosen = reselect(r, m, top_k=4, repeats=5)
+    assert m.measured == before + 20
+    assert chosen in {x.config for x in sorted((x for x in r.history if x.ok), key=lambda x: x.time_us)[:4]}
+    assert main(["tune", "--shape", "decode", "--trials", "32", "--reselect", "3"]) == 0
+    assert "re-measured the top 3" in capsys.readouterr().out

@@ -65,15 +65,15 @@ def prepare_rules(search: str) -> float:
 def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
                nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
-               time_limit: float | None = -1.0) -> dict[str, Any]:
+               time_limit: float | str | None = "paper") -> dict[str, Any]:
     """One search on one benchmark graph; the overrides replace the papers' settings
-    (``time_limit=None`` lifts the α search's time limit)."""
+    (``time_limit``: seconds for the α search, ``"paper"`` for the default cap, None for none)."""
     graph = build(model, **(params or {}))
     base = paper_budget(model, quick)
     prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
     rules = default_rules()
     if search == "taso":
-        limit = base.time_limit if time_limit == -1.0 else time_limit
+        limit = base.time_limit if time_limit == "paper" else time_limit
         r = alpha_search(graph, rules, device, alpha=alpha or base.alpha, budget=budget or base.budget,
                          time_limit=limit, seed=seed)
         work = {"expanded": r.expanded, "generated": r.generated, "alpha": r.alpha, "budget": r.budget,

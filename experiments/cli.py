@@ -110,7 +110,9 @@ def _run_dot(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- optimize
 def _add_optimize(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="benchmark name (see `eqsat-lab models`)")
+    p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
+    p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
+    p.add_argument("--batch", type=int, default=1, help="onnx: size of a dynamic batch dimension")
     p.add_argument("--search", choices=sorted(SEARCHES), default="taso")
     p.add_argument("--device", default="h100")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
@@ -131,7 +133,16 @@ def _add_optimize(p: argparse.ArgumentParser) -> None:
 def _run_optimize(args: argparse.Namespace) -> int:
     from eqsat.models import build
 
-    graph = build(args.model, **parse_params(args.param))
+    imported = None
+    if args.model.endswith(".onnx"):
+        from eqsat import onnx as onnx_io
+
+        if not args.out:
+            raise ValueError("optimizing an .onnx file needs --out for the optimized model")
+        imported = onnx_io.load(args.model, batch=args.batch)
+        graph = imported.graph
+    else:
+        graph = build(args.model, **parse_params(args.param))
     result = SEARCHES[args.search](graph, args)
     payload = result.to_dict()
     work = (f"{payload['expanded']} expanded" if "expanded" in payload else
@@ -147,9 +158,27 @@ def _run_optimize(args: argparse.Namespace) -> int:
     verified = payload.get("verified")
     if verified:
         print(f"verified against the input ({verified['method']}): max relative error {verified['max_rel_error']:.2g}")
+    if imported is not None:
+        _write_onnx(imported, result.best, args)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0
+
+
+def _write_onnx(imported: Any, best: Any, args: argparse.Namespace) -> None:
+    """Export the optimized graph and check it against the input model in onnxruntime; a model
+    that differs beyond tolerance is removed and reported as an error."""
+    from eqsat import onnx as onnx_io
+
+    out = Path(args.out)
+    onnx_io.save(imported, best, out)
+    diff = onnx_io.max_difference(args.model, out)
+    if diff > 1e-3:
+        out.unlink()
+        raise ValueError(f"{out}: the optimized model differs from {args.model} by {diff:.3g} (relative) in "
+                         f"onnxruntime; nothing written")
+    print(f"wrote {out}; onnxruntime max relative difference to {args.model}: {diff:.2g} "
+          f"(ops in: {', '.join(f'{k} {v}' for k, v in sorted(imported.ops.items()))})")
 
 
 def _taso(graph, args: argparse.Namespace):

@@ -1,0 +1,371 @@
+"""ONNX models in and out of the IR (the ``onnx`` extra; ``onnxruntime`` checks the results).
+
+:func:`load` reads a model into a :class:`Graph` plus the initializer data: inputs become
+``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers become ``weight``
+leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op. Node order in the
+file does not matter (nodes are sorted by their data dependences). An op without an importer, or
+an attribute combination the IR cannot express, is an error naming the node; opaque ops are not
+supported yet. :func:`save` writes a graph back, folding weight-only subgraphs into initializers
+computed from the imported data; the file is written whole or not at all and passes
+``onnx.checker``. :func:`max_difference` runs two models in onnxruntime on the same random inputs.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import networkx as nx
+import numpy as np
+
+from .errors import EqsatError
+from .evaluate import evaluate
+from .graph import Graph, Node, input_, node, weight
+from .ops import conv_pads
+
+OPSET = 17
+
+
+class OnnxError(EqsatError):
+    """A model this tool cannot read or write, with the file and node named."""
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise OnnxError("ONNX support needs the optional extra: pip install 'eqsat-lab[onnx]'") from exc
+    return onnx
+
+
+@dataclass
+class Imported:
+    """A model read into the IR: the graph, initializer data, and the names to write it back with."""
+
+    graph: Graph
+    weights: dict[str, np.ndarray]
+    input_names: list[str]
+    output_names: list[str]
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+def _attrs(n: Any) -> dict[str, Any]:
+    onnx = _onnx()
+    return {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+
+
+class _Importer:
+    def __init__(self, path: str, model: Any, batch: int):
+        onnx = _onnx()
+        self.path = path
+        self.values: dict[str, Node] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.weights: dict[str, np.ndarray] = {}
+        g = model.graph
+        for init in g.initializer:
+            arr = onnx.numpy_helper.to_array(init)
+            self.consts[init.name] = arr
+            if arr.dtype.kind == "f":
+                self.weights[init.name] = arr.astype(np.float64)
+                self.values[init.name] = weight(init.name, arr.shape)
+        self.input_names = []
+        for inp in g.input:
+            if inp.name in self.consts:
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch
+                    for d in inp.type.tensor_type.shape.dim]
+            self.values[inp.name] = input_(inp.name, tuple(dims))
+            self.input_names.append(inp.name)
+
+    def where(self, n: Any) -> str:
+        return f"{self.path}: node {n.name or '?'} ({n.op_type})"
+
+    def value(self, n: Any, name: str) -> Node:
+        if name not in self.values:
+            raise OnnxError(f"{self.where(n)}: input {name!r} is neither a graph input, an initializer "
+                            f"nor the output of another node")
+        return self.values[name]
+
+    def const(self, n: Any, name: str) -> np.ndarray:
+        if name not in self.consts:
+            raise OnnxError(f"{self.where(n)}: input {name!r} must be an initializer")
+        return self.consts[name]
+
+
+def _pads(imp: _Importer, n: Any, a: dict[str, Any]) -> tuple[int, int]:
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise OnnxError(f"{imp.where(n)}: auto_pad is not supported; give explicit pads")
+    if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
+        raise OnnxError(f"{imp.where(n)}: only symmetric 2-D padding is supported, got pads {pads}")
+    return pads[0], pads[1]
+
+
+def _canonical_pad(pads: tuple[int, int], x: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...],
+                   dilation: tuple[int, ...]) -> Any:
+    """``"same"`` when the explicit pads are exactly SAME padding (the rule files' form), else the pads."""
+    same = all(conv_pads("same", size, k, st, d)[:2] == (p, p)
+               for p, size, k, st, d in zip(pads, x[2:], kernel, stride, dilation))
+    return "same" if same else pads
+
+
+def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    if len(n.input) > 2 and n.input[2]:
+        raise OnnxError(f"{imp.where(n)}: conv bias is not supported yet")
+    x, w = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+    stride, dilation = tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1]))
+    pad = _canonical_pad(_pads(imp, n, a), x.shape, w.shape[2:], stride, dilation)
+    return [node("conv2d", x, w, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)))]
+
+
+def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    if a.get("alpha", 1.0) != 1.0 or a.get("transA", 0) or (len(n.input) > 2 and n.input[2]):
+        raise OnnxError(f"{imp.where(n)}: only Gemm without alpha, transA or C is supported")
+    b = imp.value(n, n.input[1])
+    if a.get("transB", 0):
+        b = node("transpose", b, perm=(1, 0))
+    return [node("matmul", imp.value(n, n.input[0]), b)]
+
+
+def _binary(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+    def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+        x, y = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+        if x.shape != y.shape:
+            raise OnnxError(f"{imp.where(n)}: broadcasting {x.shape} with {y.shape} is not supported")
+        return [node(op, x, y)]
+    return f
+
+
+def _unary(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+    return lambda imp, n, a: [node(op, imp.value(n, n.input[0]))]
+
+
+def _reshape(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    shape = [int(v) for v in imp.const(n, n.input[1])]
+    shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]
+    if -1 in shape:
+        known = int(np.prod([v for v in shape if v != -1]))
+        shape[shape.index(-1)] = int(np.prod(x.shape)) // known
+    return [node("reshape", x, shape=tuple(shape))]
+
+
+def _split(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    axis = int(a.get("axis", 0)) % len(x.shape)
+    if len(n.input) > 1 and n.input[1]:
+        sizes = tuple(int(v) for v in imp.const(n, n.input[1]))
+    else:
+        sizes = (x.shape[axis] // len(n.output),) * len(n.output)
+    sp = node("split", x, axis=axis, sizes=sizes)
+    return [node("proj", sp, index=i) for i in range(len(sizes))]
+
+
+def _pool(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+    def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+        if op == "pool_avg" and not a.get("count_include_pad", 0) and any(a.get("pads", [0])):
+            raise OnnxError(f"{imp.where(n)}: AveragePool must count padding (count_include_pad=1)")
+        x, kernel, stride = imp.value(n, n.input[0]), tuple(a["kernel_shape"]), tuple(a.get("strides", [1, 1]))
+        pad = _canonical_pad(_pads(imp, n, a), x.shape, kernel, stride, (1, 1))
+        return [node(op, x, kernel=kernel, stride=stride, pad=pad)]
+    return f
+
+
+def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    return [node("pool_avg", x, kernel=x.shape[2:], stride=(1, 1), pad=(0, 0))]
+
+
+IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
+    "Conv": _conv, "MatMul": lambda imp, n, a: [node("matmul", imp.value(n, n.input[0]), imp.value(n, n.input[1]))],
+    "Gemm": _gemm, "Add": _binary("ewadd"), "Mul": _binary("ewmul"), "Relu": _unary("relu"),
+    "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
+    "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
+    "Split": _split, "Reshape": _reshape,
+    "Transpose": lambda imp, n, a: [node("transpose", imp.value(n, n.input[0]), perm=tuple(a["perm"]) if "perm" in a else None)],
+    "MaxPool": _pool("pool_max"), "AveragePool": _pool("pool_avg"), "GlobalAveragePool": _global_avg,
+    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])],
+}
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _topological_order(path: str, model: Any) -> list[int]:
+    producers = {o: i for i, n in enumerate(model.graph.node) for o in n.output}
+    deps = nx.DiGraph()
+    deps.add_nodes_from(range(len(model.graph.node)))
+    for i, n in enumerate(model.graph.node):
+        for name in n.input:
+            if name in producers:
+                deps.add_edge(producers[name], i)
+    try:
+        return list(nx.lexicographical_topological_sort(deps))
+    except nx.NetworkXUnfeasible:
+        raise OnnxError(f"{path}: the graph has a cycle") from None
+
+
+def load(path: str | Path, batch: int = 1) -> Imported:
+    """Read an ONNX model into the IR (see the module docstring)."""
+    onnx = _onnx()
+    path = str(path)
+    try:
+        model = onnx.load(path)
+    except Exception as exc:  # onnx raises several types for unreadable files
+        raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
+    order = _topological_order(path, model)
+    sorted_nodes = [model.graph.node[i] for i in order]  # file order does not matter: sort, then check
+    del model.graph.node[:]
+    model.graph.node.extend(sorted_nodes)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise OnnxError(f"{path}: not a valid ONNX model: {_first_line(exc)}") from None
+    imp = _Importer(path, model, batch)
+    ops: dict[str, int] = {}
+    for n in model.graph.node:
+        importer = IMPORTERS.get(n.op_type)
+        if importer is None:
+            raise OnnxError(f"{imp.where(n)}: op {n.op_type} is not supported "
+                            f"(supported: {', '.join(sorted(IMPORTERS))})")
+        try:
+            outs = importer(imp, n, _attrs(n))
+        except EqsatError as exc:
+            if isinstance(exc, OnnxError):
+                raise
+            raise OnnxError(f"{imp.where(n)}: {exc}") from None
+        for name, value in zip(n.output, outs):
+            imp.values[name] = value
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    outputs = [o.name for o in model.graph.output]
+    missing = [o for o in outputs if o not in imp.values]
+    if missing:
+        raise OnnxError(f"{path}: graph output(s) {', '.join(missing)} are never computed")
+    graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
+    return Imported(graph, imp.weights, imp.input_names, outputs, ops)
+
+
+# --------------------------------------------------------------------------- export
+_ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+
+
+def save(imported: Imported, graph: Graph, path: str | Path) -> None:
+    """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model."""
+    onnx = _onnx()
+    h, nph = onnx.helper, onnx.numpy_helper
+    names: dict[Node, list[str]] = {}
+    nodes, inits = [], []
+    counter = iter(range(1 << 30))
+
+    def fresh() -> str:
+        return f"t{next(counter)}"
+
+    def const(n: Node) -> str:
+        value = evaluate(Graph([n]), {k: v for k, v in imported.weights.items()})[0]
+        name = n.attr("name") if n.op == "weight" else fresh()
+        inits.append(nph.from_array(np.asarray(value, dtype=np.float32), name))
+        return name
+
+    def int_init(values: Any) -> str:
+        name = fresh()
+        inits.append(nph.from_array(np.asarray(values, dtype=np.int64), name))
+        return name
+
+    for n in graph.nodes():
+        if n.op == "input":
+            names[n] = [n.attr("name")]
+            continue
+        if n.is_const:
+            names[n] = [const(n)]
+            continue
+        ins = [names[x][0] for x in n.inputs]
+        a = n.attr_dict
+        out = fresh()
+        if n.op == "conv2d":
+            x = n.inputs[0].shape
+            (ph, _, _), (pw, _, _) = (conv_pads(p, s, k, st, d) for p, s, k, st, d in zip(
+                a["pad"] if not isinstance(a["pad"], str) else (a["pad"],) * 2, x[2:], n.inputs[1].shape[2:],
+                a["stride"], a["dilation"]))
+            target = fresh() if a["act"] != "none" else out
+            nodes.append(h.make_node("Conv", ins, [target], strides=list(a["stride"]), pads=[ph, pw, ph, pw],
+                                     dilations=list(a["dilation"]), group=a["groups"]))
+            if a["act"] != "none":
+                nodes.append(h.make_node(_ACT[a["act"]], [target], [out]))
+        elif n.op == "matmul":
+            target = fresh() if a["act"] != "none" else out
+            nodes.append(h.make_node("MatMul", ins, [target]))
+            if a["act"] != "none":
+                nodes.append(h.make_node(_ACT[a["act"]], [target], [out]))
+        elif n.op in ("ewadd", "ewmul", "smul"):
+            nodes.append(h.make_node("Add" if n.op == "ewadd" else "Mul", ins, [out]))
+        elif n.op in _ACT:
+            nodes.append(h.make_node(_ACT[n.op], ins, [out]))
+        elif n.op == "transpose":
+            nodes.append(h.make_node("Transpose", ins, [out], perm=list(a["perm"])))
+        elif n.op == "reshape":
+            nodes.append(h.make_node("Reshape", ins + [int_init(a["shape"])], [out]))
+        elif n.op == "concat":
+            nodes.append(h.make_node("Concat", ins, [out], axis=a["axis"]))
+        elif n.op == "split":
+            outs = [fresh() for _ in a["sizes"]]
+            nodes.append(h.make_node("Split", ins + [int_init(a["sizes"])], outs, axis=a["axis"]))
+            names[n] = outs
+            continue
+        elif n.op == "proj":
+            names[n] = [names[n.inputs[0]][a["index"]]]
+            continue
+        elif n.op in ("pool_avg", "pool_max"):
+            x = n.inputs[0].shape
+            (ph, _, _), (pw, _, _) = (conv_pads(p, s, k, st, 1) for p, s, k, st in zip(
+                a["pad"] if not isinstance(a["pad"], str) else (a["pad"],) * 2, x[2:], a["kernel"], a["stride"]))
+            extra = {"count_include_pad": 1} if n.op == "pool_avg" else {}
+            nodes.append(h.make_node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, [out],
+                                     kernel_shape=list(a["kernel"]), strides=list(a["stride"]),
+                                     pads=[ph, pw, ph, pw], **extra))
+        elif n.op == "noop":
+            names[n] = ins
+            continue
+        else:
+            raise OnnxError(f"cannot export op {n.op} (node {n})")
+        names[n] = [out]
+    f32 = onnx.TensorProto.FLOAT
+    outputs = []
+    for name, o in zip(imported.output_names, graph.outputs):
+        nodes.append(h.make_node("Identity", [names[o][0]], [name]))
+        outputs.append(h.make_tensor_value_info(name, f32, list(o.shape)))
+    inputs = [h.make_tensor_value_info(n.attr("name"), f32, list(n.shape)) for n in graph.leaves("input")]
+    model = h.make_model(h.make_graph(nodes, graph.name or "eqsat", inputs, outputs, inits),
+                         opset_imports=[h.make_opsetid("", OPSET)])
+    onnx.checker.check_model(model)
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".onnx.tmp")
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def max_difference(a: str | Path, b: str | Path, seed: int = 0) -> float:
+    """Largest |difference| between two models' outputs in onnxruntime on the same random inputs,
+    relative to the largest output magnitude."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise OnnxError("checking with onnxruntime needs the optional extra: pip install 'eqsat-lab[onnx]'") from exc
+    sa, sb = ort.InferenceSession(str(a)), ort.InferenceSession(str(b))
+    rng = np.random.default_rng(seed)
+    fixed = {i.name: i.shape for i in sb.get_inputs()}  # a dynamic dimension takes the other model's size
+    feeds = {}
+    for i in sa.get_inputs():
+        dims = [d if isinstance(d, int) else (e if isinstance(e, int) else 1) for d, e in zip(i.shape, fixed[i.name])]
+        feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+    xa, xb = sa.run(None, feeds), sb.run(None, feeds)
+    scale = max(1.0, max(float(np.abs(x).max()) for x in xa))
+    return max(float(np.abs(x - y).max()) for x, y in zip(xa, xb)) / scale

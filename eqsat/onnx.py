@@ -4,8 +4,9 @@
 ``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers become ``weight``
 leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op. Node order in the
 file does not matter (nodes are sorted by their data dependences). An op without an importer, or
-an attribute combination the IR cannot express, is an error naming the node; opaque ops are not
-supported yet. :func:`save` writes a graph back, folding weight-only subgraphs into initializers
+becomes an ``opaque`` node: the ONNX node itself, its output shape from ONNX shape inference, kept
+exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works around it. An
+attribute combination a mapped op cannot express is an error naming the node. :func:`save` writes a graph back, folding weight-only subgraphs into initializers
 computed from the imported data; the file is written whole or not at all and passes
 ``onnx.checker``. :func:`max_difference` runs two models in onnxruntime on the same random inputs.
 """
@@ -49,6 +50,7 @@ class Imported:
     input_names: list[str]
     output_names: list[str]
     ops: dict[str, int] = field(default_factory=dict)
+    opaque: list[str] = field(default_factory=list)  # "op_type (node name)" of every opaque node
 
 
 def _attrs(n: Any) -> dict[str, Any]:
@@ -227,13 +229,16 @@ def load(path: str | Path, batch: int = 1) -> Imported:
         raise OnnxError(f"{path}: not a valid ONNX model: {_first_line(exc)}") from None
     imp = _Importer(path, model, batch)
     ops: dict[str, int] = {}
+    shapes = _inferred_shapes(model, batch)
+    opaque: list[str] = []
     for n in model.graph.node:
         importer = IMPORTERS.get(n.op_type)
-        if importer is None:
-            raise OnnxError(f"{imp.where(n)}: op {n.op_type} is not supported "
-                            f"(supported: {', '.join(sorted(IMPORTERS))})")
         try:
-            outs = importer(imp, n, _attrs(n))
+            if importer is None:
+                outs = [_opaque(imp, n, shapes)]
+                opaque.append(f"{n.op_type} ({n.name or n.output[0]})")
+            else:
+                outs = importer(imp, n, _attrs(n))
         except EqsatError as exc:
             if isinstance(exc, OnnxError):
                 raise
@@ -246,7 +251,50 @@ def load(path: str | Path, batch: int = 1) -> Imported:
     if missing:
         raise OnnxError(f"{path}: graph output(s) {', '.join(missing)} are never computed")
     graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
-    return Imported(graph, imp.weights, imp.input_names, outputs, ops)
+    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque)
+
+
+def _inferred_shapes(model: Any, batch: int) -> dict[str, tuple[int, ...]]:
+    onnx = _onnx()
+    inferred = onnx.shape_inference.infer_shapes(model)
+    out = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        out[vi.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch for d in dims)
+    return out
+
+
+def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]]) -> Node:
+    """An op without an importer: kept as an ``opaque`` node holding the ONNX node itself."""
+    if len(n.output) != 1:
+        raise OnnxError(f"{imp.where(n)}: unsupported op {n.op_type} with {len(n.output)} outputs")
+    if n.output[0] not in shapes:
+        raise OnnxError(f"{imp.where(n)}: shape inference gives no shape for {n.output[0]!r}")
+    inputs = [imp.value(n, i) for i in n.input if i]
+    proto = type(n)()
+    proto.CopyFrom(n)
+    del proto.input[:]
+    proto.input.extend(f"in{k}" for k in range(len(inputs)))
+    del proto.output[:]
+    proto.output.append("out0")
+    return node("opaque", *inputs, op_type=n.op_type, node=proto.SerializeToString().hex(),
+                shape=shapes[n.output[0]])
+
+
+def run_node(node_hex: str, inputs: list[np.ndarray]) -> np.ndarray:
+    """Run one stored ONNX node (inputs ``in0..``, output ``out0``) in onnxruntime."""
+    onnx = _onnx()
+    import onnxruntime as ort
+
+    proto = onnx.NodeProto()
+    proto.ParseFromString(bytes.fromhex(node_hex))
+    f32 = onnx.TensorProto.FLOAT
+    g = onnx.helper.make_graph([proto], "opaque",
+                               [onnx.helper.make_tensor_value_info(f"in{k}", f32, list(x.shape)) for k, x in enumerate(inputs)],
+                               [onnx.helper.make_tensor_value_info("out0", f32, None)])
+    model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", OPSET)])
+    session = ort.InferenceSession(model.SerializeToString())
+    return session.run(None, {f"in{k}": x.astype(np.float32) for k, x in enumerate(inputs)})[0]
 
 
 # --------------------------------------------------------------------------- export
@@ -326,6 +374,14 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
             nodes.append(h.make_node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, [out],
                                      kernel_shape=list(a["kernel"]), strides=list(a["stride"]),
                                      pads=[ph, pw, ph, pw], **extra))
+        elif n.op == "opaque":
+            proto = onnx.NodeProto()
+            proto.ParseFromString(bytes.fromhex(a["node"]))
+            del proto.input[:]
+            proto.input.extend(ins)
+            del proto.output[:]
+            proto.output.append(out)
+            nodes.append(proto)
         elif n.op == "noop":
             names[n] = ins
             continue

@@ -618,3 +618,20 @@ register(OpSpec(
     flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
     evaluate=_pool_max_eval, domains=NO_MOD, same_rank=True, doc="Max pooling; padding never wins.",
 ))
+
+
+# --------------------------------------------------------------------------- opaque
+def _opaque_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
+    """Run the stored ONNX node in onnxruntime (float32), the op's only reference."""
+    from .onnx import run_node
+
+    return run_node(attrs["node"], [np.asarray(x, dtype=np.float64) for x in xs]).astype(np.float64)
+
+
+register(OpSpec(
+    name="opaque", arity=None, min_arity=0,
+    attrs=(AttrSpec("op_type", "name"), AttrSpec("node", "name"), AttrSpec("shape", "shape")),
+    shape=lambda attrs, ins: (attrs["shape"],), evaluate=_opaque_eval, domains=FLOAT_ONLY,
+    doc="An imported op the table does not know (the ONNX node, hex-encoded); a boundary for every "
+        "rewrite, kept exactly; evaluated by onnxruntime.",
+))

@@ -179,6 +179,7 @@ def _write_onnx(imported: Any, best: Any, args: argparse.Namespace) -> None:
                          f"onnxruntime; nothing written")
     print(f"wrote {out}; onnxruntime max relative difference to {args.model}: {diff:.2g} "
           f"(ops in: {', '.join(f'{k} {v}' for k, v in sorted(imported.ops.items()))})")
+    print(f"opaque ops (kept exactly, not optimized): {', '.join(imported.opaque) or 'none'}")
 
 
 def _taso(graph, args: argparse.Namespace):

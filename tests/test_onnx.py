@@ -106,10 +106,29 @@ def test_bad_files_are_clear_errors_and_write_nothing(tmp_path):
         eo.load(missing)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    erf = _model([helper.make_node("Erf", ["x"], ["y"])], [x], [y], [], tmp_path / "erf.onnx")
-    with pytest.raises(eo.OnnxError, match="Erf"):
-        eo.load(erf)
+    two = _model([helper.make_node("TopK", ["x", "k"], ["y", "i"], axis=1)], [x], [y],
+                 [numpy_helper.from_array(np.array([1], dtype=np.int64), "k")], tmp_path / "topk.onnx")
+    with pytest.raises(eo.OnnxError, match="TopK"):
+        eo.load(two)
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_unsupported_ops_stay_as_opaque_nodes_and_the_rest_is_optimized(tmp_path):
+    """Softmax and Erf have no mapping: they are kept exactly, listed, and the matmuls around them
+    are still optimized (the QKV projections merge)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 64])
+    nodes = [helper.make_node("MatMul", ["x", w], [o]) for w, o in (("wq", "q"), ("wk", "k"), ("wv", "v"))]
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[1, 0]),
+              helper.make_node("MatMul", ["q", "kt"], ["s"]),
+              helper.make_node("Softmax", ["s"], ["p"], axis=1),
+              helper.make_node("MatMul", ["p", "v"], ["o"]),
+              helper.make_node("Erf", ["o"], ["y"])]
+    path = _model(nodes, [x], [y], [_w(n, 64, 64) for n in ("wq", "wk", "wv")], tmp_path / "soft.onnx", shuffle=True)
+    imp, r, diff = _round_trip(path, tmp_path)
+    assert sorted(o.split()[0] for o in imp.opaque) == ["Erf", "Softmax"]
+    assert [n.attr("op_type") for n in r.best.nodes() if n.op == "opaque"] == ["Softmax", "Erf"]
+    assert diff < 1e-4 and r.best_us < r.original_us
 
 
 def test_cli_optimizes_an_onnx_file(tmp_path, capsys):

@@ -23,7 +23,7 @@ from .measure import Measurer
 from .resources import legal
 from .sketch import Compute, Sketch, generate_sketches, sketch_space
 from .space import COLUMN, SPACE, Space
-from .tuners import Trials, TuneResult
+from .tuners import Trials, TuneResult, unvisited
 from .workload import Workload
 
 VARIANTS = ("full", "beam", "no-finetune", "limited")
@@ -99,7 +99,7 @@ class Ansor:
             b = min(self.batch, n_trials - len(result.history))
             visited = trials.visited
             if not trials.indices:
-                batch = self._fresh(random_annotation(sketches, pool, 4 * b, rng, self.space), visited, b)
+                batch = unvisited(random_annotation(sketches, pool, 4 * b, rng, self.space), visited, b)
             else:
                 model = self._model(workload, trials.indices, trials.times)
                 score = lambda idx: model.predict(featurize("program", workload, self.space.values(idx)))  # noqa: E731
@@ -111,22 +111,11 @@ class Ansor:
                     cands = self._evolve(score, sketches, pool, allowed, trials.indices, trials.times, rng)
                 cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
                 n_random = int(round(self.epsilon * b))
-                batch = self._fresh(cands, visited, b - n_random)
-                batch = np.concatenate([batch, self._fresh(random_annotation(sketches, pool, 8 * b, rng, self.space),
+                batch = unvisited(cands, visited, b - n_random)
+                batch = np.concatenate([batch, unvisited(random_annotation(sketches, pool, 8 * b, rng, self.space),
                                                            visited | set(batch.tolist()), b - len(batch))])
             trials.measure(workload, batch, measurer, result, self.space)
         return result
-
-    @staticmethod
-    def _fresh(cands: np.ndarray, visited: set[int], k: int) -> np.ndarray:
-        out: list[int] = []
-        for i in cands:
-            i = int(i)
-            if i not in visited and i not in out:
-                out.append(i)
-                if len(out) == k:
-                    break
-        return np.array(out, dtype=np.int64)
 
     def _model(self, workload: Workload, measured: list[int], times: list[float]) -> XGBCostModel:
         y = normalized_throughput(np.array(times), np.zeros(len(times)))

@@ -23,7 +23,7 @@ from .features import featurize
 from .measure import Measurer, read_records
 from .resources import legal
 from .space import COLUMN, SPACE, Config, Space
-from .tuners import Trials, TuneResult
+from .tuners import Trials, TuneResult, unvisited
 from .workload import Workload
 
 
@@ -180,14 +180,11 @@ class AutoTVM:
         return result
 
     def _random(self, pool: np.ndarray, visited: set[int], k: int, rng: np.random.Generator) -> np.ndarray:
-        out: list[int] = []
+        out = np.empty(0, dtype=np.int64)
         while len(out) < k:
-            for i in rng.choice(pool, size=2 * k):
-                if int(i) not in visited and int(i) not in out:
-                    out.append(int(i))
-                    if len(out) == k:
-                        break
-        return np.array(out, dtype=np.int64)
+            draw = rng.choice(pool, size=2 * k)
+            out = np.concatenate([out, unvisited(draw, visited | set(out.tolist()), k - len(out))])
+        return out
 
     def _model_batch(self, model: XGBCostModel, workload: Workload, sa: SimulatedAnnealing, pool: np.ndarray,
                      visited: set[int], b: int, rng: np.random.Generator) -> np.ndarray:

@@ -48,6 +48,20 @@ class TuneResult:
                              "error": r.error, "clock_s": r.clock_s} for r in self.history]}
 
 
+def unvisited(candidates: Sequence[int] | np.ndarray, visited: set[int], k: int) -> np.ndarray:
+    """The first ``k`` distinct candidates not in ``visited``, in order (empty for k <= 0)."""
+    out: list[int] = []
+    seen = set(visited)
+    for i in candidates:
+        if len(out) >= k:
+            break
+        i = int(i)
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+    return np.array(out, dtype=np.int64)
+
+
 @dataclass
 class Trials:
     """What a model-based tuner has measured so far: flat config indices and measured times."""

@@ -22,7 +22,7 @@ import networkx as nx
 import numpy as np
 
 from .errors import EqsatError
-from .evaluate import evaluate
+from .evaluate import evaluate_nodes
 from .graph import Graph, Node, input_, node, weight
 from .ops import conv_pads
 
@@ -301,6 +301,13 @@ def run_node(node_hex: str, inputs: list[np.ndarray]) -> np.ndarray:
 _ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 
 
+def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> tuple[int, int]:
+    """The symmetric (H, W) padding ONNX needs for the IR's ``same``/``valid``/explicit pad."""
+    per_axis = pad if not isinstance(pad, str) else (pad, pad)
+    return tuple(conv_pads(p, size, k, st, d)[0]  # type: ignore[return-value]
+                 for p, size, k, st, d in zip(per_axis, x[2:], kernel, stride, dilation))
+
+
 def save(imported: Imported, graph: Graph, path: str | Path) -> None:
     """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model."""
     onnx = _onnx()
@@ -312,10 +319,15 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
     def fresh() -> str:
         return f"t{next(counter)}"
 
+    # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
+    # initializers, all computed in one evaluation of the imported data
+    needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
+    needed |= {o for o in graph.outputs if o.is_const}
+    values = evaluate_nodes(Graph([n for n in graph.nodes() if n in needed]), imported.weights) if needed else {}
+
     def const(n: Node) -> str:
-        value = evaluate(Graph([n]), {k: v for k, v in imported.weights.items()})[0]
         name = n.attr("name") if n.op == "weight" else fresh()
-        inits.append(nph.from_array(np.asarray(value, dtype=np.float32), name))
+        inits.append(nph.from_array(np.asarray(values[n], dtype=np.float32), name))
         return name
 
     def int_init(values: Any) -> str:
@@ -328,16 +340,14 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
             names[n] = [n.attr("name")]
             continue
         if n.is_const:
-            names[n] = [const(n)]
+            if n in needed:
+                names[n] = [const(n)]
             continue
         ins = [names[x][0] for x in n.inputs]
         a = n.attr_dict
         out = fresh()
         if n.op == "conv2d":
-            x = n.inputs[0].shape
-            (ph, _, _), (pw, _, _) = (conv_pads(p, s, k, st, d) for p, s, k, st, d in zip(
-                a["pad"] if not isinstance(a["pad"], str) else (a["pad"],) * 2, x[2:], n.inputs[1].shape[2:],
-                a["stride"], a["dilation"]))
+            ph, pw = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
             target = fresh() if a["act"] != "none" else out
             nodes.append(h.make_node("Conv", ins, [target], strides=list(a["stride"]), pads=[ph, pw, ph, pw],
                                      dilations=list(a["dilation"]), group=a["groups"]))
@@ -367,9 +377,7 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
             names[n] = [names[n.inputs[0]][a["index"]]]
             continue
         elif n.op in ("pool_avg", "pool_max"):
-            x = n.inputs[0].shape
-            (ph, _, _), (pw, _, _) = (conv_pads(p, s, k, st, 1) for p, s, k, st in zip(
-                a["pad"] if not isinstance(a["pad"], str) else (a["pad"],) * 2, x[2:], a["kernel"], a["stride"]))
+            ph, pw = _explicit_pads(a["pad"], n.inputs[0].shape, a["kernel"], a["stride"], (1, 1))
             extra = {"count_include_pad": 1} if n.op == "pool_avg" else {}
             nodes.append(h.make_node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, [out],
                                      kernel_shape=list(a["kernel"]), strides=list(a["stride"]),

@@ -1,14 +1,21 @@
 """ONNX models in and out of the IR (the ``onnx`` extra; ``onnxruntime`` checks the results).
 
-:func:`load` reads a model into a :class:`Graph` plus the initializer data: inputs become
-``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers become ``weight``
-leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op. Node order in the
-file does not matter (nodes are sorted by their data dependences). An op without an importer, or
-becomes an ``opaque`` node: the ONNX node itself, its output shape from ONNX shape inference, kept
-exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works around it. An
-attribute combination a mapped op cannot express is an error naming the node. :func:`save` writes a graph back, folding weight-only subgraphs into initializers
-computed from the imported data; the file is written whole or not at all and passes
-``onnx.checker``. :func:`max_difference` runs two models in onnxruntime on the same random inputs.
+:func:`load` reads a model (opset 13 or newer) into a :class:`Graph` plus the initializer data:
+inputs become ``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers
+become ``weight`` leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op.
+Node order in the file does not matter (nodes are sorted by their data dependences). A Conv bias
+is conv2d's optional third input; an Add or Mul of a per-channel vector (ONNX broadcasting, e.g.
+``(1, C, 1, 1)``) is ``chadd``/``chmul``; inference BatchNormalization is one ``affine`` node
+(scale and shift computed from its four statistics). Folding these into convolutions is done by
+the rules in ``rules/affine.rules``, not here. An op without an importer, or a node its importer
+declines (training-mode BatchNormalization, general broadcasting, ...), becomes ``opaque``
+nodes, one per output: the ONNX node itself, shapes from ONNX shape inference (or from running
+it), kept exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works
+around it, and the reason is listed. :func:`save` writes a graph back at the model's opset,
+folding weight-only subgraphs into initializers computed from the imported data; the file is
+written whole or not at all and passes ``onnx.checker``. :func:`export_graph` writes a graph
+built in Python with given or random weights. :func:`max_difference` runs two models in
+onnxruntime on the same random inputs.
 """
 from __future__ import annotations
 
@@ -26,11 +33,17 @@ from .evaluate import evaluate_nodes
 from .graph import Graph, Node, input_, node, weight
 from .ops import conv_pads
 
-OPSET = 17
+OPSET = 17  # written by export_graph; an imported model is written back at its own opset
+MIN_OPSET = 13  # the importers follow opset 13+ (Split and Reshape take their sizes as inputs)
 
 
 class OnnxError(EqsatError):
     """A model this tool cannot read or write, with the file and node named."""
+
+
+class Decline(Exception):
+    """An importer cannot express this node's attributes or operands; it becomes opaque (the
+    reason is listed with the opaque ops)."""
 
 
 def _onnx() -> Any:
@@ -50,7 +63,8 @@ class Imported:
     input_names: list[str]
     output_names: list[str]
     ops: dict[str, int] = field(default_factory=dict)
-    opaque: list[str] = field(default_factory=list)  # "op_type (node name)" of every opaque node
+    opaque: list[str] = field(default_factory=list)  # "op_type (node name: reason)" of every opaque node
+    opset: int = OPSET
 
 
 def _attrs(n: Any) -> dict[str, Any]:
@@ -59,9 +73,10 @@ def _attrs(n: Any) -> dict[str, Any]:
 
 
 class _Importer:
-    def __init__(self, path: str, model: Any, batch: int):
+    def __init__(self, path: str, model: Any, batch: int, opset: int):
         onnx = _onnx()
         self.path = path
+        self.opset = opset
         self.values: dict[str, Node] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.weights: dict[str, np.ndarray] = {}
@@ -92,16 +107,16 @@ class _Importer:
 
     def const(self, n: Any, name: str) -> np.ndarray:
         if name not in self.consts:
-            raise OnnxError(f"{self.where(n)}: input {name!r} must be an initializer")
+            raise Decline(f"input {name!r} is computed, not an initializer")
         return self.consts[name]
 
 
 def _pads(imp: _Importer, n: Any, a: dict[str, Any]) -> tuple[int, int]:
     pads = list(a.get("pads", [0, 0, 0, 0]))
     if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise OnnxError(f"{imp.where(n)}: auto_pad is not supported; give explicit pads")
+        raise Decline("auto_pad")
     if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
-        raise OnnxError(f"{imp.where(n)}: only symmetric 2-D padding is supported, got pads {pads}")
+        raise Decline(f"asymmetric or non-2-D pads {pads}")
     return pads[0], pads[1]
 
 
@@ -113,31 +128,85 @@ def _canonical_pad(pads: tuple[int, int], x: tuple[int, ...], kernel: tuple[int,
     return "same" if same else pads
 
 
+def _inputs(n: Any) -> list[str]:
+    return [i for i in n.input if i]
+
+
 def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
-    if len(n.input) > 2 and n.input[2]:
-        raise OnnxError(f"{imp.where(n)}: conv bias is not supported yet")
+    if len(imp.value(n, n.input[0]).shape) != 4:
+        raise Decline("only 2-D convolutions are mapped")
     x, w = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+    bias = [imp.value(n, n.input[2])] if len(_inputs(n)) > 2 else []
     stride, dilation = tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1]))
     pad = _canonical_pad(_pads(imp, n, a), x.shape, w.shape[2:], stride, dilation)
-    return [node("conv2d", x, w, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)))]
+    return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)))]
 
 
 def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
-    if a.get("alpha", 1.0) != 1.0 or a.get("transA", 0) or (len(n.input) > 2 and n.input[2]):
-        raise OnnxError(f"{imp.where(n)}: only Gemm without alpha, transA or C is supported")
+    if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+        raise Decline("alpha, beta or transA")
     b = imp.value(n, n.input[1])
     if a.get("transB", 0):
         b = node("transpose", b, perm=(1, 0))
-    return [node("matmul", imp.value(n, n.input[0]), b)]
+    y = node("matmul", imp.value(n, n.input[0]), b)
+    if len(_inputs(n)) > 2:
+        return [_broadcast(imp, n, "chadd", y, imp.value(n, n.input[2]))]
+    return [y]
 
 
-def _binary(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+def _vector_axis(x: tuple[int, ...], y: tuple[int, ...]) -> int | None:
+    """The axis of ``x`` along which ``y`` broadcasts as a vector (ONNX's right-aligned
+    broadcasting with exactly one size above 1, equal to ``x``'s), or None."""
+    if len(y) > len(x) or not y:
+        return None
+    big = [k for k, d in enumerate(y) if d != 1]
+    if len(big) != 1:
+        return None
+    axis = len(x) - len(y) + big[0]
+    return axis if x[axis] == y[big[0]] else None
+
+
+def _broadcast(imp: _Importer, n: Any, op: str, x: Node, y: Node) -> Node:
+    """``x op y`` where ``y`` is a per-channel vector in broadcasting form: the vector op
+    (``chadd``/``chmul``) on ``y`` reshaped to 1-D (a view)."""
+    axis = _vector_axis(x.shape, y.shape)
+    if axis is None:
+        raise Decline(f"broadcasting {x.shape} with {y.shape}")
+    vector = y if len(y.shape) == 1 else node("reshape", y, shape=(x.shape[axis],))
+    return node(op, x, vector, axis=axis)
+
+
+def _binary(op: str, vector_op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
     def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
         x, y = imp.value(n, n.input[0]), imp.value(n, n.input[1])
-        if x.shape != y.shape:
-            raise OnnxError(f"{imp.where(n)}: broadcasting {x.shape} with {y.shape} is not supported")
-        return [node(op, x, y)]
+        if x.shape == y.shape:
+            return [node(op, x, y)]
+        if _vector_axis(y.shape, x.shape) is not None and _vector_axis(x.shape, y.shape) is None:
+            x, y = y, x  # both ops commute
+        return [_broadcast(imp, n, vector_op, x, y)]
     return f
+
+
+def _batchnorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Inference BatchNormalization as one ``affine`` node: scale = gamma / sqrt(var + eps) and
+    shift = beta - mean * scale become weights (the op's two-parameter form). Folding into a
+    preceding conv is left to the rules. Training mode (batch statistics) is never mapped."""
+    if a.get("training_mode", 0) or len(n.output) > 1:
+        raise Decline("training mode")
+    x = imp.value(n, n.input[0])
+    try:
+        gamma, beta, mean, var = (imp.consts[i].astype(np.float64) for i in n.input[1:5])
+    except KeyError:
+        raise Decline("statistics are not initializers") from None
+    scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
+    shift = beta - mean * scale
+    base = n.name or n.output[0]
+    leaves = []
+    for suffix, data in (("scale", scale), ("shift", shift)):
+        name = f"{base}.bn_{suffix}"
+        imp.weights[name] = data
+        leaves.append(weight(name, data.shape))
+    return [node("affine", x, *leaves, axis=1)]
 
 
 def _unary(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
@@ -168,7 +237,9 @@ def _split(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 def _pool(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
     def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
         if op == "pool_avg" and not a.get("count_include_pad", 0) and any(a.get("pads", [0])):
-            raise OnnxError(f"{imp.where(n)}: AveragePool must count padding (count_include_pad=1)")
+            raise Decline("AveragePool without count_include_pad=1")
+        if len(n.output) > 1 or a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1])):
+            raise Decline("indices output, ceil_mode or dilations")
         x, kernel, stride = imp.value(n, n.input[0]), tuple(a["kernel_shape"]), tuple(a.get("strides", [1, 1]))
         pad = _canonical_pad(_pads(imp, n, a), x.shape, kernel, stride, (1, 1))
         return [node(op, x, kernel=kernel, stride=stride, pad=pad)]
@@ -182,13 +253,13 @@ def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Conv": _conv, "MatMul": lambda imp, n, a: [node("matmul", imp.value(n, n.input[0]), imp.value(n, n.input[1]))],
-    "Gemm": _gemm, "Add": _binary("ewadd"), "Mul": _binary("ewmul"), "Relu": _unary("relu"),
+    "Gemm": _gemm, "Add": _binary("ewadd", "chadd"), "Mul": _binary("ewmul", "chmul"), "Relu": _unary("relu"),
     "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
     "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
     "Split": _split, "Reshape": _reshape,
     "Transpose": lambda imp, n, a: [node("transpose", imp.value(n, n.input[0]), perm=tuple(a["perm"]) if "perm" in a else None)],
     "MaxPool": _pool("pool_max"), "AveragePool": _pool("pool_avg"), "GlobalAveragePool": _global_avg,
-    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])],
+    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])], "BatchNormalization": _batchnorm,
 }
 
 
@@ -227,18 +298,24 @@ def load(path: str | Path, batch: int = 1) -> Imported:
         onnx.checker.check_model(model)
     except Exception as exc:
         raise OnnxError(f"{path}: not a valid ONNX model: {_first_line(exc)}") from None
-    imp = _Importer(path, model, batch)
+    opset = _opset(path, model)
+    imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}
-    shapes = _inferred_shapes(model, batch)
+    shapes, types = _inferred_shapes(model, batch)
     opaque: list[str] = []
     for n in model.graph.node:
         importer = IMPORTERS.get(n.op_type)
         try:
-            if importer is None:
-                outs = [_opaque(imp, n, shapes)]
-                opaque.append(f"{n.op_type} ({n.name or n.output[0]})")
-            else:
-                outs = importer(imp, n, _attrs(n))
+            reason = "no mapping"
+            outs = None
+            if importer is not None:
+                try:
+                    outs = importer(imp, n, _attrs(n))
+                except Decline as exc:
+                    reason = str(exc)
+            if outs is None:
+                outs = _opaque(imp, n, shapes, types)
+                opaque.append(f"{n.op_type} ({n.name or n.output[0]}: {reason})")
         except EqsatError as exc:
             if isinstance(exc, OnnxError):
                 raise
@@ -251,50 +328,88 @@ def load(path: str | Path, batch: int = 1) -> Imported:
     if missing:
         raise OnnxError(f"{path}: graph output(s) {', '.join(missing)} are never computed")
     graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
-    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque)
+    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset)
 
 
-def _inferred_shapes(model: Any, batch: int) -> dict[str, tuple[int, ...]]:
+def _opset(path: str, model: Any) -> int:
+    """The model's default-domain opset, if this tool reads it."""
+    onnx = _onnx()
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    newest = onnx.defs.onnx_opset_version()
+    if not versions:
+        raise OnnxError(f"{path}: no default-domain opset import")
+    if not MIN_OPSET <= versions[0] <= newest:
+        raise OnnxError(f"{path}: opset {versions[0]} is not supported (this tool reads opsets {MIN_OPSET} to "
+                        f"{newest}); convert it with onnx.version_converter")
+    return versions[0]
+
+
+def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Shapes and element types of every value ONNX shape inference knows."""
     onnx = _onnx()
     inferred = onnx.shape_inference.infer_shapes(model)
-    out = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        dims = vi.type.tensor_type.shape.dim
-        out[vi.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch for d in dims)
-    return out
+    shapes, types = {}, {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
+        t = vi.type.tensor_type
+        types[vi.name] = t.elem_type
+        if t.HasField("shape"):
+            shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch
+                                    for d in t.shape.dim)
+    return shapes, types
 
 
-def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]]) -> Node:
-    """An op without an importer: kept as an ``opaque`` node holding the ONNX node itself."""
-    if len(n.output) != 1:
-        raise OnnxError(f"{imp.where(n)}: unsupported op {n.op_type} with {len(n.output)} outputs")
-    if n.output[0] not in shapes:
-        raise OnnxError(f"{imp.where(n)}: shape inference gives no shape for {n.output[0]!r}")
-    inputs = [imp.value(n, i) for i in n.input if i]
+def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: dict[str, int]) -> list[Node]:
+    """An op without an importer: one ``opaque`` node per output, holding the ONNX node itself as a
+    one-node graph (inputs ``in0..`` with their element types, non-float initializers it reads
+    as ``c0..``, outputs ``out0..``)."""
+    onnx = _onnx()
+    h = onnx.helper
     proto = type(n)()
     proto.CopyFrom(n)
     del proto.input[:]
-    proto.input.extend(f"in{k}" for k in range(len(inputs)))
+    inputs, values, consts = [], [], []
+    for name in n.input:
+        if not name:
+            proto.input.append("")
+        elif name in imp.values:
+            proto.input.append(f"in{len(inputs)}")
+            values.append(h.make_tensor_value_info(proto.input[-1], types.get(name, onnx.TensorProto.FLOAT),
+                                                   list(imp.values[name].shape)))
+            inputs.append(imp.values[name])
+        elif name in imp.consts:
+            proto.input.append(f"c{len(consts)}")
+            consts.append(onnx.numpy_helper.from_array(imp.consts[name], proto.input[-1]))
+        else:
+            imp.value(n, name)  # raises: names the missing input
     del proto.output[:]
-    proto.output.append("out0")
-    return node("opaque", *inputs, op_type=n.op_type, node=proto.SerializeToString().hex(),
-                shape=shapes[n.output[0]])
+    proto.output.extend(f"out{k}" for k in range(len(n.output)))
+    graph = h.make_graph([proto], n.op_type, values, [onnx.ValueInfoProto(name=o) for o in proto.output], consts)
+    graph_hex = graph.SerializeToString().hex()
+    out_shapes = [shapes.get(o) for o in n.output]
+    if any(s is None for s in out_shapes):  # shape inference knows none (training-mode BatchNormalization): run it
+        try:
+            zeros = [np.zeros(x.shape) for x in inputs]
+            out_shapes = [tuple(run_node(graph_hex, zeros, k, imp.opset).shape) for k in range(len(n.output))]
+        except Exception as exc:
+            raise OnnxError(f"{imp.where(n)}: no output shapes: shape inference gives none and onnxruntime "
+                            f"cannot run the node ({_first_line(exc)})") from None
+    return [node("opaque", *inputs, op_type=n.op_type, node=graph_hex, shape=shape, index=k, opset=imp.opset)
+            for k, shape in enumerate(out_shapes)]
 
 
-def run_node(node_hex: str, inputs: list[np.ndarray]) -> np.ndarray:
-    """Run one stored ONNX node (inputs ``in0..``, output ``out0``) in onnxruntime."""
+def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: int = OPSET) -> np.ndarray:
+    """Output ``index`` of one stored opaque node (see :func:`_opaque`) in onnxruntime; inputs are
+    cast to the element types the node reads."""
     onnx = _onnx()
     import onnxruntime as ort
 
-    proto = onnx.NodeProto()
-    proto.ParseFromString(bytes.fromhex(node_hex))
-    f32 = onnx.TensorProto.FLOAT
-    g = onnx.helper.make_graph([proto], "opaque",
-                               [onnx.helper.make_tensor_value_info(f"in{k}", f32, list(x.shape)) for k, x in enumerate(inputs)],
-                               [onnx.helper.make_tensor_value_info("out0", f32, None)])
-    model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", OPSET)])
+    graph = onnx.GraphProto()
+    graph.ParseFromString(bytes.fromhex(graph_hex))
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
     session = ort.InferenceSession(model.SerializeToString())
-    return session.run(None, {f"in{k}": x.astype(np.float32) for k, x in enumerate(inputs)})[0]
+    feeds = {vi.name: x.astype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+             for vi, x in zip(graph.input, inputs)}
+    return np.asarray(session.run([f"out{index}"], feeds)[0])
 
 
 # --------------------------------------------------------------------------- export
@@ -315,6 +430,7 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
     names: dict[Node, list[str]] = {}
     nodes, inits = [], []
     counter = iter(range(1 << 30))
+    opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
     def fresh() -> str:
         return f"t{next(counter)}"
@@ -328,6 +444,11 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
     def const(n: Node) -> str:
         name = n.attr("name") if n.op == "weight" else fresh()
         inits.append(nph.from_array(np.asarray(values[n], dtype=np.float32), name))
+        return name
+
+    def float_init(values: Any) -> str:
+        name = fresh()
+        inits.append(nph.from_array(np.asarray(values, dtype=np.float32), name))
         return name
 
     def int_init(values: Any) -> str:
@@ -360,6 +481,21 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
                 nodes.append(h.make_node(_ACT[a["act"]], [target], [out]))
         elif n.op in ("ewadd", "ewmul", "smul"):
             nodes.append(h.make_node("Add" if n.op == "ewadd" else "Mul", ins, [out]))
+        elif n.op == "affine" and a["axis"] == 1:  # one BatchNormalization with mean 0, variance 1
+            c = n.shape[1]
+            nodes.append(h.make_node("BatchNormalization", ins + [float_init(np.zeros(c)), float_init(np.ones(c))],
+                                     [out], epsilon=0.0))
+        elif n.op in ("chadd", "chmul", "affine"):
+            axis, rank = a["axis"], len(n.shape)
+            shaped = [fresh() for _ in ins[1:]]
+            for vec, name in zip(ins[1:], shaped):
+                nodes.append(h.make_node("Reshape", [vec, int_init([-1] + [1] * (rank - axis - 1))], [name]))
+            if n.op == "affine":
+                scaled = fresh()
+                nodes += [h.make_node("Mul", [ins[0], shaped[0]], [scaled]),
+                          h.make_node("Add", [scaled, shaped[1]], [out])]
+            else:
+                nodes.append(h.make_node("Add" if n.op == "chadd" else "Mul", [ins[0], shaped[0]], [out]))
         elif n.op in _ACT:
             nodes.append(h.make_node(_ACT[n.op], ins, [out]))
         elif n.op == "transpose":
@@ -382,14 +518,27 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
             nodes.append(h.make_node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, [out],
                                      kernel_shape=list(a["kernel"]), strides=list(a["stride"]),
                                      pads=[ph, pw, ph, pw], **extra))
-        elif n.op == "opaque":
-            proto = onnx.NodeProto()
-            proto.ParseFromString(bytes.fromhex(a["node"]))
-            del proto.input[:]
-            proto.input.extend(ins)
-            del proto.output[:]
-            proto.output.append(out)
-            nodes.append(proto)
+        elif n.op == "opaque":  # outputs of one ONNX node (same node, same inputs) become that node again
+            key = (a["node"], tuple(ins))
+            if key not in opaque_outputs:
+                stored = onnx.GraphProto()
+                stored.ParseFromString(bytes.fromhex(a["node"]))
+                proto = stored.node[0]
+                rename = {vi.name: x for vi, x in zip(stored.input, ins)}
+                for c in stored.initializer:
+                    rename[c.name] = fresh()
+                    c.name = rename[c.name]
+                    inits.append(c)
+                renamed = [rename.get(i, i) for i in proto.input]
+                del proto.input[:]
+                proto.input.extend(renamed)
+                outs = [fresh() for _ in proto.output]
+                del proto.output[:]
+                proto.output.extend(outs)
+                nodes.append(proto)
+                opaque_outputs[key] = outs
+            names[n] = [opaque_outputs[key][a["index"]]]
+            continue
         elif n.op == "noop":
             names[n] = ins
             continue
@@ -403,7 +552,7 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
         outputs.append(h.make_tensor_value_info(name, f32, list(o.shape)))
     inputs = [h.make_tensor_value_info(n.attr("name"), f32, list(n.shape)) for n in graph.leaves("input")]
     model = h.make_model(h.make_graph(nodes, graph.name or "eqsat", inputs, outputs, inits),
-                         opset_imports=[h.make_opsetid("", OPSET)])
+                         opset_imports=[h.make_opsetid("", imported.opset)])
     onnx.checker.check_model(model)
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".onnx.tmp")
@@ -414,6 +563,32 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def random_weights(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Data for every weight leaf: normal, scaled by 1/sqrt(fan-in) (all axes but the first), so
+    deep random networks keep their activations in range."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for leaf in graph.leaves("weight"):
+        shape = leaf.shape
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        out[leaf.attr("name")] = rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))
+    return out
+
+
+def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] | None = None,
+                 seed: int = 0) -> Imported:
+    """Write a graph built in Python (e.g. a benchmark builder's) as an ONNX model, with
+    ``weights`` or :func:`random_weights`; returns the :class:`Imported` it was written from."""
+    data = weights if weights is not None else random_weights(graph, seed)
+    missing = [w.attr("name") for w in graph.leaves("weight") if w.attr("name") not in data]
+    if missing:
+        raise OnnxError(f"{path}: no data for weight(s) {', '.join(missing)}")
+    imported = Imported(graph, data, [x.attr("name") for x in graph.leaves("input")],
+                        [f"output{i}" for i in range(len(graph.outputs))])
+    save(imported, graph, path)
+    return imported
 
 
 def max_difference(a: str | Path, b: str | Path, seed: int = 0) -> float:

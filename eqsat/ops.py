@@ -146,7 +146,8 @@ class OpSpec:
     """One row of the op table.
 
     ``arity`` is the exact number of tensor inputs, or None for variadic ops
-    (at least ``min_arity``). ``shape`` maps attributes and input shapes to the
+    (at least ``min_arity``); ``optional_inputs`` more trailing inputs may follow
+    (conv2d's bias). ``shape`` maps attributes and input shapes to the
     output shapes (one per output). ``flops`` counts arithmetic, ``evaluate`` is
     the NumPy reference. ``linear_in`` lists inputs the op is linear in with the
     other inputs fixed (multilinearity); ``jointly_linear`` says the op is a
@@ -156,7 +157,7 @@ class OpSpec:
     ``takes_tuple`` ops read every output of a multi-output producer.
     ``merge_axes`` lists ``(slot, axis)``: two nodes of this op sharing input ``slot``
     compute slices of one bigger op's output along ``axis`` (used by the pair move).
-    ``same_rank`` says every input has the output's rank (the shape rule enforces it), so a
+    ``same_rank`` says every required input has the output's rank (the shape rule enforces it), so a
     pattern that matches the op at a known rank knows its inputs' ranks too.
     """
 
@@ -167,6 +168,7 @@ class OpSpec:
     evaluate: EvalRule
     flops: FlopRule = lambda attrs, ins, outs: 0
     min_arity: int = 0
+    optional_inputs: int = 0
     linear_in: tuple[int, ...] = ()
     jointly_linear: bool = False
     elementwise: bool = False
@@ -204,15 +206,20 @@ class OpSpec:
         return tuple((name, values[name]) for name in self.attr_names)
 
     def check_arity(self, n: int) -> None:
-        if self.arity is not None and n != self.arity:
-            raise ShapeError(f"{self.name}: takes {self.arity} input(s), got {n}")
+        if self.arity is not None and not self.arity <= n <= self.arity + self.optional_inputs:
+            takes = f"{self.arity}" if not self.optional_inputs else f"{self.arity} to {self.arity + self.optional_inputs}"
+            raise ShapeError(f"{self.name}: takes {takes} input(s), got {n}")
         if self.arity is None and n < self.min_arity:
             raise ShapeError(f"{self.name}: takes at least {self.min_arity} inputs, got {n}")
 
     # -- properties that depend on attributes -------------------------------
-    def linear_inputs(self, attrs: Attrs) -> tuple[int, ...]:
-        """Inputs the op is linear in, given its attributes (a fused activation cancels it)."""
-        return () if attrs.get("act", "none") != "none" else self.linear_in
+    def linear_inputs(self, attrs: Attrs, n_inputs: int | None = None) -> tuple[int, ...]:
+        """Inputs the op is linear in, given its attributes and input count (a fused activation
+        or an optional input such as a bias makes it non-linear)."""
+        if attrs.get("act", "none") != "none" or (n_inputs is not None and self.arity is not None
+                                                   and n_inputs > self.arity):
+            return ()
+        return self.linear_in
 
     def defined_in(self, attrs: Attrs, domain: Domain) -> bool:
         """Whether the op (with these attributes) has an exact form in ``domain``."""
@@ -501,7 +508,7 @@ _CONV_ATTRS = (
 
 
 def _conv_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
-    x, w = ins
+    x, w = ins[:2]
     _rank("conv2d", x, 4, "input 0 (NCHW)")
     _rank("conv2d", w, 4, "input 1 (OIHW kernel)")
     g = attrs["groups"]
@@ -509,13 +516,15 @@ def _conv_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
         raise ShapeError(f"conv2d: groups={g} must divide input channels {x[1]} and output channels {w[0]}")
     if w[1] * g != x[1]:
         raise ShapeError(f"conv2d: kernel {w} expects {w[1] * g} input channels (groups={g}), input {x} has {x[1]}")
+    if len(ins) == 3 and ins[2] != (w[0],):
+        raise ShapeError(f"conv2d: bias (input 2) must have shape ({w[0]},) for kernel {w}, got {ins[2]}")
     (_, _, ho), (_, _, wo) = _window_out("conv2d", attrs, x, w[2], w[3])
     return ((x[0], w[0], ho, wo),)
 
 
 def _conv_flops(attrs: Attrs, ins: Sequence[Shape], outs: Sequence[Shape]) -> int:
     w = ins[1]
-    extra = numel(outs[0]) if attrs["act"] != "none" else 0
+    extra = numel(outs[0]) * ((attrs["act"] != "none") + (len(ins) == 3))
     return 2 * numel(outs[0]) * w[1] * w[2] * w[3] + extra
 
 
@@ -540,7 +549,7 @@ def _windows(x: np.ndarray, attrs: Attrs, kh: int, kw: int, fill: Any = 0) -> np
 
 
 def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
-    x, w = xs
+    x, w = xs[:2]
     n, c = x.shape[:2]
     o, _, kh, kw = w.shape
     g = attrs["groups"]
@@ -550,13 +559,57 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     wg = w.reshape(g, o // g, c // g, kh, kw)
     out = domain.contract(lambda a, b: np.einsum("ngchwij,gocij->ngohw", a, b, optimize=not domain.object_arrays),
                           win, wg)
-    return ACTIVATIONS[attrs["act"]].fn(out.reshape(n, o, ho, wo))
+    out = out.reshape(n, o, ho, wo)
+    if len(xs) == 3:
+        out = out + xs[2].reshape(1, o, 1, 1)
+    return ACTIVATIONS[attrs["act"]].fn(out)
 
 
 register(OpSpec(
-    name="conv2d", arity=2, attrs=_CONV_ATTRS, shape=_conv_shape, flops=_conv_flops, evaluate=_conv_eval,
-    linear_in=(0, 1), merge_axes=((0, 1),),
-    same_rank=True, doc="2-D convolution NCHW x OIHW; pad is same/valid/explicit; fused activation; groups; dilation.",
+    name="conv2d", arity=2, optional_inputs=1, attrs=_CONV_ATTRS, shape=_conv_shape, flops=_conv_flops,
+    evaluate=_conv_eval, linear_in=(0, 1), merge_axes=((0, 1),), same_rank=True,
+    doc="2-D convolution NCHW x OIHW with an optional bias (O,); pad is same/valid/explicit; fused "
+        "activation; groups; dilation.",
+))
+
+
+# --------------------------------------------------------------------------- per-channel ops
+def _channel_shape(op: str, n_vectors: int) -> ShapeRule:
+    def shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
+        x, axis = ins[0], attrs["axis"]
+        if not 0 <= axis < len(x):
+            raise ShapeError(f"{op}: axis {axis} out of range for input 0 of shape {x}")
+        for i, v in enumerate(ins[1:1 + n_vectors], start=1):
+            if v != (x[axis],):
+                raise ShapeError(f"{op}: input {i} must have shape ({x[axis]},) (axis {axis} of input 0, "
+                                 f"shape {x}), got {v}")
+        return (x,)
+    return shape
+
+
+def _along(v: Any, x: Any, axis: int) -> Any:
+    """Vector ``v`` shaped to broadcast along ``axis`` of ``x``."""
+    return v.reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))
+
+
+_CHANNEL_ATTRS = (AttrSpec("axis", "int", 1),)
+register(OpSpec(
+    name="chmul", arity=2, attrs=_CHANNEL_ATTRS, shape=_channel_shape("chmul", 1), normalize=_axis_normalize,
+    flops=lambda attrs, ins, outs: numel(outs[0]),
+    evaluate=lambda attrs, xs, domain: xs[0] * _along(xs[1], xs[0], attrs["axis"]),
+    linear_in=(0, 1), doc="Scale each slice along `axis` by a vector (per-channel multiply).",
+))
+register(OpSpec(
+    name="chadd", arity=2, attrs=_CHANNEL_ATTRS, shape=_channel_shape("chadd", 1), normalize=_axis_normalize,
+    flops=lambda attrs, ins, outs: numel(outs[0]),
+    evaluate=lambda attrs, xs, domain: xs[0] + _along(xs[1], xs[0], attrs["axis"]),
+    jointly_linear=True, doc="Add a vector along `axis` (per-channel bias).",
+))
+register(OpSpec(
+    name="affine", arity=3, attrs=_CHANNEL_ATTRS, shape=_channel_shape("affine", 2), normalize=_axis_normalize,
+    flops=lambda attrs, ins, outs: 2 * numel(outs[0]),
+    evaluate=lambda attrs, xs, domain: xs[0] * _along(xs[1], xs[0], attrs["axis"]) + _along(xs[2], xs[0], attrs["axis"]),
+    doc="x * scale + shift per slice along `axis`: inference BatchNormalization, one kernel.",
 ))
 
 
@@ -625,13 +678,16 @@ def _opaque_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     """Run the stored ONNX node in onnxruntime (float32), the op's only reference."""
     from .onnx import run_node
 
-    return run_node(attrs["node"], [np.asarray(x, dtype=np.float64) for x in xs]).astype(np.float64)
+    out = run_node(attrs["node"], [np.asarray(x, dtype=np.float64) for x in xs], attrs["index"], attrs["opset"])
+    return out.astype(np.float64)
 
 
 register(OpSpec(
     name="opaque", arity=None, min_arity=0,
-    attrs=(AttrSpec("op_type", "name"), AttrSpec("node", "name"), AttrSpec("shape", "shape")),
+    attrs=(AttrSpec("op_type", "name"), AttrSpec("node", "name"), AttrSpec("shape", "shape"),
+           AttrSpec("index", "int", 0), AttrSpec("opset", "int", 17)),
     shape=lambda attrs, ins: (attrs["shape"],), evaluate=_opaque_eval, domains=FLOAT_ONLY,
-    doc="An imported op the table does not know (the ONNX node, hex-encoded); a boundary for every "
-        "rewrite, kept exactly; evaluated by onnxruntime.",
+    doc="Output `index` of an imported op the table does not know (the ONNX node, hex-encoded); a "
+        "boundary for every rewrite, kept exactly; evaluated by onnxruntime. Outputs of one ONNX node "
+        "are one opaque node each and are written back as that one node.",
 ))

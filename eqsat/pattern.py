@@ -210,6 +210,46 @@ def pattern_default(op: str, name: str) -> Any:
     raise KeyError(name)
 
 
+def bind_attrs(p: Pattern, values: Bindings) -> Pattern:
+    """``p`` with the attribute variables in ``values`` replaced by their values."""
+    if isinstance(p, Var):
+        return p
+
+    def sub(e: AttrExpr) -> AttrExpr:
+        if isinstance(e, Var):
+            return values.get(e.name, e)
+        if isinstance(e, tuple):
+            return tuple(sub(x) for x in e)
+        if isinstance(e, Arith):
+            return Arith(e.op, sub(e.left), sub(e.right))
+        return e
+
+    return App(p.op, tuple((k, sub(e)) for k, e in p.attrs), tuple(bind_attrs(a, values) for a in p.args))
+
+
+def attr_bindings(p: App, attrs: tuple[tuple[str, Any], ...]) -> dict[str, Any] | None:
+    """The values ``p``'s attribute variables take when ``p``'s attributes are ``attrs`` (a node's),
+    or None when a ground attribute differs. Only plain variables and tuples of them bind."""
+    have, out = dict(attrs), {}
+    for key, e in p.attrs:
+        if not _bind_attr(e, have.get(key), out):
+            return None
+    return out
+
+
+def _bind_attr(e: AttrExpr, value: Any, out: dict[str, Any]) -> bool:
+    if isinstance(e, Var):
+        if e.name in out:
+            return out[e.name] == value
+        out[e.name] = value
+        return True
+    if isinstance(e, tuple) and isinstance(value, tuple) and not _is_ground(e):
+        return len(e) == len(value) and all(_bind_attr(x, v, out) for x, v in zip(e, value))
+    if isinstance(e, (Dim, Arith)):
+        return True  # checked when the rule matches
+    return e == value
+
+
 def walk(p: Pattern) -> Iterator[Pattern]:
     yield p
     if isinstance(p, App):

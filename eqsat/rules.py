@@ -190,8 +190,9 @@ class _Parser:
                 continue
             args.append(self.pattern(item))
             i += 1
-        if spec.arity is not None and len(args) != spec.arity:
-            raise self.error(f"{spec.name} takes {spec.arity} argument(s), got {len(args)}", head.col)
+        if spec.arity is not None and not spec.arity <= len(args) <= spec.arity + spec.optional_inputs:
+            takes = f"{spec.arity}" + (f" to {spec.arity + spec.optional_inputs}" if spec.optional_inputs else "")
+            raise self.error(f"{spec.name} takes {takes} argument(s), got {len(args)}", head.col)
         if spec.arity is None and len(args) < spec.min_arity:
             raise self.error(f"{spec.name} takes at least {spec.min_arity} arguments, got {len(args)}", head.col)
         try:

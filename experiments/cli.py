@@ -246,6 +246,12 @@ def _add_experiment(p: argparse.ArgumentParser) -> None:
     hw.add_argument("--devices", default="h100,weak,a100,v100,k80")
     hw.add_argument("--k-multi", type=int, default=2, help="e-graph multi-pattern iterations (the case studies need 2)")
     _add_sweep_options(hw, "results/hardware", device=False)
+    ox = sub.add_parser("onnx", help="every benchmark model exported to ONNX, imported, optimized, exported, "
+                                     "checked in onnxruntime")
+    ox.add_argument("--models", default="", help="comma-separated models (default: the compare suite)")
+    ox.add_argument("--searches", default="eqsat", help="comma-separated: eqsat, taso")
+    ox.add_argument("--quick", action="store_true", help="smoke-test search limits")
+    _add_sweep_options(ox, "results/onnx")
     tuning = sub.add_parser("tuning", help="tuner curves, cost-model quality and transfer on HypoGPU")
     tuning.add_argument("--shapes", default="square,prefill,decode,wgrad,ffn_down")
     tuning.add_argument("--seeds", type=int, default=5)
@@ -281,7 +287,12 @@ def _run_experiment(args: argparse.Namespace) -> int:
     models = [m for m in args.models.split(",") if m] or None
     common = dict(seed=args.seed, workers=args.workers, executor=args.executor, progress=sys.stderr.isatty(),
                   command=_command_line(args))
-    if args.experiment == "budget":
+    if args.experiment == "onnx":
+        from experiments.onnx_roundtrip import run as run_onnx
+
+        run_onnx(models, args.device, Path(args.out), searches=[s for s in args.searches.split(",") if s],
+                 quick=args.quick, **common)
+    elif args.experiment == "budget":
         from experiments.budget import run as run_budget
 
         run_budget(models, args.device, Path(args.out), budget=args.budget, **common)

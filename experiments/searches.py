@@ -15,6 +15,7 @@ from typing import Any
 from eqsat.egraph import Limits, optimize
 from eqsat.egraph.relevance import rule_signatures
 from eqsat.egraph.rewrites import compile_rules
+from eqsat.graph import Graph
 from eqsat.models import build
 from taso_baseline.search import alpha_search, default_rules
 
@@ -68,7 +69,17 @@ def run_search(model: str, search: str, device: str = "h100", seed: int = 0, qui
                time_limit: float | str | None = "paper") -> dict[str, Any]:
     """One search on one benchmark graph; the overrides replace the papers' settings
     (``time_limit``: seconds for the α search, ``"paper"`` for the default cap, None for none)."""
-    graph = build(model, **(params or {}))
+    result, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, alpha, budget,
+                             iterations, nodes, k_multi, time_limit)
+    return result
+
+
+def search_graph(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
+                 alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
+                 nodes: int | None = None, k_multi: int | None = None,
+                 time_limit: float | str | None = "paper") -> tuple[dict[str, Any], Graph]:
+    """:func:`run_search` on a given graph (``model`` picks the papers' settings): the result
+    row and the best graph."""
     base = paper_budget(model, quick)
     prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
     rules = default_rules()
@@ -99,4 +110,4 @@ def run_search(model: str, search: str, device: str = "h100", seed: int = 0, qui
     return {"model": model, "search": search, "device": r.device, "ops": graph.op_count(),
             "original_us": r.original_us, "best_us": r.best_us, "speedup_pct": r.speedup_pct,
             "search_s": r.search_s, "stop": stop, "verified": r.verified.equal,
-            "verified_by": r.verified.method, "prepare_s": prepare_s, **work}
+            "verified_by": r.verified.method, "prepare_s": prepare_s, **work}, r.best

@@ -73,7 +73,7 @@ def polynomial_degree(n: Node) -> int | None:
             degree[x] = None
         elif spec.jointly_linear:
             degree[x] = max(ins)  # type: ignore[type-var]
-        elif set(spec.linear_inputs(x.attr_dict)) == set(range(len(ins))):
+        elif set(spec.linear_inputs(x.attr_dict, len(ins))) == set(range(len(ins))):
             degree[x] = sum(ins)  # type: ignore[arg-type]
         else:
             degree[x] = None
@@ -149,11 +149,13 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
 
     attr_choices = [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
     if base is None or any(t not in base for t in tensors):
-        base = _find_ranks(rule, tensors, attr_choices)
+        base = _vars_shapes(rule, tensors, attr_choices) or _find_ranks(rule, tensors, attr_choices)
         if base is None:
             return []
         alt_dims = {t: [(2, 3, 4, 5)] * len(s) for t, s in base.items()}
-    for extra in attr_choices[:2]:
+    for extra in attr_choices:  # the base shapes at the first two attribute choices that type-check
+        if len(found) >= 2:
+            break
         add({**{t: tuple(base[t]) for t in tensors}, **extra})
     alt_dims = alt_dims or {}
     for _ in range(tries):
@@ -168,9 +170,22 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
     return found
 
 
+def _vars_shapes(rule: Rule, tensors: Sequence[str], attr_choices: Sequence[dict]) -> dict[str, tuple[int, ...]] | None:
+    """The shapes the rule's ``vars`` metadata gives (free sizes 3), if both sides type-check there."""
+    text = dict(rule.meta).get("vars")
+    if not text:
+        return None
+    dims = {name: tuple(3 if d == "?" else int(d) for d in spec.split("x"))
+            for name, spec in (part.split(":") for part in text.split(","))}
+    if any(t not in dims for t in tensors):
+        return None
+    shapes = {t: dims[t] for t in tensors}
+    return shapes if any(build_sides(rule, {**shapes, **extra}) is not None for extra in attr_choices) else None
+
+
 def _find_ranks(rule: Rule, tensors: Sequence[str], attr_choices: Sequence[dict]) -> dict[str, tuple[int, ...]] | None:
-    """Smallest-effort rank search: every tensor variable a cube of side 3 of rank 0, 2, 3 or 4."""
-    ranks = (2, 4, 3, 0)
+    """Smallest-effort rank search: every tensor variable a cube of side 3 of rank 0 to 4."""
+    ranks = (2, 4, 3, 1, 0)
     combos = sorted(itertools.product(ranks, repeat=len(tensors)), key=lambda c: sum(r != 2 for r in c))
     for combo in combos[:4096]:
         shapes = {t: (3,) * r for t, r in zip(tensors, combo)}

@@ -104,13 +104,37 @@ def test_bad_files_are_clear_errors_and_write_nothing(tmp_path):
     onnx.save(m, str(missing))
     with pytest.raises(eo.OnnxError, match="missing.onnx"):
         eo.load(missing)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    two = _model([helper.make_node("TopK", ["x", "k"], ["y", "i"], axis=1)], [x], [y],
-                 [numpy_helper.from_array(np.array([1], dtype=np.int64), "k")], tmp_path / "topk.onnx")
-    with pytest.raises(eo.OnnxError, match="TopK"):
-        eo.load(two)
-    assert not (tmp_path / "out.onnx").exists()
+    old = onnx.load(str(good))
+    old.opset_import[0].version = 9  # Split and Reshape had other signatures before opset 13
+    onnx.save(old, str(tmp_path / "opset9.onnx"))
+    with pytest.raises(eo.OnnxError, match="opset9.onnx: opset 9 is not supported"):
+        eo.load(tmp_path / "opset9.onnx")
+    from experiments.cli import main
+
+    out = tmp_path / "out.onnx"
+    for bad in (trunc, missing, tmp_path / "opset9.onnx"):
+        assert main(["optimize", str(bad), "--out", str(out)]) != 0
+    assert not out.exists()
+
+
+def test_a_multi_output_unknown_op_is_opaque_and_written_back_as_one_node(tmp_path):
+    """TopK has two outputs (values, indices): each used output is one opaque node, and the
+    export writes the single TopK node back."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])
+    v = helper.make_tensor_value_info("v", TensorProto.FLOAT, [4, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 2])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("TopK", ["r", "k"], ["v", "i"], axis=1),
+             helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["v", "fi"], ["y"])]
+    path = _model(nodes, [x], [v, y], [_w("w", 6, 6), numpy_helper.from_array(np.array([2], dtype=np.int64), "k")],
+                  tmp_path / "topk.onnx")
+    imp, r, diff = _round_trip(path, tmp_path, k_multi=0)
+    assert sorted(o.split()[0] for o in imp.opaque) == ["Cast", "TopK"]
+    assert diff < 1e-5
+    exported = onnx.load(str(tmp_path / "opt.onnx"))
+    assert [n.op_type for n in exported.graph.node].count("TopK") == 1
 
 
 def test_unsupported_ops_stay_as_opaque_nodes_and_the_rest_is_optimized(tmp_path):
@@ -140,3 +164,80 @@ def test_cli_optimizes_an_onnx_file(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "onnxruntime max relative difference" in text and out.exists()
     assert main(["optimize", str(src), "--search", "taso"]) == 2  # --out is required for a file
+
+
+def _vec(name, c, lo=-1.0, hi=1.0):
+    return numpy_helper.from_array(RNG.uniform(lo, hi, c).astype(np.float32), name)
+
+
+def conv_bn_relu_conv(path, training=False):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 8, 8])
+    bn = dict(training_mode=1) if training else {}
+    outs = ["n1", "run_mean", "run_var"] if training else ["n1"]  # training mode must have all three
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[1, 1]),
+             helper.make_node("BatchNormalization", ["c1", "g", "be", "mu", "var"], outs, epsilon=1e-3, **bn),
+             helper.make_node("Relu", ["n1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    inits = [_w("w1", 8, 8, 3, 3), _vec("b1", 8), _vec("g", 8, 0.5, 1.5), _vec("be", 8), _vec("mu", 8),
+             _vec("var", 8, 0.5, 2.0), _w("w2", 8, 8, 3, 3)]
+    return _model(nodes, [x], [y], inits, path, shuffle=True)
+
+
+def test_inference_batchnorm_folds_into_the_conv_by_rule(tmp_path):
+    """conv(+bias) -> BN -> relu -> conv: BN imports as one `affine` node, the hand-written
+    bn-fold rule (not importer code) folds it into the conv's kernel and bias, relu fuses, and
+    the exported model is two Convs with the folded weights as initializers."""
+    imp, r, diff = _round_trip(conv_bn_relu_conv(tmp_path / "cbn.onnx"), tmp_path, k_multi=0)
+    assert imp.opaque == [] and [n.op for n in imp.graph.nodes() if n.op == "affine"] == ["affine"]
+    ops = [n.op for n in r.best.nodes() if not n.is_const]
+    assert "affine" not in ops and ops.count("conv2d") == 2
+    assert r.best_us < r.original_us and diff < 1e-4
+    exported = onnx.load(str(tmp_path / "opt.onnx"))
+    assert [n.op_type for n in exported.graph.node if n.op_type != "Identity"] == ["Conv", "Relu", "Conv"]
+
+
+def test_training_mode_batchnorm_is_never_folded(tmp_path):
+    imp, r, diff = _round_trip(conv_bn_relu_conv(tmp_path / "train.onnx", training=True), tmp_path, k_multi=0)
+    assert [o.split()[0] for o in imp.opaque] == ["BatchNormalization"] and "training mode" in imp.opaque[0]
+    assert [n.attr("op_type") for n in r.best.nodes() if n.op == "opaque"] == ["BatchNormalization"]
+    assert diff < 1e-4
+    exported = onnx.load(str(tmp_path / "opt.onnx"))
+    bn = [n for n in exported.graph.node if n.op_type == "BatchNormalization"]
+    assert len(bn) == 1 and len(bn[0].output) == 3  # written back as the one three-output node
+
+
+def test_conv_bias_broadcast_add_and_gemm_bias_are_mapped(tmp_path):
+    """A Conv bias, an Add of a (1, C, 1, 1) initializer, a Mul of a (C, 1, 1) one and a Gemm with C
+    import as conv2d's bias and the per-channel chadd/chmul ops, round-trip equal, and the
+    separate Add/Mul fold into the conv."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 6, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])
+    shape = numpy_helper.from_array(np.array([2, 4 * 36], dtype=np.int64), "flat")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["c", "s"], ["m"]),
+             helper.make_node("Add", ["t", "m"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Reshape", ["r", "flat"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
+    inits = [_w("w", 4, 4, 3, 3), _vec("b", 4), numpy_helper.from_array(RNG.uniform(0.5, 2, (4, 1, 1)).astype(np.float32), "s"),
+             numpy_helper.from_array(RNG.uniform(-1, 1, (1, 4, 1, 1)).astype(np.float32), "t"),
+             _w("fc", 5, 4 * 36), _vec("fcb", 5), shape]
+    path = _model(nodes, [x], [y], inits, tmp_path / "bias.onnx")
+    imp, r, diff = _round_trip(path, tmp_path, k_multi=0)
+    assert imp.opaque == [] and {"chmul", "chadd"} <= {n.op for n in imp.graph.nodes()}
+    convs = [n for n in r.best.nodes() if n.op == "conv2d"]
+    assert len(convs) == 1 and len(convs[0].inputs) == 3 and convs[0].attr("act") == "relu"
+    assert r.best_us < r.original_us and diff < 1e-4
+
+
+def test_unmappable_broadcasting_becomes_opaque_with_its_reason(tmp_path):
+    """An outer sum (3, 1) + (1, 4) is no per-channel op: the Add stays opaque, with the reason listed."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
+    row = numpy_helper.from_array(RNG.standard_normal((1, 4)).astype(np.float32), "row")
+    path = _model([helper.make_node("Add", ["x", "row"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+                  [x], [y], [row], tmp_path / "bc.onnx")
+    imp, r, diff = _round_trip(path, tmp_path, k_multi=0)
+    assert imp.opaque == ["Add (a: broadcasting (3, 1) with (1, 4))"]
+    assert diff < 1e-5

@@ -32,6 +32,12 @@ EXAMPLES = [
     ("conv2d", [(2, 4, 7, 6), (6, 2, 3, 3)], {"stride": 2, "pad": "same", "groups": 2}),
     ("conv2d", [(1, 3, 8, 8), (4, 3, 3, 1)], {"pad": (1, 0), "dilation": 2, "act": "relu"}),
     ("conv2d", [(1, 2, 5, 5), (3, 2, 1, 1)], {}),
+    ("conv2d", [(2, 4, 7, 6), (6, 2, 3, 3), (6,)], {"stride": 2, "pad": "same", "groups": 2, "act": "relu"}),
+    ("chmul", [(2, 3, 4, 5), (3,)], {}),
+    ("chmul", [(6, 2, 3, 3), (6,)], {"axis": 0}),
+    ("chadd", [(2, 3, 4, 5), (3,)], {}),
+    ("chadd", [(4, 5), (5,)], {"axis": -1}),
+    ("affine", [(2, 3, 4, 5), (3,), (3,)], {}),
     ("enlarge", [(4, 3, 1, 1)], {"size": 3}),
     ("pool_avg", [(1, 2, 6, 5)], {"kernel": 3, "stride": 2, "pad": "same"}),
     ("pool_max", [(1, 2, 6, 5)], {"kernel": 2, "stride": 2}),
@@ -81,7 +87,7 @@ def test_declared_linearity_holds(op, shapes, attrs):
     n = build(op, shapes, attrs)
     rng = np.random.default_rng(1)
     spec = n.spec
-    linear = spec.linear_inputs(n.attr_dict)
+    linear = spec.linear_inputs(n.attr_dict, len(n.inputs))
     base = values(shapes, FLOAT, rng)
     for i in linear:
         other = dict(base)
@@ -209,12 +215,13 @@ def test_declared_same_rank_holds(op, shapes, attrs):
     n = build(op, shapes, attrs)
     if not n.spec.same_rank:
         return
-    assert all(len(s) == len(n.shape) for s in shapes)
-    for i, s in enumerate(shapes):
+    required = shapes[:n.spec.arity] if n.spec.arity is not None else shapes  # not conv2d's bias
+    assert all(len(s) == len(n.shape) for s in required)
+    for i, s in enumerate(required):
         other = list(shapes)
         other[i] = (1,) + tuple(s)
         try:
             m = build(op, other, attrs)
         except EqsatError:
             continue
-        assert all(len(x) == len(m.shape) for x in other)
+        assert all(len(x) == len(m.shape) for x in other[:len(required)])

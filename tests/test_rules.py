@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from eqsat.errors import RuleParseError, ShapeError
 from eqsat.evaluate import compare_graphs
 from eqsat.graph import Graph, input_, node, weight
-from eqsat.pattern import App, Var, instantiate, match
+from eqsat.pattern import App, Var, attr_vars, instantiate, match
 from eqsat.rules import format_rule, format_rules, load_rules, parse_rule, parse_rules, save_rules
 
 SAMPLE = """\
@@ -166,3 +166,36 @@ def test_shape_mismatches_are_clear_errors(op, s1, s2):
         from eqsat.evaluate import evaluate
         (out,) = evaluate(Graph((n,)), {"a": np.ones(s1), "b": np.ones(s2)})
         assert out.shape == n.shape
+
+
+def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
+    """The affine (BN/bias) rules are hand-written, so the same verifier as the generated ones
+    checks them; a fold that scales the kernel's input channels instead is caught."""
+    import numpy as np
+
+    from eqsat.rules import RULES_DIR
+    from taso_baseline.verify import verify_rule, verify_rules
+
+    rules = load_rules(RULES_DIR / "affine.rules")
+    assert all(r.origin == "hand-written" for r in rules)
+    report = verify_rules(rules)
+    assert [v.rule for v in report.verdicts if not v.ok] == []
+    wrong = parse_rule(str(rules[0]).replace("(chmul :axis 0 ?W ?S)", "(chmul :axis 1 ?W ?S)"))
+    verdict = verify_rule(wrong, np.random.default_rng(0))
+    assert not verdict.ok and verdict.failed == "float"
+
+
+def test_attribute_variables_are_grounded_on_the_graph():
+    from eqsat.egraph.relevance import ground_rules, relevant_rules
+    from eqsat.rules import RULES_DIR
+
+    x = input_("x", (1, 4, 8, 8))
+    c1 = node("conv2d", x, weight("w1", (4, 4, 3, 3)), pad="same")
+    c2 = node("conv2d", c1, weight("w2", (4, 4, 3, 3)), stride=2, pad=(1, 1))
+    g = Graph([node("affine", c2, weight("s", (4,)), weight("t", (4,)))])
+    fold = [r for r in load_rules(RULES_DIR / "affine.rules") if r.name == "bn-fold"]
+    grounded = ground_rules(fold, g)
+    assert len(grounded) == 2 and not any(attr_vars(p)[0] for r in grounded for p in r.lhs + r.rhs)
+    assert {dict(r.lhs[0].args[0].attrs)["stride"] for r in grounded} == {(1, 1), (2, 2)}
+    assert {r.name for r in relevant_rules(fold, g)} == {r.name for r in grounded}
+    assert relevant_rules(fold, Graph([c2])) == []  # no affine node: the fold cannot match

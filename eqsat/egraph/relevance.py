@@ -4,16 +4,16 @@ A rule whose source needs a node that can never exist never matches: a rank-2
 matrix rule in a convolutional network, a 1x1-kernel rule where every kernel
 is 3x3. egglog's load time and per-iteration work grow with the number of
 rules, so :func:`relevant_rules` leaves such rules out. A node's signature is
-its op, attributes, and output shape with the sizes a rule leaves free shown as
+its op and arity, attributes, and output shape with the sizes a rule leaves free shown as
 ``None``; split/proj pairs all count as one ``("view",)`` signature.
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..graph import Graph
-from ..pattern import Pattern, Var
+from ..pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, walk
 from ..rules import Rule
 from ..symbolic import Sym, Undecidable, recording
 from .language import Language
@@ -31,7 +31,7 @@ def pattern_signatures(p: Pattern, shapes: RuleBuilder | None) -> frozenset[Sign
     if p.op in ("split", "proj"):
         own: Signature = VIEW
     else:
-        own = (p.op, p.attrs, _mask(p, shapes))
+        own = ((p.op, len(p.args)), p.attrs, _mask(p, shapes))
     return frozenset({own}).union(*(pattern_signatures(a, shapes) for a in p.args))
 
 
@@ -86,14 +86,59 @@ class Available:
         return any(_compatible(sig[2], m) for m in self.masks.get(sig[:2], ()))
 
 
+def _attr_var_apps(side: Sequence[Pattern]) -> list[App]:
+    """The nodes of ``side`` whose own attributes hold variables."""
+    return [q for p in side for q in walk(p) if isinstance(q, App) and attr_vars(App(q.op, q.attrs, ()))[0]]
+
+
+def ground_rules(rules: Sequence[Rule], graph: Graph) -> list[Rule]:
+    """Rules with attribute variables (``(conv2d :stride ?s ...)``: any convolution) become one
+    ground rule per attribute combination the graph's nodes have; egglog constructors carry
+    their attributes, so a rule must name them. A side binds its variables from the attributes
+    of its ops in the graph; either side of a two-way rule may supply them."""
+    present: dict[str, set[tuple]] = {}
+    for n in graph.nodes():
+        present.setdefault(n.op, set()).add(n.attrs)
+    out: list[Rule] = []
+    for rule in rules:
+        if not any(attr_vars(p)[0] for p in rule.lhs + rule.rhs):
+            out.append(rule)
+            continue
+        found: list[dict[str, Any]] = []
+        for side in (rule.lhs, rule.rhs) if rule.bidirectional else (rule.lhs,):
+            partial: list[dict[str, Any]] = [{}]
+            for app in _attr_var_apps(side):
+                partial = [merged for b in partial for attrs in sorted(present.get(app.op, ()), key=repr)
+                           if (c := attr_bindings(app, attrs)) is not None
+                           and (merged := _merge(b, c)) is not None]
+            found += [b for b in partial if b and b not in found]
+        for b in found:
+            label = ",".join(f"{k}={_short(v)}" for k, v in sorted(b.items()))
+            out.append(Rule(f"{rule.name}@{label}", tuple(bind_attrs(p, b) for p in rule.lhs),
+                            tuple(bind_attrs(p, b) for p in rule.rhs), rule.bidirectional, rule.meta))
+    return out
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    if any(k in a and a[k] != v for k, v in b.items()):
+        return None
+    return a | b
+
+
+def _short(v: Any) -> str:
+    return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def relevant_rules(rules: Sequence[Rule], graph: Graph, rewrite_constants: bool = False) -> list[Rule]:
     """The rules whose source signatures can all exist: start from the graph's nodes, add what
-    usable target sides create, repeat until nothing changes. Order is kept."""
+    usable target sides create, repeat until nothing changes. Order is kept. Rules with attribute
+    variables are first grounded on the graph's attributes (:func:`ground_rules`)."""
+    rules = ground_rules(rules, graph)
     have = Available()
     have.add(VIEW)
     for n in graph.nodes():
         if not n.is_leaf:
-            have.add(VIEW if len(n.shapes) != 1 else (n.op, n.attrs, tuple(n.shape)))
+            have.add(VIEW if len(n.shapes) != 1 else ((n.op, len(n.inputs)), n.attrs, tuple(n.shape)))
     sigs = [rule_signatures(r, rewrite_constants) for r in rules]
     chosen: list[int] = []
     left = list(range(len(rules)))

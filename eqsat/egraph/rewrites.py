@@ -230,7 +230,9 @@ def _same_rank_children(p: Pattern) -> set[str]:
     """Variables read directly by a ``same_rank`` op: the matched constructor fixes their rank."""
     if isinstance(p, Var):
         return set()
-    own = {a.name for a in p.args if isinstance(a, Var)} if get_op(p.op).same_rank else set()
+    spec = get_op(p.op)
+    required = p.args[:spec.arity] if spec.arity is not None else p.args
+    own = {a.name for a in required if isinstance(a, Var)} if spec.same_rank else set()
     return own.union(*(_same_rank_children(a) for a in p.args))
 
 

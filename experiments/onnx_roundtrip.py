@@ -1,0 +1,84 @@
+"""``eqsat-lab experiment onnx``: every benchmark model through ONNX and back.
+
+Each cell takes one builder model and one search: the graph is written as an ONNX file with
+random weights (:func:`eqsat.onnx.export_graph`), read back with :func:`eqsat.onnx.load`, optimized
+with the papers' settings, written out again, and both files are run in onnxruntime on the same
+random inputs. A row reports the import's fidelity (the imported graph's cost equals the
+builder graph's), the cost before and after, the time of each stage and the largest relative
+difference between the two models' outputs. A difference beyond tolerance fails the cell.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .compare import COMPARE_MODELS, check_models
+from .output import write_table
+from .sweep import Cell, run_cells
+
+TOLERANCE = 1e-3  # relative to the largest output magnitude; onnxruntime runs float32
+
+
+def round_trip(model: str, search: str, device: str, seed: int, out: str, quick: bool = False) -> dict[str, Any]:
+    """One model through export, import, search, export and the onnxruntime check."""
+    from eqsat import onnx as onnx_io
+    from eqsat.cost import RooflineCost
+    from eqsat.models import build
+
+    from .searches import search_graph
+
+    folder = Path(out) / "models"
+    folder.mkdir(parents=True, exist_ok=True)
+    src, dst = folder / f"{model}.onnx", folder / f"{model}.{search}.onnx"
+    graph = build(model)
+    t0 = time.perf_counter()
+    onnx_io.export_graph(graph, src, seed=seed)
+    t1 = time.perf_counter()
+    imported = onnx_io.load(src)
+    t2 = time.perf_counter()
+    cost = RooflineCost(device)
+    row, best = search_graph(imported.graph, model, search, device, seed, quick)
+    t3 = time.perf_counter()
+    onnx_io.save(imported, best, dst)
+    t4 = time.perf_counter()
+    diff = onnx_io.max_difference(src, dst, seed=seed)
+    t5 = time.perf_counter()
+    if not diff <= TOLERANCE:
+        raise AssertionError(f"{model} ({search}): optimized model differs by {diff:.3g} in onnxruntime")
+    return {"model": model, "search": search, "device": device, "ops": imported.graph.op_count(),
+            "onnx_nodes_in": sum(imported.ops.values()), "opaque": len(imported.opaque),
+            "builder_us": cost.graph_time_us(graph), "imported_us": cost.graph_time_us(imported.graph),
+            "original_us": row["original_us"], "best_us": row["best_us"], "speedup_pct": row["speedup_pct"],
+            "file_mb": round(src.stat().st_size / 2**20, 1), "export_s": t1 - t0, "import_s": t2 - t1,
+            "search_s": row["search_s"], "wall_search_s": t3 - t2, "save_s": t4 - t3, "check_s": t5 - t4,
+            "max_rel_diff": diff, "verified": row["verified"], "stop": row["stop"]}
+
+
+def format_rows(rows: Sequence[dict[str, Any]]) -> str:
+    head = (f"{'model':14s} {'search':6s} {'ops':>5s} {'MB':>6s} {'import µs':>10s} {'best µs':>10s} "
+            f"{'speedup':>8s} {'export s':>8s} {'import s':>8s} {'search s':>8s} {'save s':>7s} {'ort s':>6s} "
+            f"{'max diff':>9s}")
+    lines = [head]
+    for r in rows:
+        lines.append(f"{r['model']:14s} {r['search']:6s} {r['ops']:5d} {r['file_mb']:6.1f} {r['imported_us']:10.1f} "
+                     f"{r['best_us']:10.1f} {r['speedup_pct']:7.1f}% {r['export_s']:8.2f} {r['import_s']:8.2f} "
+                     f"{r['search_s']:8.2f} {r['save_s']:7.2f} {r['check_s']:6.2f} {r['max_rel_diff']:9.2g}")
+    return "\n".join(lines)
+
+
+def run(models: Sequence[str] | None, device: str, out: Path, *, searches: Sequence[str] = ("eqsat",),
+        seed: int = 0, quick: bool = False, workers: int = 1, executor: str = "local", progress: bool = True,
+        command: str = "") -> list[dict[str, Any]]:
+    models = check_models(models or COMPARE_MODELS)
+    cells = [Cell.of("onnx", "experiments.onnx_roundtrip:round_trip", model=m, search=s, device=device, seed=seed,
+                     out=str(out), quick=quick) for m in models for s in searches]
+    rows = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="onnx")
+    for r in rows:
+        if abs(r["imported_us"] - r["builder_us"]) > 1e-6 * r["builder_us"]:
+            raise AssertionError(f"{r['model']}: the imported graph costs {r['imported_us']:.3f} µs, the builder's "
+                                 f"{r['builder_us']:.3f} µs")
+    write_table(out, "onnx", rows, {"command": command, "device": device, "tolerance": TOLERANCE})
+    print(format_rows(rows))
+    print(f"wrote {out / 'onnx.csv'} and {out / 'onnx.json'}; ONNX files in {out / 'models'}")
+    return rows

@@ -423,8 +423,16 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
                  for p, size, k, st, d in zip(per_axis, x[2:], kernel, stride, dilation))
 
 
-def save(imported: Imported, graph: Graph, path: str | Path) -> None:
-    """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model."""
+_FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11)}  # numpy type, TensorProto type
+
+
+def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32") -> None:
+    """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model whose float
+    tensors are ``dtype`` (float64 checks models whose float32 outputs overflow; opaque nodes
+    keep the types they were imported with)."""
+    if dtype not in _FLOAT_TYPES:
+        raise OnnxError(f"{path}: dtype must be one of {', '.join(_FLOAT_TYPES)}, got {dtype!r}")
+    np_float, onnx_float = _FLOAT_TYPES[dtype]
     onnx = _onnx()
     h, nph = onnx.helper, onnx.numpy_helper
     names: dict[Node, list[str]] = {}
@@ -432,8 +440,12 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
     counter = iter(range(1 << 30))
     opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
-    def fresh() -> str:
-        return f"t{next(counter)}"
+    taken = {x.attr("name") for x in graph.leaves()} | set(imported.output_names)
+
+    def fresh() -> str:  # a new tensor name, never one of the model's own (an import may hold "t5")
+        while (name := f"t{next(counter)}") in taken:
+            pass
+        return name
 
     # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
     # initializers, all computed in one evaluation of the imported data
@@ -443,12 +455,12 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
 
     def const(n: Node) -> str:
         name = n.attr("name") if n.op == "weight" else fresh()
-        inits.append(nph.from_array(np.asarray(values[n], dtype=np.float32), name))
+        inits.append(nph.from_array(np.asarray(values[n], dtype=np_float), name))
         return name
 
     def float_init(values: Any) -> str:
         name = fresh()
-        inits.append(nph.from_array(np.asarray(values, dtype=np.float32), name))
+        inits.append(nph.from_array(np.asarray(values, dtype=np_float), name))
         return name
 
     def int_init(values: Any) -> str:
@@ -545,7 +557,7 @@ def save(imported: Imported, graph: Graph, path: str | Path) -> None:
         else:
             raise OnnxError(f"cannot export op {n.op} (node {n})")
         names[n] = [out]
-    f32 = onnx.TensorProto.FLOAT
+    f32 = onnx_float
     outputs = []
     for name, o in zip(imported.output_names, graph.outputs):
         nodes.append(h.make_node("Identity", [names[o][0]], [name]))
@@ -578,7 +590,7 @@ def random_weights(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] | None = None,
-                 seed: int = 0) -> Imported:
+                 seed: int = 0, dtype: str = "float32") -> Imported:
     """Write a graph built in Python (e.g. a benchmark builder's) as an ONNX model, with
     ``weights`` or :func:`random_weights`; returns the :class:`Imported` it was written from."""
     data = weights if weights is not None else random_weights(graph, seed)
@@ -587,13 +599,13 @@ def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] 
         raise OnnxError(f"{path}: no data for weight(s) {', '.join(missing)}")
     imported = Imported(graph, data, [x.attr("name") for x in graph.leaves("input")],
                         [f"output{i}" for i in range(len(graph.outputs))])
-    save(imported, graph, path)
+    save(imported, graph, path, dtype)
     return imported
 
 
-def max_difference(a: str | Path, b: str | Path, seed: int = 0) -> float:
-    """Largest |difference| between two models' outputs in onnxruntime on the same random inputs,
-    relative to the largest output magnitude."""
+def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: float = 1.0) -> float:
+    """Largest |difference| between two models' outputs in onnxruntime on the same random inputs
+    (standard normal times ``input_scale``), relative to the largest output magnitude."""
     try:
         import onnxruntime as ort
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
@@ -604,7 +616,11 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0) -> float:
     feeds = {}
     for i in sa.get_inputs():
         dims = [d if isinstance(d, int) else (e if isinstance(e, int) else 1) for d, e in zip(i.shape, fixed[i.name])]
-        feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+        x = input_scale * rng.standard_normal(dims)
+        feeds[i.name] = x.astype(np.float64 if i.type == "tensor(double)" else np.float32)
     xa, xb = sa.run(None, feeds), sb.run(None, feeds)
+    if not all(np.isfinite(x).all() for x in xa):
+        raise OnnxError(f"{a}: outputs overflow in onnxruntime ({', '.join(i.type for i in sa.get_inputs())}); "
+                        f"compare float64 exports instead")
     scale = max(1.0, max(float(np.abs(x).max()) for x in xa))
     return max(float(np.abs(x - y).max()) for x, y in zip(xa, xb)) / scale

@@ -241,3 +241,22 @@ def test_unmappable_broadcasting_becomes_opaque_with_its_reason(tmp_path):
     imp, r, diff = _round_trip(path, tmp_path, k_multi=0)
     assert imp.opaque == ["Add (a: broadcasting (3, 1) with (1, 4))"]
     assert diff < 1e-5
+
+
+def test_benchmark_builders_round_trip_through_onnx(tmp_path):
+    """A builder graph written with random weights reads back at the same cost; written again
+    after optimization (its folded constants are named like the exporter's own names) it still
+    matches in onnxruntime."""
+    from eqsat.models import build
+
+    g = build("nasrnn", steps=1, hidden=16)
+    src = tmp_path / "nas.onnx"
+    eo.export_graph(g, src, seed=1)
+    imp = eo.load(src)
+    assert RooflineCost("h100").graph_time_us(imp.graph) == pytest.approx(RooflineCost("h100").graph_time_us(g))
+    assert any(w.attr("name").startswith("t") for w in imp.graph.leaves("weight"))  # folded step-0 products
+    from taso_baseline.search import alpha_search
+
+    r = alpha_search(imp.graph, default_rules(), "h100", budget=20)
+    eo.save(imp, r.best, tmp_path / "opt.onnx")
+    assert eo.max_difference(src, tmp_path / "opt.onnx") < 1e-4

@@ -44,10 +44,15 @@ class SimulatedAnnealing:
         self.temperature = temperature
         self.chains: np.ndarray | None = None
 
-    def top(self, score, k: int, exclude: set[int], rng: np.random.Generator, pool: np.ndarray) -> np.ndarray:
-        """The ``k`` best-scored configs seen on the walk that are not in ``exclude``."""
+    def top(self, score, k: int, exclude: set[int], rng: np.random.Generator, pool: np.ndarray,
+            starts: np.ndarray | None = None) -> np.ndarray:
+        """The ``k`` best-scored configs seen on the walk that are not in ``exclude``; ``starts``
+        (e.g. the best measured configs) replace as many chains before the walk."""
         if self.chains is None:
             self.chains = rng.choice(pool, size=self.n_chains)
+        if starts is not None and len(starts):
+            self.chains = self.chains.copy()
+            self.chains[:min(len(starts), self.n_chains)] = starts[:self.n_chains]
         banned = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
         cur = self.chains
         cur_s = score(cur)
@@ -110,7 +115,7 @@ class AutoTVM:
                  sa_steps: int = 500, early_stop: int = 50, epsilon: float = 0.05, diversity: bool = False,
                  diversity_ratio: int = 3, transfer: Sequence[str | Path] = (), space: Space = SPACE,
                  temperature: tuple[float, float] = (1.0, 0.0), no_rfactor: bool = False,
-                 seed: int | None = None):
+                 restart_from_best: int = 0, first_batch: int | None = None, seed: int | None = None):
         if not 0 <= epsilon <= 1:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         self.features, self.objective, self.plan_size = features, objective, plan_size
@@ -119,6 +124,8 @@ class AutoTVM:
         self.transfer = tuple(transfer)
         self.temperature = temperature
         self.no_rfactor = no_rfactor  # a template space without split-K (as AutoTVM's matmul templates)
+        self.restart_from_best = restart_from_best  # chains restarted at the best measured configs per batch
+        self.first_batch = first_batch  # size of the random first batch (default: plan_size)
         self.seed = seed
         self.name = "autotvm" + ("-no-rfactor" if no_rfactor else "")
         self.overhead = Overhead()
@@ -157,7 +164,8 @@ class AutoTVM:
         trials = Trials()
         self.overhead = Overhead()
         while len(result.history) < n_trials:
-            b = min(self.plan_size, n_trials - len(result.history))
+            size = self.first_batch if self.first_batch and not trials.indices else self.plan_size
+            b = min(size, n_trials - len(result.history))
             t0 = time.perf_counter()
             visited = trials.visited
             if not trials.indices and base is None:
@@ -174,7 +182,7 @@ class AutoTVM:
                 t1 = time.perf_counter()
                 self.overhead.fit_s.append(t1 - t0)
                 t0 = t1
-                batch = self._model_batch(model, workload, sa, pool, visited, b, rng)
+                batch = self._model_batch(model, workload, sa, pool, visited, b, rng, trials)
             self.overhead.explore_s.append(time.perf_counter() - t0)
             trials.measure(workload, batch, measurer, result, self.space)
         return result
@@ -187,7 +195,7 @@ class AutoTVM:
         return out
 
     def _model_batch(self, model: XGBCostModel, workload: Workload, sa: SimulatedAnnealing, pool: np.ndarray,
-                     visited: set[int], b: int, rng: np.random.Generator) -> np.ndarray:
+                     visited: set[int], b: int, rng: np.random.Generator, trials: Trials) -> np.ndarray:
         legal_mask = np.zeros(len(self.space), dtype=bool)
         legal_mask[pool] = True
 
@@ -198,7 +206,11 @@ class AutoTVM:
         n_random = int(round(self.epsilon * b))
         n_model = b - n_random
         want = n_model * (self.diversity_ratio if self.diversity else 1)
-        cands = sa.top(score, want, visited, rng, pool)
+        starts = None
+        if self.restart_from_best and trials.indices:
+            order = np.argsort(np.array(trials.times))[:self.restart_from_best]
+            starts = np.array(trials.indices, dtype=np.int64)[order]
+        cands = sa.top(score, want, visited, rng, pool, starts)
         cands = cands[legal_mask[cands]]
         if self.diversity and len(cands) > n_model:
             cands = diverse_pick(cands, score(cands), n_model, self.space)

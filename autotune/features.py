@@ -20,7 +20,7 @@ PROGRAM_FEATURES = ("log2_blocks", "log2_waves", "threads", "smem_kb", "accumula
                     "log2_flops_per_step", "log2_bytes_per_step", "tile_intensity", "log2_k_steps", "num_stages",
                     "padding_efficiency", "effective_group_m", "split_k", "log2_M", "log2_N", "log2_K",
                     "log2_output_tiles", "wave_efficiency", "blocks_per_sm_smem", "warps_per_sm",
-                    "log2_wave_footprint")
+                    "log2_wave_footprint", "log2_global_bytes", "log2_splitk_bytes", "log2_global_intensity")
 
 
 def knob_features(workload: Workload, configs: np.ndarray) -> np.ndarray:
@@ -50,12 +50,17 @@ def program_features(workload: Workload, configs: np.ndarray) -> np.ndarray:
     rows = np.where(g <= 1, np.ceil(concurrent / tiles_n), np.minimum(g, tiles_m))
     cols = np.minimum(tiles_n, np.ceil(concurrent / np.maximum(rows, 1)))
     footprint = (np.minimum(rows, tiles_m) * bm + cols * bn) * np.ceil(K / sk) * 2
+    # global traffic of the whole kernel: A is read once per column of tiles, B once per row,
+    # and split-K writes (and the reduction reads) fp32 partial sums
+    global_bytes = (M * K * tiles_n + K * N * tiles_m) * 2 + M * N * 2
+    splitk_bytes = np.where(sk > 1, 2 * M * N * 4 * sk, 1.0)
     return np.stack([
         np.log2(blocks), np.log2(np.ceil(blocks / 108)), 32 * w, smem_bytes(configs) / 1024,
         accumulators_per_thread(configs), np.log2(bm * bn / w), np.log2(flops), np.log2(bytes_), flops / bytes_,
         np.log2(k_steps), st, (M * N * K) / padded, np.minimum(g, tiles_m), sk,
         np.full(len(configs), np.log2(M)), np.full(len(configs), np.log2(N)), np.full(len(configs), np.log2(K)),
         np.log2(tiles_m * tiles_n), blocks / (wave * 108 * resident), per_sm, resident * w, np.log2(footprint),
+        np.log2(global_bytes), np.log2(splitk_bytes), np.log2(2 * M * N * K / (global_bytes + splitk_bytes)),
     ], axis=1)
 
 

@@ -203,5 +203,20 @@ def _ansor(**kwargs: Any) -> Any:
     return Ansor(**kwargs)
 
 
+def _autotvm_b16(**kwargs: Any) -> Any:
+    """AutoTVM refitting every 16 measurements, with 16 annealing chains restarted each batch at
+    the best measured configs (Ansor seeds its evolution the same way)."""
+    from .autotvm import AutoTVM
+
+    return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
+
+
+def _oracle(**kwargs: Any) -> Any:
+    from .oracle import ModeledOracle
+
+    return ModeledOracle(**kwargs)
+
+
 TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
-                                         "autotvm": _autotvm, "ansor": _ansor}
+                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
+                                         "oracle": _oracle}

@@ -1,0 +1,41 @@
+"""A reference bound, not a tuner: what a perfect cost model could reach.
+
+HypoGPU's time is a physical model times a per-config slowdown in [1, 1 + unmodeled] that no
+feature can predict (a fixed pseudo-random number per shape and config, like the effects a
+real compiler cannot see). :class:`ModeledOracle` knows the physical model exactly, without
+that factor, and measures configs in its order through the ordinary noisy measurer, picking the
+fastest measured one as every tuner does. Its curve bounds what any learned cost model can do
+with the same number of measurements. It reads the hidden model, so it belongs beside the
+evaluation, never inside a tuner.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import hypogpu
+from .measure import Measurer
+from .resources import legal
+from .space import SPACE, Space
+from .tuners import TuneResult, _measure_all
+from .workload import Workload
+
+
+class ModeledOracle:
+    """Measures legal configs in the order of HypoGPU's time without its unmodeled factor."""
+
+    name = "oracle"
+
+    def __init__(self, space: Space = SPACE, batch: int = 64, spec: hypogpu.GPUSpec = hypogpu.A100_LIKE):
+        self.space, self.batch = space, batch
+        self.spec = dataclasses.replace(spec, unmodeled=0.0)
+
+    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
+        allv = self.space.all_values()
+        pool = np.flatnonzero(legal(allv))
+        modeled = hypogpu.time_us(workload, allv[pool], self.spec)
+        order = pool[np.argsort(modeled, kind="stable")][:n_trials]
+        result = TuneResult(self.name, workload)
+        _measure_all(workload, [self.space.config(int(i)) for i in order], measurer, self.batch, result)
+        return result

@@ -187,6 +187,16 @@ def _binary(op: str, vector_op: str) -> Callable[[_Importer, Any, dict[str, Any]
     return f
 
 
+def _pad(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    mode = a.get("mode", b"constant")
+    inputs = _inputs(n)
+    if mode not in (b"constant", "constant") or len(inputs) > 3:
+        raise Decline(f"mode {mode!r} or axes")
+    if len(inputs) > 2 and np.any(imp.const(n, n.input[2]) != 0):
+        raise Decline("a non-zero constant value")
+    return [node("pad", imp.value(n, n.input[0]), pads=tuple(int(v) for v in imp.const(n, n.input[1])))]
+
+
 def _batchnorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     """Inference BatchNormalization as one ``affine`` node: scale = gamma / sqrt(var + eps) and
     shift = beta - mean * scale become weights (the op's two-parameter form). Folding into a
@@ -259,7 +269,7 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Split": _split, "Reshape": _reshape,
     "Transpose": lambda imp, n, a: [node("transpose", imp.value(n, n.input[0]), perm=tuple(a["perm"]) if "perm" in a else None)],
     "MaxPool": _pool("pool_max"), "AveragePool": _pool("pool_avg"), "GlobalAveragePool": _global_avg,
-    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])], "BatchNormalization": _batchnorm,
+    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])], "BatchNormalization": _batchnorm, "Pad": _pad,
 }
 
 
@@ -512,6 +522,8 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             nodes.append(h.make_node(_ACT[n.op], ins, [out]))
         elif n.op == "transpose":
             nodes.append(h.make_node("Transpose", ins, [out], perm=list(a["perm"])))
+        elif n.op == "pad":
+            nodes.append(h.make_node("Pad", ins + [int_init(a["pads"])], [out]))
         elif n.op == "reshape":
             nodes.append(h.make_node("Reshape", ins + [int_init(a["shape"])], [out]))
         elif n.op == "concat":

@@ -497,6 +497,22 @@ register(OpSpec(
 ))
 
 
+def _pad_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
+    (x,), pads = ins, attrs["pads"]
+    if len(pads) != 2 * len(x) or min(pads, default=0) < 0:
+        raise ShapeError(f"pad: pads {pads} must be {2 * len(x)} non-negative integers (all befores, then all "
+                         f"afters) for shape {x}")
+    return (tuple(d + a + b for d, a, b in zip(x, pads[:len(x)], pads[len(x):])),)
+
+
+register(OpSpec(
+    name="pad", arity=1, attrs=(AttrSpec("pads", "ints"),), shape=_pad_shape,
+    evaluate=lambda attrs, xs, domain: pad_array(xs[0], tuple(zip(attrs["pads"][:xs[0].ndim], attrs["pads"][xs[0].ndim:]))),
+    linear_in=(0,), jointly_linear=True, same_rank=True,
+    doc="Zero padding; `pads` lists every axis' before, then every axis' after (ONNX's order); a real copy.",
+))
+
+
 # --------------------------------------------------------------------------- conv2d and friends
 _CONV_ATTRS = (
     AttrSpec("stride", "pair", (1, 1)),

@@ -1,14 +1,17 @@
 """Convolution programs and their shape-preserving transformations, as graphs of the op table.
 
 A :class:`ConvProblem` is one conv2d. A transformation rewrites it into another multilinear
-tensor program with the same input and output shapes, built from reshape, transpose and conv2d,
+tensor program with the same input and output shapes, built from pad, reshape, transpose, conv2d
+and slicing (split + proj),
 and says along each spatial axis how an output position reads the input: ``reads(o, j)`` is the
 global input index that kernel offset ``j`` reads for output position ``o`` (None: padding). That
 index arithmetic follows from the reshape/transpose layout of the program; the box analysis
 (:mod:`pet.boxes`) uses it, and the numerical tests evaluate the graphs themselves.
 
 * :class:`SpatialSplit`: cut H or W into ``parts`` pieces moved into the batch, each padded on
-  its own (partially equivalent: the positions next to a seam lose their neighbours).
+  its own (partially equivalent: the positions next to a seam lose their neighbours). When
+  ``parts`` does not divide the axis (ResNet-18's 7x7), the input is zero-padded at the end
+  first and the padded output positions are sliced off: pad -> conv -> slice.
 * :class:`DilationToBatch`: a conv with dilation d becomes d×d interleaved sub-images in the batch
   and a conv with dilation 1 (CSRNet's case; fully equivalent when d divides H and W).
 """
@@ -74,19 +77,39 @@ class SpatialSplit:
     def name(self) -> str:
         return f"split-{self.axis}-{self.parts}" + ("-flipped" if self.flip_kernel else "")
 
-    def applies(self, p: ConvProblem) -> bool:
+    def piece(self, p: ConvProblem) -> int:
+        """Input size of one piece; when ``parts`` does not divide the axis, the input is
+        zero-padded at the end to ``parts * piece`` (pad -> conv -> slice)."""
         size = p.H if self.axis == "H" else p.W
-        if self.parts < 2 or size % self.parts:
+        return -(-size // self.parts)
+
+    def padding(self, p: ConvProblem) -> int:
+        size = p.H if self.axis == "H" else p.W
+        return self.parts * self.piece(p) - size
+
+    def applies(self, p: ConvProblem) -> bool:
+        """Every piece's output covers whole output positions, in order, and the padded tail is
+        at most one output position's worth (or none)."""
+        size = p.H if self.axis == "H" else p.W
+        if self.parts < 2 or self.piece(p) < 2:
             return False
-        piece = size // self.parts
+        piece = self.piece(p)
         try:
-            return self.parts * conv_pads(p.pad, piece, p.K, p.stride, p.dilation)[2] == p.out_size(size)
+            out_piece = conv_pads(p.pad, piece, p.K, p.stride, p.dilation)[2]
         except ValueError:
             return False
+        if self.padding(p) == 0:
+            return self.parts * out_piece == p.out_size(size)
+        return p.stride == 1 and out_piece == piece and self.parts * out_piece >= p.out_size(size)
 
     def program(self, p: ConvProblem) -> Graph:
         s, ax = self.parts, AXES[self.axis]
         x, w = p.leaves()
+        extra = self.padding(p)
+        if extra:  # zero-pad the axis at its end to a multiple of the parts
+            pads = [0] * 8
+            pads[4 + ax] = extra
+            x = node("pad", x, pads=tuple(pads))
         shape = list(x.shape)
         split = shape[:ax] + [s, shape[ax] // s] + shape[ax + 1:]      # N C H s W/s  (or N C s H/s W)
         xs = node("reshape", x, shape=tuple(split))
@@ -103,22 +126,28 @@ class SpatialSplit:
         back = [1, 2, 3, 4]
         back.insert(ax, 0)                                                # s next to its axis again
         yt = node("transpose", ys, perm=tuple(back))
-        out = node("reshape", yt, shape=(p.N, p.O, p.out_size(p.H), p.out_size(p.W)))
+        full = [p.N, p.O, p.out_size(p.H), p.out_size(p.W)]
+        full[ax] = s * yo[ax]
+        out = node("reshape", yt, shape=tuple(full))
+        want = p.out_size(p.H if self.axis == "H" else p.W)
+        if full[ax] > want:  # slice the padded tail off (a view)
+            out = node("proj", node("split", out, axis=ax, sizes=(want, full[ax] - want)), index=0)
         return Graph([out], name=self.name)
 
     def reads(self, p: ConvProblem, axis: str) -> Callable[[int, int], int | None]:
         if axis != self.axis:
             return p.reads(axis)
         size = p.H if axis == "H" else p.W
-        piece = size // self.parts
-        out_piece = p.out_size(size) // self.parts
+        piece = self.piece(p)
+        out_piece = conv_pads(p.pad, piece, p.K, p.stride, p.dilation)[2]
         flip = self.flip_kernel and axis == "W"
 
         def f(o: int, j: int) -> int | None:
             q, local_o = divmod(o, out_piece)
             jj = p.K - 1 - j if flip else j
             i = local_o * p.stride - p.pad + jj * p.dilation
-            return q * piece + i if 0 <= i < piece else None
+            g = q * piece + i
+            return g if 0 <= i < piece and g < size else None  # past the end: the padded zeros
 
         return f
 

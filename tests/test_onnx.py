@@ -260,3 +260,18 @@ def test_benchmark_builders_round_trip_through_onnx(tmp_path):
     r = alpha_search(imp.graph, default_rules(), "h100", budget=20)
     eo.save(imp, r.best, tmp_path / "opt.onnx")
     assert eo.max_difference(src, tmp_path / "opt.onnx") < 1e-4
+
+
+def test_zero_pad_maps_to_the_pad_op_and_other_pads_stay_opaque(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 7])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2, 7, 7])
+    pads = numpy_helper.from_array(np.array([0, 0, 0, 1, 0, 0, 1, 1], dtype=np.int64), "pads")
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["y"]),
+             helper.make_node("Pad", ["x", "pads2"], ["z"], mode="reflect")]
+    pads2 = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64), "pads2")
+    path = _model(nodes, [x], [y, z], [pads, pads2], tmp_path / "pad.onnx")
+    imp = eo.load(path)
+    assert [n.op for n in imp.graph.outputs] == ["pad", "opaque"] and "mode" in imp.opaque[0]
+    eo.save(imp, imp.graph, tmp_path / "same.onnx")
+    assert eo.max_difference(path, tmp_path / "same.onnx") == 0.0

@@ -70,6 +70,9 @@ CASES = [
     (ConvProblem(2, 2, 2, 8, 8, stride=2), SpatialSplit("W", 2)),
     (ConvProblem(1, 2, 2, 8, 8, pad=2, dilation=2), SpatialSplit("H", 2)),
     (ConvProblem(1, 2, 2, 8, 8, pad=2, dilation=2), DilationToBatch()),
+    (ConvProblem(1, 2, 2, 7, 7), SpatialSplit("W", 2)),                 # pad -> conv -> slice
+    (ConvProblem(1, 2, 3, 7, 5), SpatialSplit("H", 3)),
+    (ConvProblem(1, 2, 2, 7, 7, pad=2, dilation=2), SpatialSplit("W", 2)),
 ]
 
 
@@ -98,8 +101,11 @@ def test_regions_agree_with_brute_force_at_every_position(problem, t):
 
 def test_generator_lists_only_shape_preserving_transformations():
     names = {t.name for t in candidates(ConvProblem(1, 2, 2, 8, 8, pad=2, dilation=2))}
-    assert names == {"split-H-2", "split-H-4", "split-W-2", "split-W-4", "dilation-to-batch"}
-    assert {t.name for t in candidates(ConvProblem(1, 2, 2, 7, 7))} == set()
+    assert names == {"split-H-2", "split-H-3", "split-H-4", "split-W-2", "split-W-3", "split-W-4",  # 3: padded to 9
+                     "dilation-to-batch"}
+    assert {t.name for t in candidates(ConvProblem(1, 2, 2, 7, 7))} == {  # padded to 8, 9 or 8 first
+        "split-H-2", "split-H-3", "split-H-4", "split-W-2", "split-W-3", "split-W-4"}
+    assert candidates(ConvProblem(1, 2, 2, 7, 7, stride=2)) == []  # a padded tail must not shift strided windows
 
 
 def test_small_primes_show_theorem_2_bound():
@@ -122,7 +128,9 @@ def test_pet_demo_cli_json(tmp_path, capsys):
     assert (data["positions_checked"], data["positions_total"]) == (66, 384)
     assert data["max_abs_difference_after"] == 0.0
     assert "18 regions, 66 of 384" in capsys.readouterr().out
-    assert main(["pet", "demo", "--W", "7"]) == 2  # a split that does not preserve the shape is an error
+    assert main(["pet", "demo", "--W", "7"]) == 0  # odd width: pad -> conv -> slice
+    assert "split-W-2" in capsys.readouterr().out
+    assert main(["pet", "demo", "--W", "7", "--stride", "2"]) == 2  # no shape-preserving split: an error
 
 
 def test_optimizer_prices_verified_options_and_keeps_the_cheapest():
@@ -131,7 +139,7 @@ def test_optimizer_prices_verified_options_and_keeps_the_cheapest():
 
     layers = network("csrnet_backend", batch=2)
     opts = {o.transformation: o for o in layer_options(layers[0], 0, RooflineCost("h100"))}
-    assert set(opts) == {"none", "split-H-2", "split-W-2", "dilation-to-batch"}
+    assert set(opts) == {"none", "dilation-to-batch"} | {f"split-{a}-{s}" for a in "HW" for s in (2, 3, 4)}  # 3, 4 padded
     assert opts["dilation-to-batch"].fully_equivalent and opts["dilation-to-batch"].corrections == 0
     assert not opts["split-W-2"].fully_equivalent and opts["split-W-2"].overhead == pytest.approx(4 / 14)
     start, best, _ = beam_search(layers[:2], "h100", beam_width=2)

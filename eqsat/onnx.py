@@ -111,21 +111,27 @@ class _Importer:
         return self.consts[name]
 
 
-def _pads(imp: _Importer, n: Any, a: dict[str, Any]) -> tuple[int, int]:
-    pads = list(a.get("pads", [0, 0, 0, 0]))
+def _pads(imp: _Importer, n: Any, a: dict[str, Any]) -> tuple[int, int, int, int]:
+    """ONNX's 2-D pads: (top, left, bottom, right)."""
+    pads = tuple(int(p) for p in a.get("pads", [0, 0, 0, 0]))
     if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
         raise Decline("auto_pad")
-    if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
-        raise Decline(f"asymmetric or non-2-D pads {pads}")
-    return pads[0], pads[1]
+    if len(pads) != 4:
+        raise Decline(f"non-2-D pads {list(pads)}")
+    return pads  # type: ignore[return-value]
 
 
-def _canonical_pad(pads: tuple[int, int], x: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, ...],
-                   dilation: tuple[int, ...]) -> Any:
-    """``"same"`` when the explicit pads are exactly SAME padding (the rule files' form), else the pads."""
-    same = all(conv_pads("same", size, k, st, d)[:2] == (p, p)
-               for p, size, k, st, d in zip(pads, x[2:], kernel, stride, dilation))
-    return "same" if same else pads
+def _canonical_pad(pads: tuple[int, int, int, int], x: tuple[int, ...], kernel: tuple[int, ...],
+                   stride: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+    """``"same"`` when the pads are exactly SAME padding (the rule files' form; with a stride it
+    may put one more row or column after than before), the symmetric pads, or a Decline."""
+    same = all(conv_pads("same", size, k, st, d)[:2] == (before, after)
+               for before, after, size, k, st, d in zip(pads[:2], pads[2:], x[2:], kernel, stride, dilation))
+    if same:
+        return "same"
+    if pads[:2] != pads[2:]:
+        raise Decline(f"asymmetric pads {list(pads)} that are not SAME padding")
+    return pads[:2]
 
 
 def _inputs(n: Any) -> list[str]:
@@ -426,11 +432,12 @@ def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: in
 _ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
 
 
-def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> tuple[int, int]:
-    """The symmetric (H, W) padding ONNX needs for the IR's ``same``/``valid``/explicit pad."""
+def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
+    """ONNX's (top, left, bottom, right) for the IR's ``same``/``valid``/explicit pad (SAME with a
+    stride may pad one more after than before)."""
     per_axis = pad if not isinstance(pad, str) else (pad, pad)
-    return tuple(conv_pads(p, size, k, st, d)[0]  # type: ignore[return-value]
-                 for p, size, k, st, d in zip(per_axis, x[2:], kernel, stride, dilation))
+    both = [conv_pads(p, size, k, st, d)[:2] for p, size, k, st, d in zip(per_axis, x[2:], kernel, stride, dilation)]
+    return [both[0][0], both[1][0], both[0][1], both[1][1]]
 
 
 _FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11)}  # numpy type, TensorProto type
@@ -490,9 +497,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
         a = n.attr_dict
         out = fresh()
         if n.op == "conv2d":
-            ph, pw = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
+            pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
             target = fresh() if a["act"] != "none" else out
-            nodes.append(h.make_node("Conv", ins, [target], strides=list(a["stride"]), pads=[ph, pw, ph, pw],
+            nodes.append(h.make_node("Conv", ins, [target], strides=list(a["stride"]), pads=pads,
                                      dilations=list(a["dilation"]), group=a["groups"]))
             if a["act"] != "none":
                 nodes.append(h.make_node(_ACT[a["act"]], [target], [out]))
@@ -537,11 +544,11 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = [names[n.inputs[0]][a["index"]]]
             continue
         elif n.op in ("pool_avg", "pool_max"):
-            ph, pw = _explicit_pads(a["pad"], n.inputs[0].shape, a["kernel"], a["stride"], (1, 1))
+            pads = _explicit_pads(a["pad"], n.inputs[0].shape, a["kernel"], a["stride"], (1, 1))
             extra = {"count_include_pad": 1} if n.op == "pool_avg" else {}
             nodes.append(h.make_node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, [out],
                                      kernel_shape=list(a["kernel"]), strides=list(a["stride"]),
-                                     pads=[ph, pw, ph, pw], **extra))
+                                     pads=pads, **extra))
         elif n.op == "opaque":  # outputs of one ONNX node (same node, same inputs) become that node again
             key = (a["node"], tuple(ins))
             if key not in opaque_outputs:

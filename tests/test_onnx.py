@@ -275,3 +275,20 @@ def test_zero_pad_maps_to_the_pad_op_and_other_pads_stay_opaque(tmp_path):
     assert [n.op for n in imp.graph.outputs] == ["pad", "opaque"] and "mode" in imp.opaque[0]
     eo.save(imp, imp.graph, tmp_path / "same.onnx")
     assert eo.max_difference(path, tmp_path / "same.onnx") == 0.0
+
+
+def test_strided_same_padding_round_trips_with_asymmetric_pads(tmp_path):
+    """SAME padding with stride 2 on an even size pads one more after than before: the export
+    writes (0, 0, 1, 1) and the import reads it back as `same` (ResNeXt's downsampling convs)."""
+    from eqsat.graph import Graph, input_, node, weight
+
+    x = input_("x", (1, 4, 8, 8))
+    c = node("conv2d", x, weight("w", (4, 4, 3, 3)), stride=2, pad="same")
+    p = node("pool_max", c, kernel=3, stride=2, pad="same")
+    g = Graph([p])
+    eo.export_graph(g, tmp_path / "s.onnx")
+    exported = onnx.load(str(tmp_path / "s.onnx"))
+    assert list(exported.graph.node[0].attribute[[a.name for a in exported.graph.node[0].attribute].index("pads")].ints) == [0, 0, 1, 1]
+    imp = eo.load(tmp_path / "s.onnx")
+    assert imp.opaque == [] and imp.graph.outputs[0].shape == (1, 4, 2, 2)
+    assert [n.attr("pad") for n in imp.graph.nodes() if n.op in ("conv2d", "pool_max")] == ["same", "same"]

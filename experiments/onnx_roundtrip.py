@@ -3,8 +3,9 @@
 Each cell takes one builder model and one search: the graph is written as an ONNX file with
 random weights (:func:`eqsat.onnx.export_graph`), read back with :func:`eqsat.onnx.load`, optimized
 with the papers' settings, written out again, and both files are run in onnxruntime on the same
-random inputs. A row reports the import's fidelity (the imported graph's cost equals the
-builder graph's), the cost before and after, the time of each stage and the largest relative
+random inputs. A row reports the builder graph's cost and the imported one's (ONNX has no fused
+activations, so a conv or matmul with a fused relu comes back as two nodes, which the epilogue
+rules fuse again), the cost after the search, the time of each stage and the largest relative
 difference between the two models' outputs. A difference beyond tolerance fails the cell.
 """
 from __future__ import annotations
@@ -92,12 +93,13 @@ def finite_input_scale(path: Path, seed: int, steps: int = 60) -> float:
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'model':14s} {'search':6s} {'ops':>5s} {'MB':>6s} {'import µs':>10s} {'best µs':>10s} "
+    head = (f"{'model':14s} {'search':6s} {'ops':>5s} {'MB':>6s} {'builder µs':>10s} {'import µs':>10s} {'best µs':>10s} "
             f"{'speedup':>8s} {'export s':>8s} {'import s':>8s} {'search s':>8s} {'save s':>7s} {'ort s':>6s} "
             f"{'max diff':>9s}")
     lines = [head]
     for r in rows:
-        lines.append(f"{r['model']:14s} {r['search']:6s} {r['ops']:5d} {r['file_mb']:6.1f} {r['imported_us']:10.1f} "
+        lines.append(f"{r['model']:14s} {r['search']:6s} {r['ops']:5d} {r['file_mb']:6.1f} {r['builder_us']:10.1f} "
+                     f"{r['imported_us']:10.1f} "
                      f"{r['best_us']:10.1f} {r['speedup_pct']:7.1f}% {r['export_s']:8.2f} {r['import_s']:8.2f} "
                      f"{r['search_s']:8.2f} {r['save_s']:7.2f} {r['check_s']:6.2f} {r['max_rel_diff']:9.2g}")
     return "\n".join(lines)
@@ -110,10 +112,6 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, searches: Seque
     cells = [Cell.of("onnx", "experiments.onnx_roundtrip:round_trip", model=m, search=s, device=device, seed=seed,
                      out=str(out), quick=quick) for m in models for s in searches]
     rows = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="onnx")
-    for r in rows:
-        if abs(r["imported_us"] - r["builder_us"]) > 1e-6 * r["builder_us"]:
-            raise AssertionError(f"{r['model']}: the imported graph costs {r['imported_us']:.3f} µs, the builder's "
-                                 f"{r['builder_us']:.3f} µs")
     write_table(out, "onnx", rows, {"command": command, "device": device, "tolerance": TOLERANCE})
     print(format_rows(rows))
     print(f"wrote {out / 'onnx.csv'} and {out / 'onnx.json'}; ONNX files in {out / 'models'}")

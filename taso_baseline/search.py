@@ -34,7 +34,7 @@ from .matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
 from .pair_move import pair_moves
 from .rewrite import Expanded, State, apply_replacements, initial_state, state_key
 
-DEFAULT_RULE_FILES = ("matrix.rules", "conv.rules", "affine.rules")
+DEFAULT_RULE_FILES = ("matrix.rules", "conv.rules", "epilogue.rules")
 
 
 @lru_cache(maxsize=8)

@@ -176,7 +176,7 @@ def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
     from eqsat.rules import RULES_DIR
     from taso_baseline.verify import verify_rule, verify_rules
 
-    rules = load_rules(RULES_DIR / "affine.rules")
+    rules = load_rules(RULES_DIR / "epilogue.rules")
     assert all(r.origin == "hand-written" for r in rules)
     report = verify_rules(rules)
     assert [v.rule for v in report.verdicts if not v.ok] == []
@@ -193,7 +193,7 @@ def test_attribute_variables_are_grounded_on_the_graph():
     c1 = node("conv2d", x, weight("w1", (4, 4, 3, 3)), pad="same")
     c2 = node("conv2d", c1, weight("w2", (4, 4, 3, 3)), stride=2, pad=(1, 1))
     g = Graph([node("affine", c2, weight("s", (4,)), weight("t", (4,)))])
-    fold = [r for r in load_rules(RULES_DIR / "affine.rules") if r.name == "bn-fold"]
+    fold = [r for r in load_rules(RULES_DIR / "epilogue.rules") if r.name == "bn-fold"]
     grounded = ground_rules(fold, g)
     assert len(grounded) == 2 and not any(attr_vars(p)[0] for r in grounded for p in r.lhs + r.rhs)
     assert {dict(r.lhs[0].args[0].attrs)["stride"] for r in grounded} == {(1, 1), (2, 2)}

@@ -443,6 +443,112 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
 _FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11)}  # numpy type, TensorProto type
 
 
+class _Writer:
+    """The ONNX graph being written: nodes, initializers and fresh tensor names."""
+
+    def __init__(self, onnx: Any, taken: set[str], np_float: Any):
+        self.onnx, self.h, self.np_float = onnx, onnx.helper, np_float
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.taken = taken
+        self.counter = iter(range(1 << 30))
+        self.opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+
+    def fresh(self) -> str:
+        """A new tensor name, never one of the model's own (an import may hold "t5")."""
+        while (name := f"t{next(self.counter)}") in self.taken:
+            pass
+        return name
+
+    def init(self, values: Any, dtype: Any = None, name: str | None = None) -> str:
+        name = name or self.fresh()
+        self.inits.append(self.onnx.numpy_helper.from_array(np.asarray(values, dtype=dtype or self.np_float), name))
+        return name
+
+    def ints(self, values: Any) -> str:
+        return self.init(values, np.int64)
+
+    def node(self, op_type: str, ins: list[str], n_out: int = 1, **attrs: Any) -> list[str]:
+        outs = [self.fresh() for _ in range(n_out)]
+        self.nodes.append(self.h.make_node(op_type, ins, outs, **attrs))
+        return outs
+
+    def activation(self, outs: list[str], act: str) -> list[str]:
+        """A fused activation written after its kernel (ONNX has no fused form)."""
+        return outs if act == "none" else self.node(_ACT[act], outs)
+
+
+Exporter = Callable[[_Writer, Node, list[str], dict[str, Any]], list[str]]
+
+
+def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
+    return w.activation(w.node("Conv", ins, strides=list(a["stride"]), pads=pads, dilations=list(a["dilation"]),
+                               group=a["groups"]), a["act"])
+
+
+def _channel_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """chadd/chmul/affine: one BatchNormalization (mean 0, variance 1) for an affine along axis 1,
+    else Mul/Add with each vector reshaped to broadcast along its axis."""
+    axis, rank = a["axis"], len(n.shape)
+    if n.op == "affine" and axis == 1:
+        c = n.shape[1]
+        return w.node("BatchNormalization", ins + [w.init(np.zeros(c)), w.init(np.ones(c))], epsilon=0.0)
+    shaped = [w.node("Reshape", [vec, w.ints([-1] + [1] * (rank - axis - 1))])[0] for vec in ins[1:]]
+    if n.op == "affine":
+        return w.node("Add", [w.node("Mul", [ins[0], shaped[0]])[0], shaped[1]])
+    return w.node("Add" if n.op == "chadd" else "Mul", [ins[0], shaped[0]])
+
+
+def _pool_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    pads = _explicit_pads(a["pad"], n.inputs[0].shape, a["kernel"], a["stride"], (1, 1))
+    extra = {"count_include_pad": 1} if n.op == "pool_avg" else {}
+    return w.node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, kernel_shape=list(a["kernel"]),
+                  strides=list(a["stride"]), pads=pads, **extra)
+
+
+def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """The stored ONNX node again; the outputs of one node (same node, same inputs) share it."""
+    key = (a["node"], tuple(ins))
+    if key not in w.opaque_outputs:
+        stored = w.onnx.GraphProto()
+        stored.ParseFromString(bytes.fromhex(a["node"]))
+        proto = stored.node[0]
+        rename = {vi.name: x for vi, x in zip(stored.input, ins)}
+        for c in stored.initializer:
+            rename[c.name] = c.name = w.fresh()
+            w.inits.append(c)
+        renamed = [rename.get(i, i) for i in proto.input]
+        del proto.input[:]
+        proto.input.extend(renamed)
+        outs = [w.fresh() for _ in proto.output]
+        del proto.output[:]
+        proto.output.extend(outs)
+        w.nodes.append(proto)
+        w.opaque_outputs[key] = outs
+    return [w.opaque_outputs[key][a["index"]]]
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "conv2d": _conv_out,
+    "matmul": lambda w, n, ins, a: w.activation(w.node("MatMul", ins), a["act"]),
+    "ewadd": lambda w, n, ins, a: w.node("Add", ins),
+    "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
+    "smul": lambda w, n, ins, a: w.node("Mul", ins),
+    **{act: (lambda w, n, ins, a, _op=onnx_op: w.node(_op, ins)) for act, onnx_op in _ACT.items()},
+    "chadd": _channel_out, "chmul": _channel_out, "affine": _channel_out,
+    "transpose": lambda w, n, ins, a: w.node("Transpose", ins, perm=list(a["perm"])),
+    "pad": lambda w, n, ins, a: w.node("Pad", ins + [w.ints(a["pads"])]),
+    "reshape": lambda w, n, ins, a: w.node("Reshape", ins + [w.ints(a["shape"])]),
+    "concat": lambda w, n, ins, a: w.node("Concat", ins, axis=a["axis"]),
+    "split": lambda w, n, ins, a: w.node("Split", ins + [w.ints(a["sizes"])], len(a["sizes"]), axis=a["axis"]),
+    "pool_avg": _pool_out, "pool_max": _pool_out,
+    "opaque": _opaque_out,
+}
+"""IR op -> writer of its ONNX nodes (returns the names of the op's outputs). ``proj`` and ``noop``
+only rename, and leaves are graph inputs or initializers."""
+
+
 def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32") -> None:
     """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model whose float
     tensors are ``dtype`` (float64 checks models whose float32 outputs overflow; opaque nodes
@@ -451,138 +557,34 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
         raise OnnxError(f"{path}: dtype must be one of {', '.join(_FLOAT_TYPES)}, got {dtype!r}")
     np_float, onnx_float = _FLOAT_TYPES[dtype]
     onnx = _onnx()
-    h, nph = onnx.helper, onnx.numpy_helper
+    h = onnx.helper
+    w = _Writer(onnx, {x.attr("name") for x in graph.leaves()} | set(imported.output_names), np_float)
     names: dict[Node, list[str]] = {}
-    nodes, inits = [], []
-    counter = iter(range(1 << 30))
-    opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-
-    taken = {x.attr("name") for x in graph.leaves()} | set(imported.output_names)
-
-    def fresh() -> str:  # a new tensor name, never one of the model's own (an import may hold "t5")
-        while (name := f"t{next(counter)}") in taken:
-            pass
-        return name
-
     # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
     # initializers, all computed in one evaluation of the imported data
     needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
     needed |= {o for o in graph.outputs if o.is_const}
     values = evaluate_nodes(Graph([n for n in graph.nodes() if n in needed]), imported.weights) if needed else {}
-
-    def const(n: Node) -> str:
-        name = n.attr("name") if n.op == "weight" else fresh()
-        inits.append(nph.from_array(np.asarray(values[n], dtype=np_float), name))
-        return name
-
-    def float_init(values: Any) -> str:
-        name = fresh()
-        inits.append(nph.from_array(np.asarray(values, dtype=np_float), name))
-        return name
-
-    def int_init(values: Any) -> str:
-        name = fresh()
-        inits.append(nph.from_array(np.asarray(values, dtype=np.int64), name))
-        return name
-
     for n in graph.nodes():
         if n.op == "input":
             names[n] = [n.attr("name")]
-            continue
-        if n.is_const:
+        elif n.is_const:
             if n in needed:
-                names[n] = [const(n)]
-            continue
-        ins = [names[x][0] for x in n.inputs]
-        a = n.attr_dict
-        out = fresh()
-        if n.op == "conv2d":
-            pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
-            target = fresh() if a["act"] != "none" else out
-            nodes.append(h.make_node("Conv", ins, [target], strides=list(a["stride"]), pads=pads,
-                                     dilations=list(a["dilation"]), group=a["groups"]))
-            if a["act"] != "none":
-                nodes.append(h.make_node(_ACT[a["act"]], [target], [out]))
-        elif n.op == "matmul":
-            target = fresh() if a["act"] != "none" else out
-            nodes.append(h.make_node("MatMul", ins, [target]))
-            if a["act"] != "none":
-                nodes.append(h.make_node(_ACT[a["act"]], [target], [out]))
-        elif n.op in ("ewadd", "ewmul", "smul"):
-            nodes.append(h.make_node("Add" if n.op == "ewadd" else "Mul", ins, [out]))
-        elif n.op == "affine" and a["axis"] == 1:  # one BatchNormalization with mean 0, variance 1
-            c = n.shape[1]
-            nodes.append(h.make_node("BatchNormalization", ins + [float_init(np.zeros(c)), float_init(np.ones(c))],
-                                     [out], epsilon=0.0))
-        elif n.op in ("chadd", "chmul", "affine"):
-            axis, rank = a["axis"], len(n.shape)
-            shaped = [fresh() for _ in ins[1:]]
-            for vec, name in zip(ins[1:], shaped):
-                nodes.append(h.make_node("Reshape", [vec, int_init([-1] + [1] * (rank - axis - 1))], [name]))
-            if n.op == "affine":
-                scaled = fresh()
-                nodes += [h.make_node("Mul", [ins[0], shaped[0]], [scaled]),
-                          h.make_node("Add", [scaled, shaped[1]], [out])]
-            else:
-                nodes.append(h.make_node("Add" if n.op == "chadd" else "Mul", [ins[0], shaped[0]], [out]))
-        elif n.op in _ACT:
-            nodes.append(h.make_node(_ACT[n.op], ins, [out]))
-        elif n.op == "transpose":
-            nodes.append(h.make_node("Transpose", ins, [out], perm=list(a["perm"])))
-        elif n.op == "pad":
-            nodes.append(h.make_node("Pad", ins + [int_init(a["pads"])], [out]))
-        elif n.op == "reshape":
-            nodes.append(h.make_node("Reshape", ins + [int_init(a["shape"])], [out]))
-        elif n.op == "concat":
-            nodes.append(h.make_node("Concat", ins, [out], axis=a["axis"]))
-        elif n.op == "split":
-            outs = [fresh() for _ in a["sizes"]]
-            nodes.append(h.make_node("Split", ins + [int_init(a["sizes"])], outs, axis=a["axis"]))
-            names[n] = outs
-            continue
+                names[n] = [w.init(values[n], name=n.attr("name") if n.op == "weight" else None)]
         elif n.op == "proj":
-            names[n] = [names[n.inputs[0]][a["index"]]]
-            continue
-        elif n.op in ("pool_avg", "pool_max"):
-            pads = _explicit_pads(a["pad"], n.inputs[0].shape, a["kernel"], a["stride"], (1, 1))
-            extra = {"count_include_pad": 1} if n.op == "pool_avg" else {}
-            nodes.append(h.make_node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, [out],
-                                     kernel_shape=list(a["kernel"]), strides=list(a["stride"]),
-                                     pads=pads, **extra))
-        elif n.op == "opaque":  # outputs of one ONNX node (same node, same inputs) become that node again
-            key = (a["node"], tuple(ins))
-            if key not in opaque_outputs:
-                stored = onnx.GraphProto()
-                stored.ParseFromString(bytes.fromhex(a["node"]))
-                proto = stored.node[0]
-                rename = {vi.name: x for vi, x in zip(stored.input, ins)}
-                for c in stored.initializer:
-                    rename[c.name] = fresh()
-                    c.name = rename[c.name]
-                    inits.append(c)
-                renamed = [rename.get(i, i) for i in proto.input]
-                del proto.input[:]
-                proto.input.extend(renamed)
-                outs = [fresh() for _ in proto.output]
-                del proto.output[:]
-                proto.output.extend(outs)
-                nodes.append(proto)
-                opaque_outputs[key] = outs
-            names[n] = [opaque_outputs[key][a["index"]]]
-            continue
+            names[n] = [names[n.inputs[0]][n.attr("index")]]
         elif n.op == "noop":
-            names[n] = ins
-            continue
+            names[n] = [names[x][0] for x in n.inputs]
+        elif n.op in EXPORTERS:
+            names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
         else:
-            raise OnnxError(f"cannot export op {n.op} (node {n})")
-        names[n] = [out]
-    f32 = onnx_float
+            raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
     outputs = []
     for name, o in zip(imported.output_names, graph.outputs):
-        nodes.append(h.make_node("Identity", [names[o][0]], [name]))
-        outputs.append(h.make_tensor_value_info(name, f32, list(o.shape)))
-    inputs = [h.make_tensor_value_info(n.attr("name"), f32, list(n.shape)) for n in graph.leaves("input")]
-    model = h.make_model(h.make_graph(nodes, graph.name or "eqsat", inputs, outputs, inits),
+        w.nodes.append(h.make_node("Identity", [names[o][0]], [name]))
+        outputs.append(h.make_tensor_value_info(name, onnx_float, list(o.shape)))
+    inputs = [h.make_tensor_value_info(n.attr("name"), onnx_float, list(n.shape)) for n in graph.leaves("input")]
+    model = h.make_model(h.make_graph(w.nodes, graph.name or "eqsat", inputs, outputs, w.inits),
                          opset_imports=[h.make_opsetid("", imported.opset)])
     onnx.checker.check_model(model)
     target = Path(path)

@@ -292,3 +292,11 @@ def test_strided_same_padding_round_trips_with_asymmetric_pads(tmp_path):
     imp = eo.load(tmp_path / "s.onnx")
     assert imp.opaque == [] and imp.graph.outputs[0].shape == (1, 4, 2, 2)
     assert [n.attr("pad") for n in imp.graph.nodes() if n.op in ("conv2d", "pool_max")] == ["same", "same"]
+
+
+def test_every_op_has_an_onnx_exporter_or_never_reaches_one():
+    """Adding an op to the table means deciding how it is written: leaves become inputs or
+    initializers, proj/noop only rename, and enlarge only ever acts on kernels (folded)."""
+    from eqsat.ops import OP_TABLE
+
+    assert set(OP_TABLE) - set(eo.EXPORTERS) == {"input", "weight", "proj", "noop", "enlarge"}

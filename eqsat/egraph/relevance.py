@@ -17,7 +17,7 @@ from ..pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, w
 from ..rules import Rule
 from ..symbolic import Sym, Undecidable, recording
 from .language import Language
-from .rewrites import RuleBuilder, Unsupported, parse_vars
+from .rewrites import RuleBuilder, Unsupported, compile_rule, parse_vars
 
 Mask = tuple[int | None, ...] | None
 Signature = tuple
@@ -95,28 +95,67 @@ def ground_rules(rules: Sequence[Rule], graph: Graph) -> list[Rule]:
     """Rules with attribute variables (``(conv2d :stride ?s ...)``: any convolution) become one
     ground rule per attribute combination the graph's nodes have; egglog constructors carry
     their attributes, so a rule must name them. A side binds its variables from the attributes
-    of its ops in the graph; either side of a two-way rule may supply them."""
-    present: dict[str, set[tuple]] = {}
+    of its ops in the graph; either side of a two-way rule may supply them. Where the ground
+    rule's shapes are still undecidable symbolically (a strided conv's output size is a floor
+    division of an unknown size), it is also specialized to the input shapes the graph has."""
+    present: dict[str, dict[tuple, set[tuple]]] = {}
     for n in graph.nodes():
-        present.setdefault(n.op, set()).add(n.attrs)
+        if not n.is_leaf:
+            present.setdefault(n.op, {}).setdefault(n.attrs, set()).add(tuple(x.shapes[0] for x in n.inputs))
     out: list[Rule] = []
     for rule in rules:
         if not any(attr_vars(p)[0] for p in rule.lhs + rule.rhs):
             out.append(rule)
             continue
-        found: list[dict[str, Any]] = []
+        found: dict[tuple, set[tuple]] = {}  # attribute binding -> shape bindings seen with it
         for side in (rule.lhs, rule.rhs) if rule.bidirectional else (rule.lhs,):
-            partial: list[dict[str, Any]] = [{}]
+            partial: list[tuple[dict[str, Any], dict[str, tuple]]] = [({}, {})]
             for app in _attr_var_apps(side):
-                partial = [merged for b in partial for attrs in sorted(present.get(app.op, ()), key=repr)
-                           if (c := attr_bindings(app, attrs)) is not None
-                           and (merged := _merge(b, c)) is not None]
-            found += [b for b in partial if b and b not in found]
-        for b in found:
-            label = ",".join(f"{k}={_short(v)}" for k, v in sorted(b.items()))
-            out.append(Rule(f"{rule.name}@{label}", tuple(bind_attrs(p, b) for p in rule.lhs),
-                            tuple(bind_attrs(p, b) for p in rule.rhs), rule.bidirectional, rule.meta))
+                partial = [(merged, shapes | _arg_shapes(app, ins))
+                           for b, shapes in partial for attrs, seen in sorted(present.get(app.op, {}).items(), key=repr)
+                           if (c := attr_bindings(app, attrs)) is not None and (merged := _merge(b, c)) is not None
+                           for ins in sorted(seen)]
+            for b, shapes in partial:
+                if b:
+                    found.setdefault(tuple(sorted(b.items())), set()).add(tuple(sorted(shapes.items())))
+        for key, shape_sets in found.items():
+            b = dict(key)
+            label = ",".join(f"{k}={_short(v)}" for k, v in key)
+            ground = Rule(f"{rule.name}@{label}", tuple(bind_attrs(p, b) for p in rule.lhs),
+                          tuple(bind_attrs(p, b) for p in rule.rhs), rule.bidirectional, rule.meta)
+            if not any(r.startswith("Undecidable") for r in compile_rule(ground).skipped):
+                out.append(ground)
+                continue
+            for shapes in sorted(shape_sets):
+                sized = _with_shapes(ground, dict(shapes))
+                if sized is not None:
+                    out.append(sized)
     return out
+
+
+def _arg_shapes(app: App, ins: tuple) -> dict[str, tuple]:
+    """The shapes a node's inputs give the variables that are direct arguments of ``app``."""
+    return {a.name: ins[k] for k, a in enumerate(app.args) if isinstance(a, Var) and k < len(ins)}
+
+
+def _with_shapes(rule: Rule, shapes: dict[str, tuple]) -> Rule | None:
+    """``rule`` with the sizes of some variables fixed in its ``vars`` metadata (None when a
+    shape contradicts a fixed size or rank there)."""
+    meta = dict(rule.meta)
+    if "vars" not in meta:
+        return None
+    dims = {}
+    for part in meta["vars"].split(","):
+        name, spec = part.split(":")
+        dims[name] = spec.split("x")
+    for name, shape in shapes.items():
+        old = dims.get(name)
+        if old is None or len(old) != len(shape) or any(d != "?" and int(d) != s for d, s in zip(old, shape)):
+            return None
+        dims[name] = [str(s) for s in shape]
+    meta["vars"] = ",".join(f"{k}:{'x'.join(v)}" for k, v in dims.items())
+    label = ";".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(shapes.items()))
+    return Rule(f"{rule.name}@{label}", rule.lhs, rule.rhs, rule.bidirectional, tuple(meta.items()))
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:

@@ -58,6 +58,22 @@ class Rule:
         """Variables that stand for weights (the generator's ``weights=`` metadata)."""
         return frozenset(v for v in dict(self.meta).get("weights", "").split(",") if v)
 
+    @property
+    def var_dims(self) -> dict[str, tuple[int | None, ...]] | None:
+        """The ``vars`` metadata (``A:?x?,W:?x?x3x3``) as {A: (None, None), W: (None, None, 3, 3)},
+        or None without it."""
+        text = dict(self.meta).get("vars")
+        if not text:
+            return None
+        return {name: tuple(None if d == "?" else int(d) for d in dims.split("x"))
+                for name, dims in (part.split(":") for part in text.split(","))}
+
+    def with_var_dims(self, dims: dict[str, tuple[int | None, ...]], name: str | None = None) -> "Rule":
+        """The rule with its ``vars`` metadata replaced by ``dims`` (and renamed, if given)."""
+        meta = dict(self.meta)
+        meta["vars"] = ",".join(f"{k}:{'x'.join('?' if d is None else str(d) for d in v)}" for k, v in dims.items())
+        return Rule(name or self.name, self.lhs, self.rhs, self.bidirectional, tuple(meta.items()))
+
     def constant_only(self, source: Sequence[Pattern]) -> bool:
         """True when every variable ``source`` reads is a weight: the direction only rewrites
         weight-only subgraphs, which are folded at compile time (TASO skips such rewrites too)."""

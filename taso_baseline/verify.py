@@ -172,14 +172,10 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
 
 def _vars_shapes(rule: Rule, tensors: Sequence[str], attr_choices: Sequence[dict]) -> dict[str, tuple[int, ...]] | None:
     """The shapes the rule's ``vars`` metadata gives (free sizes 3), if both sides type-check there."""
-    text = dict(rule.meta).get("vars")
-    if not text:
+    dims = rule.var_dims
+    if dims is None or any(t not in dims for t in tensors):
         return None
-    dims = {name: tuple(3 if d == "?" else int(d) for d in spec.split("x"))
-            for name, spec in (part.split(":") for part in text.split(","))}
-    if any(t not in dims for t in tensors):
-        return None
-    shapes = {t: dims[t] for t in tensors}
+    shapes = {t: tuple(3 if d is None else d for d in dims[t]) for t in tensors}
     return shapes if any(build_sides(rule, {**shapes, **extra}) is not None for extra in attr_choices) else None
 
 

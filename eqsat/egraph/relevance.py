@@ -141,21 +141,16 @@ def _arg_shapes(app: App, ins: tuple) -> dict[str, tuple]:
 def _with_shapes(rule: Rule, shapes: dict[str, tuple]) -> Rule | None:
     """``rule`` with the sizes of some variables fixed in its ``vars`` metadata (None when a
     shape contradicts a fixed size or rank there)."""
-    meta = dict(rule.meta)
-    if "vars" not in meta:
+    dims = rule.var_dims
+    if dims is None:
         return None
-    dims = {}
-    for part in meta["vars"].split(","):
-        name, spec = part.split(":")
-        dims[name] = spec.split("x")
     for name, shape in shapes.items():
         old = dims.get(name)
-        if old is None or len(old) != len(shape) or any(d != "?" and int(d) != s for d, s in zip(old, shape)):
+        if old is None or len(old) != len(shape) or any(d is not None and d != s for d, s in zip(old, shape)):
             return None
-        dims[name] = [str(s) for s in shape]
-    meta["vars"] = ",".join(f"{k}:{'x'.join(v)}" for k, v in dims.items())
+        dims[name] = tuple(shape)
     label = ";".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(shapes.items()))
-    return Rule(f"{rule.name}@{label}", rule.lhs, rule.rhs, rule.bidirectional, tuple(meta.items()))
+    return rule.with_var_dims(dims, f"{rule.name}@{label}")
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:

@@ -64,15 +64,11 @@ class Compiled:
 
 
 def parse_vars(rule: Rule) -> dict[str, tuple[int | None, ...]]:
-    """``A:?x?,W:?x?x3x3`` -> {A: (None, None), W: (None, None, 3, 3)}."""
-    text = dict(rule.meta).get("vars")
-    if not text:
+    """``A:?x?,W:?x?x3x3`` -> {A: (None, None), W: (None, None, 3, 3)}; the e-graph needs it."""
+    dims = rule.var_dims
+    if dims is None:
         raise Unsupported("no vars metadata (rank and fixed sizes of each variable)")
-    out: dict[str, tuple[int | None, ...]] = {}
-    for part in text.split(","):
-        name, dims = part.split(":")
-        out[name] = tuple(None if d == "?" else int(d) for d in dims.split("x"))
-    return out
+    return dims
 
 
 class RuleBuilder:

@@ -115,7 +115,7 @@ class AutoTVM:
                  sa_steps: int = 500, early_stop: int = 50, epsilon: float = 0.05, diversity: bool = False,
                  diversity_ratio: int = 3, transfer: Sequence[str | Path] = (), space: Space = SPACE,
                  temperature: tuple[float, float] = (1.0, 0.0), no_rfactor: bool = False,
-                 restart_from_best: int = 0, first_batch: int | None = None, seed: int | None = None):
+                 restart_from_best: int = 0, seed: int | None = None):
         if not 0 <= epsilon <= 1:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         self.features, self.objective, self.plan_size = features, objective, plan_size
@@ -125,7 +125,6 @@ class AutoTVM:
         self.temperature = temperature
         self.no_rfactor = no_rfactor  # a template space without split-K (as AutoTVM's matmul templates)
         self.restart_from_best = restart_from_best  # chains restarted at the best measured configs per batch
-        self.first_batch = first_batch  # size of the random first batch (default: plan_size)
         self.seed = seed
         self.name = "autotvm" + ("-no-rfactor" if no_rfactor else "")
         self.overhead = Overhead()
@@ -164,8 +163,7 @@ class AutoTVM:
         trials = Trials()
         self.overhead = Overhead()
         while len(result.history) < n_trials:
-            size = self.first_batch if self.first_batch and not trials.indices else self.plan_size
-            b = min(size, n_trials - len(result.history))
+            b = min(self.plan_size, n_trials - len(result.history))
             t0 = time.perf_counter()
             visited = trials.visited
             if not trials.indices and base is None:

@@ -18,7 +18,7 @@ from . import hypogpu
 from .measure import Measurer
 from .resources import legal
 from .space import SPACE, Space
-from .tuners import TuneResult, _measure_all
+from .tuners import TuneResult, measure_all
 from .workload import Workload
 
 
@@ -37,5 +37,5 @@ class ModeledOracle:
         modeled = hypogpu.time_us(workload, allv[pool], self.spec)
         order = pool[np.argsort(modeled, kind="stable")][:n_trials]
         result = TuneResult(self.name, workload)
-        _measure_all(workload, [self.space.config(int(i)) for i in order], measurer, self.batch, result)
+        measure_all(workload, [self.space.config(int(i)) for i in order], measurer, self.batch, result)
         return result

@@ -93,7 +93,7 @@ def reselect(result: TuneResult, measurer: Measurer, top_k: int = 5, repeats: in
     return finalists[int(np.argmin(means))].config
 
 
-def _measure_all(workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int,
+def measure_all(workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int,
                  result: TuneResult) -> None:
     for k in range(0, len(configs), batch):
         result.history.extend(measurer.measure(workload, configs[k:k + batch]))
@@ -117,7 +117,7 @@ class GridSearch:
                 idx = idx[legal(self.space.values(idx))]
             picked.extend(int(i) for i in idx[: n_trials - len(picked)])
             start += 4096
-        _measure_all(workload, [self.space.config(i) for i in picked], measurer, self.batch, result)
+        measure_all(workload, [self.space.config(i) for i in picked], measurer, self.batch, result)
         return result
 
 
@@ -136,7 +136,7 @@ class RandomSearch:
             pool = pool[legal(self.space.all_values())]
         picked = rng.choice(pool, size=min(n_trials, len(pool)), replace=False)
         result = TuneResult(self.name, workload)
-        _measure_all(workload, [self.space.config(int(i)) for i in picked], measurer, self.batch, result)
+        measure_all(workload, [self.space.config(int(i)) for i in picked], measurer, self.batch, result)
         return result
 
 
@@ -186,7 +186,7 @@ class TritonAutotune:
             raise ValueError("the first call for a key needs a measurer")
         configs = list(self.prune(self.configs, workload) if self.prune else self.configs)
         result = TuneResult(self.name, workload)
-        _measure_all(workload, configs, measurer, len(configs) or 1, result)
+        measure_all(workload, configs, measurer, len(configs) or 1, result)
         self.cache[k] = result
         return result
 

@@ -624,6 +624,19 @@ def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] 
     return imported
 
 
+def random_feeds(session: Any, seed: int = 0, input_scale: float = 1.0, like: Any = None) -> dict[str, np.ndarray]:
+    """Standard normal inputs times ``input_scale`` for an onnxruntime session, in each input's
+    float type; a dynamic dimension takes ``like``'s size (another session), else 1."""
+    rng = np.random.default_rng(seed)
+    fixed = {i.name: i.shape for i in (like or session).get_inputs()}
+    feeds = {}
+    for i in session.get_inputs():
+        dims = [d if isinstance(d, int) else (e if isinstance(e, int) else 1) for d, e in zip(i.shape, fixed[i.name])]
+        x = input_scale * rng.standard_normal(dims)
+        feeds[i.name] = x.astype(np.float64 if i.type == "tensor(double)" else np.float32)
+    return feeds
+
+
 def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: float = 1.0) -> float:
     """Largest |difference| between two models' outputs in onnxruntime on the same random inputs
     (standard normal times ``input_scale``), relative to the largest output magnitude."""
@@ -632,13 +645,7 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
         raise OnnxError("checking with onnxruntime needs the optional extra: pip install 'eqsat-lab[onnx]'") from exc
     sa, sb = ort.InferenceSession(str(a)), ort.InferenceSession(str(b))
-    rng = np.random.default_rng(seed)
-    fixed = {i.name: i.shape for i in sb.get_inputs()}  # a dynamic dimension takes the other model's size
-    feeds = {}
-    for i in sa.get_inputs():
-        dims = [d if isinstance(d, int) else (e if isinstance(e, int) else 1) for d, e in zip(i.shape, fixed[i.name])]
-        x = input_scale * rng.standard_normal(dims)
-        feeds[i.name] = x.astype(np.float64 if i.type == "tensor(double)" else np.float32)
+    feeds = random_feeds(sa, seed, input_scale, like=sb)
     xa, xb = sa.run(None, feeds), sb.run(None, feeds)
     if not all(np.isfinite(x).all() for x in xa):
         raise OnnxError(f"{a}: outputs overflow in onnxruntime ({', '.join(i.type for i in sa.get_inputs())}); "

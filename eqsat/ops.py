@@ -701,7 +701,7 @@ def _opaque_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="opaque", arity=None, min_arity=0,
     attrs=(AttrSpec("op_type", "name"), AttrSpec("node", "name"), AttrSpec("shape", "shape"),
-           AttrSpec("index", "int", 0), AttrSpec("opset", "int", 17)),
+           AttrSpec("index", "int", 0), AttrSpec("opset", "int")),  # the importer always sets the opset
     shape=lambda attrs, ins: (attrs["shape"],), evaluate=_opaque_eval, domains=FLOAT_ONLY,
     doc="Output `index` of an imported op the table does not know (the ONNX node, hex-encoded); a "
         "boundary for every rewrite, kept exactly; evaluated by onnxruntime. Outputs of one ONNX node "

@@ -73,15 +73,14 @@ def finite_input_scale(path: Path, seed: int, steps: int = 60) -> float:
     import numpy as np
     import onnxruntime as ort
 
+    from eqsat.onnx import random_feeds
+
     session = ort.InferenceSession(str(path))
-    rng = np.random.default_rng(seed)
-    base = {i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape])
-            for i in session.get_inputs()}
     lo, hi = -30.0, 5.0  # log2 of the scale
     for _ in range(steps):
         mid = (lo + hi) / 2
         with np.errstate(all="ignore"):
-            outs = session.run(None, {k: v * 2.0 ** mid for k, v in base.items()})
+            outs = session.run(None, random_feeds(session, seed, 2.0 ** mid))
         peak = max(float(np.abs(o).max()) for o in outs)
         if not np.isfinite(peak) or peak > 1e30:
             hi = mid

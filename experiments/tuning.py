@@ -112,9 +112,11 @@ def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, work
     curves = _median_rows(results, lambda r: r["tuner"])
     write_table(out, "tuning_curves", curves, {"command": command, "seeds": seeds})
     _plot(curves, out / "tuning_curves.png", f"median % of optimum over {seeds} seeds (HypoGPU)")
-    overhead = {name: ([x for r in results if r["tuner"] == name for x in r["fit_s"][1:]],
-                       [x for r in results if r["tuner"] == name for x in r["explore_s"][1:]])
-                for name in ("autotvm", "autotvm-b16")}
+    from autotune.tuners import TUNERS
+
+    overhead = {name: ([x for r in runs for x in r["fit_s"][1:]], [x for r in runs for x in r["explore_s"][1:]],
+                       TUNERS[name]().plan_size)
+                for name in CURVE_TUNERS if (runs := [r for r in results if r["tuner"] == name and "fit_s" in r])}
 
     quality = run_cells([Cell.of("tuning", "experiments.tuning:quality_cell", shape=s, seed=0) for s in shapes], out,
                         workers=workers, executor=executor, progress=progress, desc="model quality")
@@ -142,9 +144,8 @@ def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, work
             print(f"{name:12s} {s:10s} " + " ".join(f"{r['median_pct']:6.1f}" for r in row))
     print("(oracle: HypoGPU's physical model without its unmodeled per-config factor, measured in its order: "
           "a bound for any learned cost model)")
-    for name, (fits, explores) in overhead.items():
+    for name, (fits, explores, batch) in overhead.items():
         if fits:
-            batch = 64 if name == "autotvm" else 16
             print(f"{name} overhead per batch: fit {statistics.median(fits) * 1e3:.0f} ms, exploration "
                   f"{statistics.median(explores) * 1e3:.0f} ms (median), vs {batch} s of simulated compile per batch")
     print("cost-model quality on 3000 unseen configs (Spearman ρ / recall@30):")

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .resources import Limits, accumulators_per_thread, legal, registers_per_thread, smem_bytes
+from .resources import (
+    Limits,
+    accumulators_per_thread,
+    legal,
+    registers_per_thread,
+    smem_bytes,
+)
 from .space import SPACE, column
 from .workload import Workload
 

@@ -1,4 +1,4 @@
-"""Tuners on one interface: ``tune(workload, n_trials, measurer, seed) -> TuneResult``.
+"""The tuner base layer and the simple tuners, on one interface: ``tune(workload, n_trials, measurer, seed) -> TuneResult``.
 
 Every tuner only proposes configs and reads back measurements; the best config it returns is the
 fastest *measured* one (noise included), as a real tuner's would be.
@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .measure import MeasureResult, Measurer
+from .measure import Measurer, MeasureResult
 from .resources import legal
 from .space import SPACE, Config, Space
 from .workload import Workload
@@ -189,34 +189,3 @@ class TritonAutotune:
         measure_all(workload, configs, measurer, len(configs) or 1, result)
         self.cache[k] = result
         return result
-
-
-def _autotvm(**kwargs: Any) -> Any:
-    from .autotvm import AutoTVM
-
-    return AutoTVM(**kwargs)
-
-
-def _ansor(**kwargs: Any) -> Any:
-    from .ansor import Ansor
-
-    return Ansor(**kwargs)
-
-
-def _autotvm_b16(**kwargs: Any) -> Any:
-    """AutoTVM refitting every 16 measurements, with 16 annealing chains restarted each batch at
-    the best measured configs (Ansor seeds its evolution the same way)."""
-    from .autotvm import AutoTVM
-
-    return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
-
-
-def _oracle(**kwargs: Any) -> Any:
-    from .oracle import ModeledOracle
-
-    return ModeledOracle(**kwargs)
-
-
-TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
-                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
-                                         "oracle": _oracle}

@@ -1,4 +1,4 @@
-"""The roofline cost model of SPEC §3.
+"""The cost-model interface and the roofline cost model.
 
 Per op: ``time = max(FLOPs / peak, bytes / bandwidth) + launch``, where bytes are
 every input read plus every output written at the dtype's width. Weight-only
@@ -6,7 +6,7 @@ subgraphs are folded at compile time (cost 0); views (split, proj, reshape,
 noop) and leaves cost 0; a concat of activations is a real kernel; a fused
 activation adds nothing but its FLOPs.
 
-:func:`op_time_us` prices one op from shapes alone, so the e-graph extractor
+:func:`op_cost` prices one op from shapes alone, so the e-graph extractor
 and the searches can price e-nodes and rewritten nodes without rebuilding a
 graph; :class:`RooflineCost` caches node prices so that a search re-pricing a
 rewritten graph only pays for the nodes that are new.
@@ -61,11 +61,6 @@ def op_cost(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_s
     return OpCost(op, shown, flops, nbytes, time_us, "compute" if compute_s >= memory_s else "memory")
 
 
-def op_time_us(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
-               is_const: bool, device: Device, dtype: str = "bf16") -> float:
-    return op_cost(op, attrs, in_shapes, out_shapes, is_const, device, dtype).time_us
-
-
 def node_in_shapes(n: Node) -> tuple[Shape, ...]:
     """The shapes an op reads (a tuple-reading op reads all its producer's outputs)."""
     if n.spec.takes_tuple:
@@ -91,9 +86,15 @@ class CostReport:
 
 
 class CostModel(Protocol):
-    """What the searches need from a cost model (roofline or measured)."""
+    """What the searches need from a cost model (roofline or measured): a name for reports, the
+    price of one op from its signature (the e-graph extractor has no nodes, only shapes), of a
+    node, and of a whole graph."""
 
-    device: Device
+    @property
+    def name(self) -> str: ...
+
+    def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
+                   out_shapes: Sequence[Shape], is_const: bool, dtype: str) -> float: ...
 
     def node_time_us(self, n: Node, dtype: str) -> float: ...
 
@@ -106,6 +107,14 @@ class RooflineCost:
     def __init__(self, device: str | Device):
         self.device = get_device(device)
         self._cache: dict[tuple[Node, str], OpCost] = {}
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
+                   out_shapes: Sequence[Shape], is_const: bool, dtype: str = "bf16") -> float:
+        return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype).time_us
 
     def node_cost(self, n: Node, dtype: str = "bf16") -> OpCost:
         key = (n, dtype)
@@ -125,6 +134,13 @@ class RooflineCost:
     def report(self, graph: Graph) -> CostReport:
         rows = tuple(self.node_cost(n, graph.dtype) for n in graph.nodes())
         return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
+
+
+def cost_model(device: str | Device | CostModel) -> CostModel:
+    """A cost model: given, or the roofline model of a device name, profile file or Device."""
+    if isinstance(device, (str, Device)):
+        return RooflineCost(device)
+    return device
 
 
 def cost(graph: Graph, device: str | Device) -> CostReport:

@@ -23,8 +23,20 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from .errors import EqsatError, RuleParseError
+from .files import write_atomic
 from .ops import OP_TABLE, get_op
-from .pattern import App, Arith, AttrExpr, Dim, Pattern, Var, attr_vars, canonical_pattern_attrs, pattern_default, tensor_vars
+from .pattern import (
+    App,
+    Arith,
+    AttrExpr,
+    Dim,
+    Pattern,
+    Var,
+    attr_vars,
+    canonical_pattern_attrs,
+    pattern_default,
+    tensor_vars,
+)
 from .sexpr import Atom, Datum, read_all
 
 ARROWS = ("<=>", "=>")
@@ -346,14 +358,7 @@ def load_rules(path: str | Path) -> list[Rule]:
 
 def save_rules(path: str | Path, rules: Iterable[Rule], header: Iterable[str] = ()) -> None:
     """Write a rule file atomically (a temp file renamed into place: no partial output)."""
-    path = Path(path)
-    text = format_rules(rules, header)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
-RULES_DIR = Path(__file__).parent / "rules"
+    write_atomic(path, format_rules(rules, header))
 
 
 _VAR = re.compile(r"\?[A-Za-z_][\w\-']*")

@@ -6,9 +6,11 @@ on h100, so each final cost drops at its own α while the expansions grow.
 """
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
+from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import check_models
 from .output import pyplot, write_table
 from .sweep import Cell, run_cells
@@ -58,3 +60,20 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, 
         print(f"{r['model']:13s} {r['alpha']:5.2f} {r['expanded']:9d} {r['best_us']:9.1f} {r['search_s']:7.2f}  {r['stop']}")
     print(f"wrote {out / 'alpha.csv'}, {out / 'alpha.json'} and {out / 'alpha.png'}")
     return rows
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_models(p, "the case studies")
+    p.add_argument("--budget", type=int, default=1000, help="α search budget")
+    p.add_argument("--alphas", default="", help="comma-separated α values (default 1.0 ... 2.0)")
+    add_sweep_options(p, "results/alpha")
+
+
+def _run(args: argparse.Namespace) -> int:
+    alphas = tuple(float(a) for a in split_list(args.alphas)) or ALPHAS
+    run(split_list(args.models) or None, args.device, Path(args.out), seed=args.seed, budget=args.budget,
+        alphas=alphas, **sweep_kwargs(args))
+    return 0
+
+
+EXPERIMENTS = (Experiment("alpha", "graphs expanded and final cost against α", _add_arguments, _run),)

@@ -7,9 +7,18 @@ B's own best: the seed notes' case is the ResNet block, whose h100-best graph (t
 """
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
+from .command import (
+    Experiment,
+    add_models,
+    add_sweep_options,
+    device_help,
+    split_list,
+    sweep_kwargs,
+)
 from .compare import check_models
 from .output import pyplot, write_table
 from .sweep import Cell, run_cells
@@ -21,16 +30,16 @@ DEVICES = ("h100", "weak", "a100", "v100", "k80")
 def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi: int, seed: int) -> dict[str, Any]:
     """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices``."""
     from eqsat.cost import RooflineCost
-    from eqsat.egraph import Limits, optimize
     from eqsat.models import build
-    from taso_baseline.search import default_rules
+
+    from .searches import get_search, limits_for, search_graph
 
     graph = build(model)
-    r = optimize(graph, default_rules(), device, Limits(k_multi=k_multi), seed=seed)
-    assert r.verified is not None and r.verified.equal
-    return {"model": model, "found_on": device, "best_us": r.best_us, "search_s": r.search_s,
-            "best_ops": r.best.op_count(),
-            "cost_on": {d: RooflineCost(d).graph_time_us(r.best) for d in devices},
+    limits = limits_for(get_search("eqsat"), model, k_multi=k_multi)
+    r, best = search_graph(graph, model, "eqsat", device, seed, limits=limits)
+    return {"model": model, "found_on": device, "best_us": r["best_us"], "search_s": r["search_s"],
+            "best_ops": best.op_count(),
+            "cost_on": {d: RooflineCost(d).graph_time_us(best) for d in devices},
             "input_on": {d: RooflineCost(d).graph_time_us(graph) for d in devices}}
 
 
@@ -98,3 +107,20 @@ def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEV
     print(format_matrix(rows, devices))
     print(f"wrote {out / 'hardware.csv'}, {out / 'hardware.json'} and {out / 'hardware.png'}")
     return rows
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_models(p, "the case studies")
+    p.add_argument("--devices", default=",".join(DEVICES), help="comma-separated; " + device_help(",".join(DEVICES)))
+    p.add_argument("--k-multi", type=int, default=2, help="e-graph multi-pattern iterations (the case studies need 2)")
+    add_sweep_options(p, "results/hardware", device=False)
+
+
+def _run(args: argparse.Namespace) -> int:
+    run(split_list(args.models) or None, Path(args.out), devices=split_list(args.devices), k_multi=args.k_multi,
+        seed=args.seed, **sweep_kwargs(args))
+    return 0
+
+
+EXPERIMENTS = (Experiment("hardware", "best graph per device and the penalty of running it elsewhere",
+                          _add_arguments, _run),)

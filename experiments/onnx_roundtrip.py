@@ -10,10 +10,12 @@ difference between the two models' outputs. A difference beyond tolerance fails 
 """
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import COMPARE_MODELS, check_models
 from .output import write_table
 from .sweep import Cell, run_cells
@@ -115,3 +117,20 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, searches: Seque
     print(format_rows(rows))
     print(f"wrote {out / 'onnx.csv'} and {out / 'onnx.json'}; ONNX files in {out / 'models'}")
     return rows
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_models(p, "the compare suite")
+    p.add_argument("--searches", default="eqsat", help="comma-separated: eqsat, taso")
+    p.add_argument("--quick", action="store_true", help="smoke-test search limits")
+    add_sweep_options(p, "results/onnx")
+
+
+def _run(args: argparse.Namespace) -> int:
+    run(split_list(args.models) or None, args.device, Path(args.out), searches=split_list(args.searches),
+        quick=args.quick, seed=args.seed, **sweep_kwargs(args))
+    return 0
+
+
+EXPERIMENTS = (Experiment("onnx", "every benchmark model exported to ONNX, imported, optimized, exported, checked "
+                                  "in onnxruntime", _add_arguments, _run),)

@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from eqsat.files import write_atomic
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file and rename it into place (no torn files on a kill)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+
+def write_json(path: str | Path, payload: Any) -> None:
+    """Write JSON atomically (see :func:`write_atomic`)."""
+    write_atomic(Path(path), json.dumps(payload, indent=2) + "\n")
 
 
 def write_table(out: Path, stem: str, rows: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None) -> None:

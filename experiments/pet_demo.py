@@ -8,9 +8,15 @@ import numpy as np
 
 from eqsat.evaluate import evaluate
 from pet.programs import ConvProblem, SpatialSplit
-from pet.verify import apply_corrections, correction_kernels, false_pass_rates, overhead, verify
+from pet.verify import (
+    apply_corrections,
+    correction_kernels,
+    false_pass_rates,
+    overhead,
+    verify,
+)
 
-from .cli import write_json
+from .output import write_json
 
 
 def _problem(args: argparse.Namespace) -> ConvProblem:

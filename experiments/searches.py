@@ -1,46 +1,49 @@
-"""The two searches as experiment cells, configured as their papers ran them.
+"""The registry of graph searches, and one search as an experiment cell.
 
-TASO: α-backtracking with the C++ defaults (α = 1.05, budget 300) and the per-model budgets of
-TASO's example scripts. TENSAT: equality saturation with the paper's limits (15 iterations,
-50,000 e-nodes, multi-pattern rules in the first iteration) and ILP extraction. Both read the
-same rule files and price graphs with the same roofline model on the same device; both results
-are checked numerically against the input graph before they are returned.
+``SEARCHES`` maps a name to a :class:`eqsat.search.Search`; the CLI, every experiment and the
+tests read it. Each search carries named presets (``taso-paper``, ``tensat-paper``, ``quick``)
+so defaults live in one place. Both searches read the same rule files and price graphs with the
+same cost model; every result is verified once, here, by :func:`eqsat.search.run_verified`.
 """
 from __future__ import annotations
 
+import importlib
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
+from functools import cache
+from typing import TYPE_CHECKING, Any, Mapping
 
-from eqsat.egraph import Limits, optimize
-from eqsat.egraph.relevance import rule_signatures
-from eqsat.egraph.rewrites import compile_rules
-from eqsat.graph import Graph
-from eqsat.models import build
-from taso_baseline.search import alpha_search, default_rules
+if TYPE_CHECKING:
+    from eqsat.graph import Graph
+    from eqsat.search import Search, SearchResult
 
-TASO_ALPHA = 1.05
-TASO_DEFAULT_BUDGET = 300  # TASO's C++ default; the example scripts set their own below
-TASO_BUDGETS = {"bert": 100, "nasrnn": 100, "resnext50": 100, "nasnet_a": 100, "inception_v3": 30, "resnet50": 1000}
-TASO_TIME_LIMIT_S = 120.0  # keeps the default compare within ~10 minutes (NasNet-A's budget 100 takes ~600 s)
-TENSAT_LIMITS = Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1)
+# name -> "module:class"; imported on first use, so listing the names costs nothing
+SEARCHES: dict[str, str] = {"taso": "taso_baseline.search:AlphaSearch", "eqsat": "eqsat.egraph.optimize:EGraphSearch"}
 
 
-@dataclass(frozen=True)
-class Budget:
-    """What each search may spend on one model."""
+@cache
+def get_search(name: str) -> Search:
+    """The registered search ``name`` (one instance per process), or a clear error listing them."""
+    try:
+        module, cls = SEARCHES[name].split(":")
+    except KeyError:
+        raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}") from None
+    return getattr(importlib.import_module(module), cls)()
 
-    alpha: float
-    budget: int
-    limits: Limits
-    time_limit: float | None = TASO_TIME_LIMIT_S
 
-
-def paper_budget(model: str, quick: bool = False) -> Budget:
-    """TASO's and TENSAT's settings for ``model``; ``quick`` is a smoke-test scale-down."""
-    if quick:
-        return Budget(TASO_ALPHA, 20, Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1), 20.0)
-    return Budget(TASO_ALPHA, TASO_BUDGETS.get(model, TASO_DEFAULT_BUDGET), TENSAT_LIMITS)
+def limits_for(search: Search, model: str = "", quick: bool = False, **overrides: Any) -> Any:
+    """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
+    name = "quick" if quick else search.default_preset
+    if name not in search.presets:
+        raise ValueError(f"search {search.name!r} has no preset {name!r} (it has: {', '.join(search.presets)})")
+    base = search.limits(name, model)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return replace(base, **given)
+    except TypeError:
+        fields = ", ".join(base.__dataclass_fields__)
+        raise ValueError(f"search {search.name!r} has no limit named among {', '.join(given)} "
+                         f"(its limits: {fields})") from None
 
 
 _PREPARED: dict[str, float] = {}
@@ -52,6 +55,10 @@ def prepare_rules(search: str) -> float:
 
     Both searches keep parsed (the e-graph also compiled) rules for the life of the process, so a
     search's time is its own and does not depend on which model ran first."""
+    from eqsat.egraph.relevance import rule_signatures
+    from eqsat.egraph.rewrites import compile_rules
+    from eqsat.rulesets import default_rules
+
     if search not in _PREPARED:
         t0 = time.perf_counter()
         rules = default_rules()
@@ -63,51 +70,50 @@ def prepare_rules(search: str) -> float:
     return _PREPARED[search]
 
 
+def result_row(result: SearchResult, graph: Graph, prepare_s: float = 0.0) -> dict[str, Any]:
+    """A flat experiment row of a verified result: the common fields, the work record, one
+    ``<phase>_s`` column per timing, and ``verified`` as a flag with its method."""
+    assert result.verified is not None, "rows are made of verified results"
+    row = result.to_dict()
+    timings: Mapping[str, float] = row.pop("timings")
+    row.update({f"{k}_s": v for k, v in timings.items() if k != "search"})
+    row.update({"ops": graph.op_count(), "verified": result.verified.equal, "verified_by": result.verified.method,
+                "prepare_s": prepare_s})
+    if "iterations" in row:
+        row["per_iteration"] = [[it["enodes"], round(it["seconds"], 3)] for it in row["iterations"]]
+        row["iterations"] = len(row["iterations"])
+    return row
+
+
+def search_graph(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
+                 limits: Any = None) -> tuple[dict[str, Any], Graph]:
+    """One verified search of ``graph`` (``limits``: default the paper preset for ``model``, or the
+    smoke preset with ``quick``): the result row and the best graph."""
+    from eqsat.cost import cost_model
+    from eqsat.rulesets import default_rules
+    from eqsat.search import run_verified
+
+    engine = get_search(search)
+    limits = limits if limits is not None else limits_for(engine, model, quick)
+    prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
+    result = run_verified(engine, graph, default_rules(), cost_model(device), limits, seed)
+    return result_row(result, graph, prepare_s) | {"model": model}, result.best
+
+
 def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
                nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
                time_limit: float | str | None = "paper") -> dict[str, Any]:
-    """One search on one benchmark graph; the overrides replace the papers' settings
-    (``time_limit``: seconds for the α search, ``"paper"`` for the default cap, None for none)."""
-    result, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, alpha, budget,
-                             iterations, nodes, k_multi, time_limit)
-    return result
+    """One search on one benchmark graph as an experiment cell; the overrides replace the preset's
+    settings (``time_limit``: seconds for the α search, ``"paper"`` for the preset's cap, None for none)."""
+    from eqsat.models import build
 
-
-def search_graph(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                 alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
-                 nodes: int | None = None, k_multi: int | None = None,
-                 time_limit: float | str | None = "paper") -> tuple[dict[str, Any], Graph]:
-    """:func:`run_search` on a given graph (``model`` picks the papers' settings): the result
-    row and the best graph."""
-    base = paper_budget(model, quick)
-    prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
-    rules = default_rules()
+    engine = get_search(search)
     if search == "taso":
-        limit = base.time_limit if time_limit == "paper" else time_limit
-        r = alpha_search(graph, rules, device, alpha=alpha or base.alpha, budget=budget or base.budget,
-                         time_limit=limit, seed=seed)
-        work = {"expanded": r.expanded, "generated": r.generated, "alpha": r.alpha, "budget": r.budget,
-                "time_limit": limit,
-                "trace": [[t.seconds, t.expanded, t.best_us] for t in r.trace]}
-        stop = r.stop
-    elif search == "eqsat":
-        lim = base.limits
-        limits = Limits(iterations if iterations is not None else lim.iterations,
-                        nodes if nodes is not None else lim.nodes, lim.seconds,
-                        k_multi if k_multi is not None else lim.k_multi)
-        r = optimize(graph, rules, device, limits, seed=seed)
-        rep = r.report
-        work = {"enodes": rep.enodes, "eclasses": r.eclasses, "iterations": len(rep.iterations),
-                "iteration_limit": limits.iterations, "node_limit": limits.nodes, "k_multi": limits.k_multi,
-                "egglog_rules": rep.egglog_rules, "extract": r.extract, "gap": r.gap, "greedy_us": r.greedy_us,
-                "compile_s": r.compile_s, "load_s": rep.load_s, "saturate_s": r.saturate_s, "extract_s": r.extract_s,
-                "per_iteration": [[it.enodes, round(it.seconds, 3)] for it in rep.iterations]}
-        stop = rep.stop
+        limits = limits_for(engine, model, quick, alpha=alpha, budget=budget)
+        if time_limit != "paper":
+            limits = replace(limits, time_limit=time_limit)
     else:
-        raise ValueError(f"unknown search {search!r}; choose taso or eqsat")
-    assert r.verified is not None
-    return {"model": model, "search": search, "device": r.device, "ops": graph.op_count(),
-            "original_us": r.original_us, "best_us": r.best_us, "speedup_pct": r.speedup_pct,
-            "search_s": r.search_s, "stop": stop, "verified": r.verified.equal,
-            "verified_by": r.verified.method, "prepare_s": prepare_s, **work}, r.best
+        limits = limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi)
+    row, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, limits)
+    return row

@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tqdm import tqdm
 
+from eqsat.files import write_atomic
+
 EXECUTORS = ("local", "ray")
 
 
@@ -79,11 +81,7 @@ def load_finished(cell: Cell, out: Path) -> dict[str, Any] | None:
 
 
 def _save(cell: Cell, out: Path, result: dict[str, Any]) -> None:
-    path = cell.path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"fn": cell.fn, "params": cell.kwargs, "result": result}, indent=1) + "\n")
-    tmp.replace(path)
+    write_atomic(cell.path(out), json.dumps({"fn": cell.fn, "params": cell.kwargs, "result": result}, indent=1) + "\n")
 
 
 def run_cells(cells: Sequence[Cell], out: Path, *, workers: int = 1, executor: str = "local",

@@ -8,18 +8,25 @@ from typing import Any
 
 from autotune.cpu import CpuMeasurer
 from autotune.evaluate import curves, evaluate, true_us
-from autotune.landscape import best_stages, cross_shape, dynamic_m, off_diagonal, slide_configs_on, stages_vs_block_k, summary
+from autotune.landscape import (
+    best_stages,
+    cross_shape,
+    dynamic_m,
+    off_diagonal,
+    slide_configs_on,
+    stages_vs_block_k,
+    summary,
+)
 from autotune.measure import SimulatedMeasurer
-from autotune.tuners import TUNERS, reselect
+from autotune.registry import make_tuner
+from autotune.tuners import reselect
 from autotune.workload import SHAPES, get_workload
 
-from .cli import write_json
+from .output import write_json
 
 
 def _tuner(name: str) -> Any:
-    if name not in TUNERS:
-        raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(TUNERS)}")
-    return TUNERS[name]()
+    return make_tuner(name)
 
 
 def run_tune(args: argparse.Namespace) -> int:

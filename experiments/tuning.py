@@ -7,11 +7,13 @@ model from source-shape records (program features), and with knob features.
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from .command import Experiment, add_sweep_options, split_list, sweep_kwargs
 from .output import pyplot, write_table
 from .sweep import Cell, run_cells
 
@@ -29,7 +31,7 @@ def tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[int], tr
     from autotune.autotvm import AutoTVM
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
-    from autotune.tuners import TUNERS
+    from autotune.registry import TUNERS
     from autotune.workload import SHAPES
 
     if tuner == "autotvm":
@@ -112,7 +114,7 @@ def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, work
     curves = _median_rows(results, lambda r: r["tuner"])
     write_table(out, "tuning_curves", curves, {"command": command, "seeds": seeds})
     _plot(curves, out / "tuning_curves.png", f"median % of optimum over {seeds} seeds (HypoGPU)")
-    from autotune.tuners import TUNERS
+    from autotune.registry import TUNERS
 
     overhead = {name: ([x for r in runs for x in r["fit_s"][1:]], [x for r in runs for x in r["explore_s"][1:]],
                        TUNERS[name]().plan_size)
@@ -303,3 +305,36 @@ def run_scheduler(out: Path, *, seeds: int = 5, units: int = 44, workers: int = 
           f"five times improves {improved} and worsens {worse}")
     print(f"wrote scheduler.csv/.json/.png and winners_curse.csv/.json to {out}")
     return rows
+
+
+def _add_curve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shapes", default=",".join(CURVE_SHAPES), help="comma-separated named shapes")
+    p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+    add_sweep_options(p, "results/tuning", device=False, seed=False)
+
+
+def _run_curves(args: argparse.Namespace) -> int:
+    run(Path(args.out), shapes=split_list(args.shapes), seeds=args.seeds, **sweep_kwargs(args))
+    return 0
+
+
+def _row(name: str, out: str, text: str, fn: Any) -> Experiment:
+    def add(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+        add_sweep_options(p, out, device=False, seed=False)
+
+    def go(args: argparse.Namespace) -> int:
+        fn(Path(args.out), seeds=args.seeds, **sweep_kwargs(args))
+        return 0
+    return Experiment(name, text, add, go)
+
+
+EXPERIMENTS = (
+    Experiment("tuning", "tuner curves, cost-model quality and transfer on HypoGPU", _add_curve_arguments, _run_curves),
+    _row("ansor-ablation", "results/ansor_ablation", "Ansor vs beam search, no fine-tuning, limited space",
+         run_ansor_ablation),
+    _row("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor",
+         run_compare_tuners),
+    _row("scheduler", "results/scheduler", "task scheduler strategies and the winner's curse on the toy network",
+         run_scheduler),
+)

@@ -22,6 +22,7 @@ from eqsat.rules import parse_rule
 from .rewrite import Expanded
 from .verify import verify_rule
 
+
 @dataclass(frozen=True)
 class PairMove:
     name: str

@@ -18,7 +18,6 @@ from typing import Mapping
 from eqsat.cost import RooflineCost
 from eqsat.graph import Graph, Node, combine_codes, rebuild
 
-
 _CANON: "weakref.WeakKeyDictionary[Node, int]" = weakref.WeakKeyDictionary()
 
 

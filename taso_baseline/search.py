@@ -1,4 +1,4 @@
-"""TASO's cost-based backtracking search (Algorithm 2), as the seed notes fix it.
+"""TASO's cost-based backtracking search (TASO's Algorithm 2).
 
 A priority queue holds graphs by cost. Each popped graph is expanded: every
 rewrite (generated rules, optionally their multi-output forms, and the pair
@@ -9,46 +9,29 @@ deduplicated by hash, graphs over ``max_ops_factor`` times the original op
 count are dropped (TASO's limit); graphs that differ only by the operand order of
 commutative ops count as one (they cost the same), ``budget`` counts popped graphs and
 ``time_limit`` bounds wall time. Costs are updated incrementally (see
-:mod:`taso_baseline.rewrite`) and the best graph is checked numerically
-against the input before it is returned.
+:mod:`taso_baseline.rewrite`).
 """
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tqdm import tqdm
 
-from eqsat.cost import RooflineCost
+from eqsat.cost import CostModel, cost_model
 from eqsat.devices import Device
-from eqsat.evaluate import Comparison, compare_graphs
 from eqsat.graph import Graph, Node
-from eqsat.rules import RULES_DIR, Rule, load_rules
+from eqsat.rules import Rule
+from eqsat.rulesets import default_rules
+from eqsat.search import SearchResult
 
 from .matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
 from .pair_move import pair_moves
 from .rewrite import Expanded, State, apply_replacements, initial_state, state_key
-
-DEFAULT_RULE_FILES = ("matrix.rules", "conv.rules", "epilogue.rules")
-
-
-@lru_cache(maxsize=8)
-def _load(path: str) -> tuple[Rule, ...]:
-    return tuple(load_rules(path))
-
-
-def default_rules(paths: Sequence[str | Path] | None = None) -> list[Rule]:
-    """The shipped generated rule sets (or the given files), parsed once per process."""
-    files = [Path(p) for p in paths] if paths else [RULES_DIR / f for f in DEFAULT_RULE_FILES]
-    out: list[Rule] = []
-    for f in files:
-        out.extend(_load(str(f)))
-    return out
 
 
 @dataclass(frozen=True)
@@ -72,43 +55,56 @@ class TracePoint:
     best_us: float
 
 
-@dataclass
-class SearchResult:
-    model: str
-    device: str
+@dataclass(frozen=True)
+class AlphaWork:
+    """What the α search did: its settings, graphs popped (``expanded``) and generated, the rewrite
+    path to the best graph, the best-cost trace and how often each rule matched."""
+
     alpha: float
     budget: int
-    original_us: float
-    best_us: float
-    best: Graph
-    path: list[Step]
+    time_limit: float | None
     expanded: int
     generated: int
-    search_s: float
-    stop: str
-    verified: Comparison | None = None
-    matches: dict[str, int] = field(default_factory=dict)
-    trace: list[TracePoint] = field(default_factory=list)
+    path: tuple[Step, ...]
+    trace: tuple[TracePoint, ...]
+    matches: Mapping[str, int]
 
-    @property
-    def speedup_pct(self) -> float:
-        return 100.0 * (self.original_us / self.best_us - 1.0)
+    def summary(self) -> str:
+        return f"{self.expanded} expanded"
 
-    @property
-    def expanded_per_s(self) -> float:
-        return self.expanded / self.search_s if self.search_s > 0 else float("inf")
+    def detail_lines(self) -> list[str]:
+        """The rewrite path to the best graph, one line per step."""
+        return [f"{i:2d}. {s.rule:24s} {s.cost_us:10.2f} µs  {s.ratio_to_best:.3f}x best so far"
+                for i, s in enumerate(self.path, start=1)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "search": "taso", "model": self.model, "device": self.device, "alpha": self.alpha,
-            "budget": self.budget, "original_us": self.original_us, "best_us": self.best_us,
-            "speedup_pct": self.speedup_pct, "search_s": self.search_s, "expanded": self.expanded,
-            "generated": self.generated, "expanded_per_s": self.expanded_per_s, "stop": self.stop,
-            "path": [asdict(s) for s in self.path], "best_ops": self.best.op_count(),
-            "verified": None if self.verified is None else asdict(self.verified),
-            "top_matches": dict(sorted(self.matches.items(), key=lambda kv: -kv[1])[:20]),
-            "trace": [asdict(t) for t in self.trace],
-        }
+        return {"alpha": self.alpha, "budget": self.budget, "time_limit": self.time_limit,
+                "expanded": self.expanded, "generated": self.generated,
+                "path": [asdict(s) for s in self.path],
+                "trace": [[t.seconds, t.expanded, t.best_us] for t in self.trace],
+                "top_matches": dict(sorted(self.matches.items(), key=lambda kv: -kv[1])[:20])}
+
+
+@dataclass(frozen=True)
+class AlphaLimits:
+    """The α search's settings: queue graphs cheaper than ``alpha`` x best, pop at most ``budget``
+    graphs, stop after ``time_limit`` seconds (None: no limit); ``multi`` adds the two-output
+    rules, ``pair_move`` the merge of two same-type ops, ``max_ops_factor`` TASO's size limit."""
+
+    alpha: float = 1.05
+    budget: int = 300
+    time_limit: float | None = 120.0
+    pair_move: bool = True
+    multi: bool = False
+    max_ops_factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (self.alpha >= 1.0 and math.isfinite(self.alpha)):
+            raise ValueError(f"alpha must be a finite number >= 1, got {self.alpha}")
+        if self.budget < 0:
+            raise ValueError(f"the budget must be >= 0 graphs, got {self.budget}")
+        if self.time_limit is not None and not self.time_limit >= 0:
+            raise ValueError(f"the time limit must be >= 0 seconds, got {self.time_limit}")
 
 
 def constant_only_change(old: Node, new: Node) -> bool:
@@ -156,20 +152,18 @@ class Expander:
                 yield move.name, move.replacement
 
 
-def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str | Device = "h100", *,
-                 alpha: float = 1.05, budget: int = 1000, time_limit: float | None = None,
-                 pair_move: bool = True, multi: bool = False, max_ops_factor: float = 2.0,
-                 verify: bool = True, progress: bool = False, expander: Expander | None = None,
-                 seed: int = 0) -> SearchResult:
-    """TASO's α-backtracking search from ``graph`` (see the module docstring); ``seed`` picks the
-    random inputs of the final numerical check."""
-    if alpha < 1.0:
-        raise ValueError(f"alpha must be >= 1, got {alpha}")
-    model = RooflineCost(device)
-    expand = expander or Expander(default_rules() if rules is None else rules, multi=multi, pair_move=pair_move)
+def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | Device | CostModel = "h100",
+                 limits: AlphaLimits = AlphaLimits(), *, progress: bool = False,
+                 expander: Expander | None = None) -> SearchResult:
+    """TASO's α-backtracking search from ``graph`` (see the module docstring); unverified (see
+    :func:`eqsat.search.run_verified`)."""
+    model = cost_model(cost)
+    alpha, budget, time_limit = limits.alpha, limits.budget, limits.time_limit
+    expand = expander or Expander(default_rules() if rules is None else rules, multi=limits.multi,
+                                  pair_move=limits.pair_move)
     start = time.perf_counter()
     root = initial_state(graph, model)
-    op_limit = max_ops_factor * root.ops
+    op_limit = limits.max_ops_factor * root.ops
     best = root
     parent: dict[Graph, tuple[Graph | None, str, float]] = {graph: (None, "", root.cost)}
     seen: set[tuple[int, ...]] = {state_key(graph)}
@@ -210,14 +204,35 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, device: str 
                 heapq.heappush(heap, (new.cost, next(tie), new))
     bar.close()
     elapsed = time.perf_counter() - start
-    result = SearchResult(graph.name, model.device.name, alpha, budget, root.cost, best.cost, best.graph,
-                          _path(parent, best.graph), expanded, generated, elapsed, stop, matches=matches,
-                          trace=trace + [TracePoint(elapsed, expanded, best.cost)])
-    if verify:
-        result.verified = compare_graphs(graph, best.graph, trials=1, seed=seed)
-        if not result.verified.equal:
-            raise AssertionError(f"α search produced a graph that differs from its input: {result.verified.detail}")
-    return result
+    work = AlphaWork(alpha, budget, time_limit, expanded, generated, tuple(_path(parent, best.graph)),
+                     tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches)
+    return SearchResult("taso", graph.name, model.name, root.cost, best.cost, best.graph, elapsed, stop, work,
+                        {"search": elapsed})
+
+
+class AlphaSearch:
+    """The α search on the :class:`eqsat.search.Search` interface. Presets: ``taso-paper`` (TASO's
+    C++ defaults, α = 1.05 and budget 300, capped at 120 s so a full compare stays near 10 minutes),
+    ``quick`` (a smoke test). Per-model budgets of TASO's example scripts are in
+    :data:`TASO_BUDGETS`."""
+
+    name = "taso"
+    presets: Mapping[str, AlphaLimits] = {"taso-paper": AlphaLimits(), "quick": AlphaLimits(budget=20, time_limit=20.0)}
+    default_preset = "taso-paper"
+
+    def limits(self, preset: str, model: str = "") -> AlphaLimits:
+        """The preset's limits; ``taso-paper`` takes the budget TASO's example script gives ``model``."""
+        base = self.presets[preset]
+        if preset == "taso-paper" and model in TASO_BUDGETS:
+            return replace(base, budget=TASO_BUDGETS[model])
+        return base
+
+    def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: AlphaLimits) -> SearchResult:
+        return alpha_search(graph, rules, cost_model, limits)
+
+
+TASO_BUDGETS: Mapping[str, int] = {"bert": 100, "nasrnn": 100, "resnext50": 100, "nasnet_a": 100,
+                                   "inception_v3": 30, "resnet50": 1000}
 
 
 def _path(parent: dict[Graph, tuple[Graph | None, str, float]], last: Graph) -> list[Step]:

@@ -9,7 +9,9 @@ from eqsat.cost import RooflineCost
 from eqsat.models import build
 from experiments.cli import main
 from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
-from taso_baseline.search import Expander, alpha_search, default_rules
+from eqsat.rulesets import default_rules
+from taso_baseline.search import AlphaLimits, Expander, alpha_search
+from eqsat.search import verify as verify_result
 
 
 @pytest.fixture(scope="module")
@@ -24,16 +26,18 @@ def run(expander, model, alpha, device="h100", budget=3000, verify=False):
     """Searches are cached across tests; numerical verification is checked where a test asks for it."""
     key = (model, alpha, device, budget, verify)
     if key not in _RUNS:
-        _RUNS[key] = alpha_search(build(model), device=device, alpha=alpha, budget=budget, expander=expander,
-                                  verify=verify)
+        graph = build(model)
+        r = alpha_search(graph, cost=device, limits=AlphaLimits(alpha=alpha, budget=budget, time_limit=None),
+                         expander=expander)
+        _RUNS[key] = verify_result(graph, r) if verify else r
     return _RUNS[key]
 
 
 def test_resnet_greedy_stops_at_fused_convs(expander):
     r = run(expander, "resnet_block", 1.0)
     assert r.best_us == pytest.approx(62.2, rel=0.005)
-    assert r.expanded == 3 and r.stop == "queue empty"
-    assert all(s.ratio_to_best < 1 for s in r.path)
+    assert r.work.expanded == 3 and r.stop == "queue empty"
+    assert all(s.ratio_to_best < 1 for s in r.work.path)
 
 
 @pytest.mark.parametrize("alpha", [1.05, 1.3])
@@ -46,7 +50,7 @@ def test_resnet_small_alpha_misses_the_merged_conv(expander, alpha):
 def test_resnet_alpha_15_reaches_the_merged_conv_through_a_worse_step(expander):
     r = run(expander, "resnet_block", 1.5, verify=True)
     assert r.best_us == pytest.approx(57.8, rel=0.005)
-    worst = max(r.path, key=lambda s: s.ratio_to_best)
+    worst = max(r.work.path, key=lambda s: s.ratio_to_best)
     assert worst.cost_us == pytest.approx(81.6, rel=0.005) and worst.ratio_to_best == pytest.approx(1.31, abs=0.01)
     assert worst.rule.startswith("pair-move")
     assert r.verified is not None and r.verified.equal
@@ -64,7 +68,7 @@ def test_qkv_needs_more_than_alpha_105_on_h100_but_not_on_weak(expander):
     assert run(expander, "qkv", 1.05).best_us == pytest.approx(42.3, rel=0.005)
     merged = run(expander, "qkv", 1.5)
     assert merged.best_us == pytest.approx(34.2, rel=0.005)
-    assert max(s.ratio_to_best for s in merged.path) == pytest.approx(1.11, abs=0.005)
+    assert max(s.ratio_to_best for s in merged.work.path) == pytest.approx(1.11, abs=0.005)
     weak = run(expander, "qkv", 1.05, device="weak")
     assert weak.best_us == pytest.approx(RooflineCost("weak").graph_time_us(merged.best), rel=1e-9)
 
@@ -73,7 +77,7 @@ def test_lora_needs_alpha_above_127_on_h100_and_192_on_weak(expander):
     assert run(expander, "lora", 1.05).best_us == pytest.approx(39.7, rel=0.005)
     found = run(expander, "lora", 1.3)
     assert found.best_us == pytest.approx(21.4, rel=0.005)
-    assert max(s.ratio_to_best for s in found.path) == pytest.approx(1.27, abs=0.005)
+    assert max(s.ratio_to_best for s in found.work.path) == pytest.approx(1.27, abs=0.005)
     weak_best = RooflineCost("weak").graph_time_us(found.best)
     assert run(expander, "lora", 1.5, device="weak").best_us > weak_best * 1.01
     assert run(expander, "lora", 2.0, device="weak").best_us == pytest.approx(weak_best, rel=1e-9)

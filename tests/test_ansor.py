@@ -14,7 +14,7 @@ from autotune.minitriton import check
 from autotune.model_quality import partial_program_quality
 from autotune.sketch import Compute, generate_sketches, sketch_space
 from autotune.space import SPACE, Config
-from autotune.tuners import TUNERS
+from autotune.registry import TUNERS
 from autotune.workload import SHAPES, Workload
 
 

@@ -14,7 +14,8 @@ from autotune.measure import SimulatedMeasurer
 from autotune.model_quality import model_quality
 from autotune.resources import legal
 from autotune.space import SPACE
-from autotune.tuners import TUNERS, RandomSearch
+from autotune.registry import TUNERS
+from autotune.tuners import RandomSearch
 from autotune.workload import SHAPES
 
 
@@ -99,7 +100,7 @@ def test_oracle_bound_and_b16_variant_run_on_the_common_interface():
     AutoTVM-b16 refits every 16 measurements and restarts chains at the best measured configs."""
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
-    from autotune.tuners import TUNERS
+    from autotune.registry import TUNERS
     from autotune.workload import SHAPES
 
     w = SHAPES["wgrad"]

@@ -12,7 +12,8 @@ from experiments.budget import curve_rows
 from experiments.cli import main
 from experiments.hardware import penalty_rows
 from experiments.sweep import Cell, run_cells
-from taso_baseline.search import alpha_search, default_rules
+from eqsat.rulesets import default_rules
+from taso_baseline.search import AlphaLimits, alpha_search
 
 
 def _cells(n: int) -> list[Cell]:
@@ -89,12 +90,12 @@ def test_alpha_trace_gives_every_smaller_budget():
     """The α search with budget B is a prefix of a longer run: its trace answers every budget."""
     rules = default_rules()
     graph = build("resnet_block")
-    long = alpha_search(graph, rules, "h100", alpha=1.5, budget=400, verify=False)
-    bests = [t.best_us for t in long.trace]
+    long = alpha_search(graph, rules, "h100", AlphaLimits(alpha=1.5, budget=400))
+    bests = [t.best_us for t in long.work.trace]
     assert bests == sorted(bests, reverse=True) and bests[-1] == pytest.approx(long.best_us)
     for budget in (2, 10, 60):
-        short = alpha_search(graph, rules, "h100", alpha=1.5, budget=budget, verify=False)
-        from_trace = min(t.best_us for t in long.trace if t.expanded <= budget)
+        short = alpha_search(graph, rules, "h100", AlphaLimits(alpha=1.5, budget=budget))
+        from_trace = min(t.best_us for t in long.work.trace if t.expanded <= budget)
         assert short.best_us == pytest.approx(from_trace)
 
 

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from eqsat import onnx as eo  # noqa: E402
 from eqsat.cost import RooflineCost  # noqa: E402
 from eqsat.egraph import Limits, optimize  # noqa: E402
-from taso_baseline.search import default_rules  # noqa: E402
+from eqsat.rulesets import default_rules  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -259,9 +259,9 @@ def test_benchmark_builders_round_trip_through_onnx(tmp_path):
     imp = eo.load(src)
     assert RooflineCost("h100").graph_time_us(imp.graph) == pytest.approx(RooflineCost("h100").graph_time_us(g))
     assert any(w.attr("name").startswith("t") for w in imp.graph.leaves("weight"))  # folded step-0 products
-    from taso_baseline.search import alpha_search
+    from taso_baseline.search import AlphaLimits, alpha_search
 
-    r = alpha_search(imp.graph, default_rules(), "h100", budget=20)
+    r = alpha_search(imp.graph, default_rules(), "h100", AlphaLimits(budget=20))
     eo.save(imp, r.best, tmp_path / "opt.onnx")
     assert eo.max_difference(src, tmp_path / "opt.onnx") < 1e-4
 

@@ -8,7 +8,8 @@ import pytest
 
 from eqsat.graph import input_, node
 from eqsat.ops import OP_TABLE, OpSpec, register, unregister
-from eqsat.rules import RULES_DIR, format_rules, load_rules, parse_rule, rule_key
+from eqsat.rules import format_rules, load_rules, parse_rule, rule_key
+from eqsat.rulesets import RULES_DIR
 from experiments.cli import main
 from taso_baseline.enumerate import enumerate_graphs
 from taso_baseline.fingerprint import buckets, collision_rate, count_pairs, fingerprint, multi_fingerprint

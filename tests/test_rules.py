@@ -173,7 +173,7 @@ def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
     checks them; a fold that scales the kernel's input channels instead is caught."""
     import numpy as np
 
-    from eqsat.rules import RULES_DIR
+    from eqsat.rulesets import RULES_DIR
     from taso_baseline.verify import verify_rule, verify_rules
 
     rules = load_rules(RULES_DIR / "epilogue.rules")
@@ -187,7 +187,7 @@ def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
 
 def test_attribute_variables_are_grounded_on_the_graph():
     from eqsat.egraph.relevance import ground_rules, relevant_rules
-    from eqsat.rules import RULES_DIR
+    from eqsat.rulesets import RULES_DIR
 
     x = input_("x", (1, 4, 8, 8))
     c1 = node("conv2d", x, weight("w1", (4, 4, 3, 3)), pad="same")

@@ -1,9 +1,9 @@
-"""Extraction by the roofline cost, written here (not egglog's extractors).
+"""Extraction by any cost model, written here (not egglog's extractors).
 
 The e-graph is read from ``EGraph.freeze()``: every constructor row is an
 e-node (its e-class, op, attributes and child e-classes), the ``dim``/``rank``
 rows give each e-class's shape and the ``const`` rows its weight-only flag. An
-e-node is priced by :func:`eqsat.cost.op_cost` from its children's shapes; one
+e-node is priced by the cost model's ``op_time_us`` from its children's shapes; one
 whose children are all weight-only is free (folded).
 
 Two extractors: a DAG-aware greedy one (each e-class keeps the cheapest node
@@ -23,8 +23,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from ..cost import op_cost
-from ..devices import Device
+from ..cost import CostModel
 from ..graph import Graph, Node, node
 from .language import Language
 
@@ -78,13 +77,14 @@ def read_egraph(egraph: Any, lang: Language) -> EGraphView:
                 view.nodes.append(ENode(cls(r.output), c.op, c.attrs, kids, sizes))
     for i, n in enumerate(view.nodes):
         view.classes.setdefault(n.eclass, []).append(i)
-    for cls, d in dims.items():
+    for cls in view.classes:
+        d = dims.get(cls, {})  # a rank-0 class has no dim rows
         view.shapes[cls] = tuple(d[k] for k in sorted(d))
     return view
 
 
-def node_costs(view: EGraphView, device: Device, dtype: str, leaves: dict[str, Node]) -> list[float]:
-    """Roofline price (µs) of every e-node; folded when all its children are weight-only."""
+def node_costs(view: EGraphView, model: CostModel, dtype: str) -> list[float]:
+    """The cost model's price (µs) of every e-node; folded when all its children are weight-only."""
     costs = []
     for n in view.nodes:
         if n.op in ("leaf", "splitproj"):
@@ -92,7 +92,7 @@ def node_costs(view: EGraphView, device: Device, dtype: str, leaves: dict[str, N
             continue
         ins = tuple(view.shapes[c] for c in n.children)
         const = all(c in view.const for c in n.children)
-        costs.append(op_cost(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), const, device, dtype).time_us)
+        costs.append(model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), const, dtype))
     return costs
 
 

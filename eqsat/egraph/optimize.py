@@ -1,61 +1,69 @@
-"""``optimize(graph, rules, device, limits)``: TENSAT-style equality saturation on egglog."""
+"""``optimize(graph, rules, cost, limits)``: TENSAT-style equality saturation on egglog."""
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
-
 import multiprocessing
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Mapping, Sequence
 
-from ..cost import RooflineCost
-from ..devices import Device, get_device
-from ..evaluate import Comparison, compare_graphs
+from ..cost import CostModel, cost_model
+from ..devices import Device
 from ..graph import Graph
 from ..rules import Rule
-from .extract import EGraphView, filter_cycles, greedy_dag, ilp_extract, node_costs, read_egraph, selection_cost, to_graph
+from ..search import SearchResult
+from .extract import (
+    EGraphView,
+    filter_cycles,
+    greedy_dag,
+    ilp_extract,
+    node_costs,
+    read_egraph,
+    selection_cost,
+    to_graph,
+)
 from .relevance import relevant_rules
 from .rewrites import Compiled, compile_rules
 from .runner import EGraphRunner, Limits, RunReport
 
 
-@dataclass
-class Result:
-    model: str
-    device: str
-    original_us: float
-    best_us: float
-    best: Graph
+@dataclass(frozen=True)
+class EGraphWork:
+    """What equality saturation did: the runner's report (iterations, stop reason, rules loaded),
+    the e-graph's size, the extraction (method, greedy cost, ILP gap and status) and the limits."""
+
+    limits: Limits
+    report: RunReport
+    eclasses: int
     greedy_us: float
     extract: str
     gap: float
     ilp_status: str
-    search_s: float
-    saturate_s: float
-    extract_s: float
-    compile_s: float
-    report: RunReport
-    verified: Comparison | None = None
-    eclasses: int = 0
 
     @property
-    def speedup_pct(self) -> float:
-        return 100.0 * (self.original_us / self.best_us - 1.0)
+    def enodes(self) -> int:
+        return self.report.enodes
+
+    def summary(self) -> str:
+        return (f"{self.enodes} e-nodes, {len(self.report.iterations)} iterations, extraction {self.extract} "
+                f"(gap {self.gap:.2g})")
+
+    def detail_lines(self) -> list[str]:
+        """One line per iteration: e-nodes, seconds and the rules that matched most."""
+        lines = []
+        for it in self.report.iterations:
+            top = ", ".join(f"{k} {v}" for k, v in sorted(it.matches.items(), key=lambda kv: -kv[1])[:3])
+            lines.append(f"iteration {it.index:2d}: {it.enodes:7d} e-nodes {it.seconds:6.2f} s  top matches: {top}")
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
-        rep = self.report
-        return {
-            "search": "eqsat", "model": self.model, "device": self.device, "original_us": self.original_us,
-            "best_us": self.best_us, "speedup_pct": self.speedup_pct, "search_s": self.search_s,
-            "greedy_us": self.greedy_us, "extract": self.extract, "gap": self.gap, "ilp_status": self.ilp_status,
-            "compile_s": self.compile_s, "saturate_s": self.saturate_s, "extract_s": self.extract_s,
-            "load_s": rep.load_s, "stop": rep.stop,
-            "enodes": rep.enodes, "eclasses": self.eclasses, "rules_compiled": rep.rules_compiled,
-            "multi_compiled": rep.multi_compiled, "egglog_rules": rep.egglog_rules, "rules_skipped": rep.rules_skipped,
-            "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
-                           for it in rep.iterations],
-            "best_ops": self.best.op_count(),
-            "verified": None if self.verified is None else asdict(self.verified),
-        }
+        rep, lim = self.report, self.limits
+        return {"enodes": rep.enodes, "eclasses": self.eclasses, "greedy_us": self.greedy_us,
+                "extract": self.extract, "gap": self.gap, "ilp_status": self.ilp_status,
+                "iteration_limit": lim.iterations, "node_limit": lim.nodes, "k_multi": lim.k_multi,
+                "rules_compiled": rep.rules_compiled, "multi_compiled": rep.multi_compiled,
+                "egglog_rules": rep.egglog_rules, "rules_skipped": rep.rules_skipped,
+                "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
+                               for it in rep.iterations]}
 
 
 def _saturate(rules: Compiled, graph: Graph, limits: Limits,
@@ -107,22 +115,22 @@ def saturate_isolated(rules: Compiled, graph: Graph, limits: Limits,
         pass
     proc.kill()
     proc.join()
-    replay = Limits(len(finished), limits.nodes, limits.seconds, limits.k_multi, limits.match_limit)
+    replay = replace(limits, iterations=len(finished))
     view, roots, report, seconds = _saturate(rules, graph, replay)
     report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
     return view, roots, report, seconds
 
 
-def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100", limits: Limits = Limits(),
-             extract: str = "ilp", ilp_seconds: float = 60.0, verify: bool = True, isolate: bool = True,
-             hard_grace_s: float = 90.0, seed: int = 0, rewrite_constants: bool = False) -> Result:
-    """Saturate ``graph`` with ``rules`` under ``limits``, extract the cheapest graph, verify it.
+def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel = "h100",
+             limits: Limits = Limits(), isolate: bool = True, hard_grace_s: float = 90.0,
+             rewrite_constants: bool = False) -> SearchResult:
+    """Saturate ``graph`` with ``rules`` under ``limits`` and extract the cheapest graph by ``cost``
+    (unverified: see :func:`eqsat.search.run_verified`).
 
     With ``isolate`` the saturation runs in a child process with a hard timeout (see
-    :func:`saturate_isolated`); ``seed`` picks the random inputs of the numerical check;
-    ``rewrite_constants`` also rewrites weight-only subgraphs (off, as in the α search)."""
-    device = get_device(device)
-    model = RooflineCost(device)
+    :func:`saturate_isolated`); ``rewrite_constants`` also rewrites weight-only subgraphs (off, as
+    in the α search)."""
+    model = cost_model(cost)
     original = model.graph_time_us(graph)
     start = time.perf_counter()
     chosen = relevant_rules(rules, graph, rewrite_constants)
@@ -135,14 +143,14 @@ def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100",
     leaves = {n.attr("name"): n for n in graph.leaves()}
     t1 = time.perf_counter()
     roots = [view.lets[r] for r in roots_let]
-    costs = node_costs(view, device, graph.dtype, leaves)
+    costs = node_costs(view, model, graph.dtype)
     choice = greedy_dag(view, costs, roots)
     greedy_us = selection_cost(view, costs, choice, roots)
     method, gap, status = "greedy", 0.0, "not run"
     removed: set[int] = set()
-    if extract == "ilp":
+    if limits.extract == "ilp":
         removed = filter_cycles(view, choice, roots, costs)
-        ilp = ilp_extract(view, costs, roots, choice, upper=greedy_us, time_limit=ilp_seconds, removed=removed)
+        ilp = ilp_extract(view, costs, roots, choice, upper=greedy_us, time_limit=limits.ilp_seconds, removed=removed)
         if ilp is not None and ilp.cost <= greedy_us + 1e-9:
             choice, method, gap, status = ilp.choice, "ilp", ilp.gap, ilp.status
         else:
@@ -152,10 +160,24 @@ def optimize(graph: Graph, rules: Sequence[Rule], device: str | Device = "h100",
     if best_us > original:
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
-    result = Result(graph.name, device.name, original, best_us, best, greedy_us, method, gap, status,
-                    time.perf_counter() - start, saturate_s, extract_s, compile_s, report, eclasses=len(view.classes))
-    if verify:
-        result.verified = compare_graphs(graph, best, trials=1, seed=seed)
-        if not result.verified.equal:
-            raise AssertionError(f"e-graph optimization changed the graph's values: {result.verified.detail}")
-    return result
+    work = EGraphWork(limits, report, len(view.classes), greedy_us, method, gap, status)
+    timings = {"compile": compile_s, "load": report.load_s, "saturate": saturate_s, "extract": extract_s}
+    return SearchResult("eqsat", graph.name, model.name, original, best_us, best, time.perf_counter() - start,
+                        report.stop, work, timings)
+
+
+class EGraphSearch:
+    """Equality saturation on the :class:`eqsat.search.Search` interface. Presets: ``tensat-paper``
+    (TENSAT's limits: 15 iterations, 50,000 e-nodes, multi-pattern rules in the first iteration,
+    120 s), ``quick`` (a smoke test)."""
+
+    name = "eqsat"
+    presets: Mapping[str, Limits] = {"tensat-paper": Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1),
+                                     "quick": Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1)}
+    default_preset = "tensat-paper"
+
+    def limits(self, preset: str, model: str = "") -> Limits:
+        return self.presets[preset]
+
+    def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Limits) -> SearchResult:
+        return optimize(graph, rules, cost_model, limits)

@@ -11,6 +11,7 @@ costs memory superlinearly in 13.2.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -25,13 +26,25 @@ from .rewrites import Compiled, compile_rules
 
 @dataclass(frozen=True)
 class Limits:
-    """TENSAT's paper limits by default: 15 iterations, 50k e-nodes, multi-pattern rules in 1."""
+    """The e-graph search's settings; TENSAT's paper limits by default: 15 iterations, 50k e-nodes,
+    multi-pattern rules in 1. ``extract`` is ``ilp`` (exact, up to ``ilp_seconds``) or ``greedy``."""
 
     iterations: int = 15
     nodes: int = 50_000
     seconds: float = 60.0
     k_multi: int = 1
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
+    extract: str = "ilp"
+    ilp_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.extract not in ("ilp", "greedy"):
+            raise ValueError(f"extract must be ilp or greedy, got {self.extract!r}")
+        if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0:
+            raise ValueError(f"e-graph limits must be >= 0 iterations, >= 1 e-node and k_multi >= 0; got "
+                             f"{self.iterations} iterations, {self.nodes} e-nodes, k_multi {self.k_multi}")
+        if not (self.seconds >= 0 and math.isfinite(self.seconds)):
+            raise ValueError(f"the e-graph time limit must be a finite number of seconds >= 0, got {self.seconds}")
 
 
 @dataclass(frozen=True)

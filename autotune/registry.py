@@ -1,0 +1,51 @@
+"""The tuner registry: a name for every tuner, read by the CLI and the experiments.
+
+Adding a tuner is one row here (see the README's "Add a tuner"). Kept apart from
+:mod:`autotune.tuners`, the base layer that every tuner imports, so that no tuner imports the
+registry that imports it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .tuners import GridSearch, RandomSearch, TritonAutotune
+
+
+def _autotvm(**kwargs: Any) -> Any:
+    from .autotvm import AutoTVM
+
+    return AutoTVM(**kwargs)
+
+
+def _ansor(**kwargs: Any) -> Any:
+    from .ansor import Ansor
+
+    return Ansor(**kwargs)
+
+
+def _autotvm_b16(**kwargs: Any) -> Any:
+    """AutoTVM refitting every 16 measurements, with 16 annealing chains restarted each batch at
+    the best measured configs (Ansor seeds its evolution the same way)."""
+    from .autotvm import AutoTVM
+
+    return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
+
+
+def _oracle(**kwargs: Any) -> Any:
+    from .oracle import ModeledOracle
+
+    return ModeledOracle(**kwargs)
+
+
+TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
+                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
+                                         "oracle": _oracle}
+
+
+def make_tuner(name: str, **kwargs: Any) -> Any:
+    """A new tuner called ``name``, or a clear error listing the registered ones."""
+    try:
+        factory = TUNERS[name]
+    except KeyError:
+        raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(TUNERS)}") from None
+    return factory(**kwargs)

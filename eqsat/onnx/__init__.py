@@ -1,0 +1,26 @@
+"""ONNX models in and out of the IR (the ``onnx`` extra; ``onnxruntime`` checks the results).
+
+:func:`load` reads a model (opset 13 or newer) into a :class:`Graph` plus the initializer data:
+inputs become ``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers
+become ``weight`` leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op.
+Node order in the file does not matter (nodes are sorted by their data dependences). A Conv bias
+is conv2d's optional third input; an Add or Mul of a per-channel vector (ONNX broadcasting, e.g.
+``(1, C, 1, 1)``) is ``chadd``/``chmul``; inference BatchNormalization is one ``affine`` node
+(scale and shift computed from its four statistics). Folding these into convolutions is done by
+the rules in ``rules/epilogue.rules``, not here. An op without an importer, or a node its importer
+declines (training-mode BatchNormalization, general broadcasting, ...), becomes ``opaque``
+nodes, one per output: the ONNX node itself, shapes from ONNX shape inference (or from running
+it), kept exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works
+around it, and the reason is listed. :func:`save` writes a graph back at the model's opset,
+folding weight-only subgraphs into initializers computed from the imported data; the file is
+written whole or not at all and passes ``onnx.checker``. :func:`export_graph` writes a graph
+built in Python with given or random weights. :func:`max_difference` runs two models in
+onnxruntime on the same random inputs.
+"""
+from .common import MIN_OPSET, OPSET, Imported, OnnxError
+from .reader import IMPORTERS, load
+from .runtime import max_difference, random_feeds, run_node
+from .writer import EXPORTERS, export_graph, random_weights, save
+
+__all__ = ["EXPORTERS", "IMPORTERS", "MIN_OPSET", "OPSET", "Imported", "OnnxError", "export_graph", "load",
+           "max_difference", "random_feeds", "random_weights", "run_node", "save"]

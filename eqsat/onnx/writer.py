@@ -1,0 +1,200 @@
+"""ONNX out: :func:`save` writes a graph back through :data:`EXPORTERS` (one small writer per IR
+op), folding weight-only subgraphs into initializers; :func:`export_graph` writes a builder graph."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..evaluate import evaluate_nodes
+from ..files import replace_atomic
+from ..graph import Graph, Node
+from ..ops import conv_pads
+from .common import Imported, OnnxError, _onnx
+
+_ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+
+
+def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
+    """ONNX's (top, left, bottom, right) for the IR's ``same``/``valid``/explicit pad (SAME with a
+    stride may pad one more after than before)."""
+    per_axis = pad if not isinstance(pad, str) else (pad, pad)
+    both = [conv_pads(p, size, k, st, d)[:2] for p, size, k, st, d in zip(per_axis, x[2:], kernel, stride, dilation)]
+    return [both[0][0], both[1][0], both[0][1], both[1][1]]
+
+
+_FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11)}  # numpy type, TensorProto type
+
+
+class _Writer:
+    """The ONNX graph being written: nodes, initializers and fresh tensor names."""
+
+    def __init__(self, onnx: Any, taken: set[str], np_float: Any):
+        self.onnx, self.h, self.np_float = onnx, onnx.helper, np_float
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.taken = taken
+        self.counter = iter(range(1 << 30))
+        self.opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+
+    def fresh(self) -> str:
+        """A new tensor name, never one of the model's own (an import may hold "t5")."""
+        while (name := f"t{next(self.counter)}") in self.taken:
+            pass
+        return name
+
+    def init(self, values: Any, dtype: Any = None, name: str | None = None) -> str:
+        name = name or self.fresh()
+        self.inits.append(self.onnx.numpy_helper.from_array(np.asarray(values, dtype=dtype or self.np_float), name))
+        return name
+
+    def ints(self, values: Any) -> str:
+        return self.init(values, np.int64)
+
+    def node(self, op_type: str, ins: list[str], n_out: int = 1, **attrs: Any) -> list[str]:
+        outs = [self.fresh() for _ in range(n_out)]
+        self.nodes.append(self.h.make_node(op_type, ins, outs, **attrs))
+        return outs
+
+    def activation(self, outs: list[str], act: str) -> list[str]:
+        """A fused activation written after its kernel (ONNX has no fused form)."""
+        return outs if act == "none" else self.node(_ACT[act], outs)
+
+
+Exporter = Callable[[_Writer, Node, list[str], dict[str, Any]], list[str]]
+
+
+def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
+    return w.activation(w.node("Conv", ins, strides=list(a["stride"]), pads=pads, dilations=list(a["dilation"]),
+                               group=a["groups"]), a["act"])
+
+
+def _channel_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """chadd/chmul/affine: one BatchNormalization (mean 0, variance 1) for an affine along axis 1,
+    else Mul/Add with each vector reshaped to broadcast along its axis."""
+    axis, rank = a["axis"], len(n.shape)
+    if n.op == "affine" and axis == 1:
+        c = n.shape[1]
+        return w.node("BatchNormalization", ins + [w.init(np.zeros(c)), w.init(np.ones(c))], epsilon=0.0)
+    shaped = [w.node("Reshape", [vec, w.ints([-1] + [1] * (rank - axis - 1))])[0] for vec in ins[1:]]
+    if n.op == "affine":
+        return w.node("Add", [w.node("Mul", [ins[0], shaped[0]])[0], shaped[1]])
+    return w.node("Add" if n.op == "chadd" else "Mul", [ins[0], shaped[0]])
+
+
+def _pool_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    pads = _explicit_pads(a["pad"], n.inputs[0].shape, a["kernel"], a["stride"], (1, 1))
+    extra = {"count_include_pad": 1} if n.op == "pool_avg" else {}
+    return w.node("AveragePool" if n.op == "pool_avg" else "MaxPool", ins, kernel_shape=list(a["kernel"]),
+                  strides=list(a["stride"]), pads=pads, **extra)
+
+
+def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """The stored ONNX node again; the outputs of one node (same node, same inputs) share it."""
+    key = (a["node"], tuple(ins))
+    if key not in w.opaque_outputs:
+        stored = w.onnx.GraphProto()
+        stored.ParseFromString(bytes.fromhex(a["node"]))
+        proto = stored.node[0]
+        rename = {vi.name: x for vi, x in zip(stored.input, ins)}
+        for c in stored.initializer:
+            rename[c.name] = c.name = w.fresh()
+            w.inits.append(c)
+        renamed = [rename.get(i, i) for i in proto.input]
+        del proto.input[:]
+        proto.input.extend(renamed)
+        outs = [w.fresh() for _ in proto.output]
+        del proto.output[:]
+        proto.output.extend(outs)
+        w.nodes.append(proto)
+        w.opaque_outputs[key] = outs
+    return [w.opaque_outputs[key][a["index"]]]
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "conv2d": _conv_out,
+    "matmul": lambda w, n, ins, a: w.activation(w.node("MatMul", ins), a["act"]),
+    "ewadd": lambda w, n, ins, a: w.node("Add", ins),
+    "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
+    "smul": lambda w, n, ins, a: w.node("Mul", ins),
+    **{act: (lambda w, n, ins, a, _op=onnx_op: w.node(_op, ins)) for act, onnx_op in _ACT.items()},
+    "chadd": _channel_out, "chmul": _channel_out, "affine": _channel_out,
+    "transpose": lambda w, n, ins, a: w.node("Transpose", ins, perm=list(a["perm"])),
+    "pad": lambda w, n, ins, a: w.node("Pad", ins + [w.ints(a["pads"])]),
+    "reshape": lambda w, n, ins, a: w.node("Reshape", ins + [w.ints(a["shape"])]),
+    "concat": lambda w, n, ins, a: w.node("Concat", ins, axis=a["axis"]),
+    "split": lambda w, n, ins, a: w.node("Split", ins + [w.ints(a["sizes"])], len(a["sizes"]), axis=a["axis"]),
+    "pool_avg": _pool_out, "pool_max": _pool_out,
+    "opaque": _opaque_out,
+}
+"""IR op -> writer of its ONNX nodes (returns the names of the op's outputs). ``proj`` and ``noop``
+only rename, and leaves are graph inputs or initializers."""
+
+
+def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32") -> None:
+    """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model whose float
+    tensors are ``dtype`` (float64 checks models whose float32 outputs overflow; opaque nodes
+    keep the types they were imported with)."""
+    if dtype not in _FLOAT_TYPES:
+        raise OnnxError(f"{path}: dtype must be one of {', '.join(_FLOAT_TYPES)}, got {dtype!r}")
+    np_float, onnx_float = _FLOAT_TYPES[dtype]
+    onnx = _onnx()
+    h = onnx.helper
+    w = _Writer(onnx, {x.attr("name") for x in graph.leaves()} | set(imported.output_names), np_float)
+    names: dict[Node, list[str]] = {}
+    # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
+    # initializers, all computed in one evaluation of the imported data
+    needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
+    needed |= {o for o in graph.outputs if o.is_const}
+    values = evaluate_nodes(Graph([n for n in graph.nodes() if n in needed]), imported.weights) if needed else {}
+    for n in graph.nodes():
+        if n.op == "input":
+            names[n] = [n.attr("name")]
+        elif n.is_const:
+            if n in needed:
+                names[n] = [w.init(values[n], name=n.attr("name") if n.op == "weight" else None)]
+        elif n.op == "proj":
+            names[n] = [names[n.inputs[0]][n.attr("index")]]
+        elif n.op == "noop":
+            names[n] = [names[x][0] for x in n.inputs]
+        elif n.op in EXPORTERS:
+            names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
+        else:
+            raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
+    outputs = []
+    for name, o in zip(imported.output_names, graph.outputs):
+        w.nodes.append(h.make_node("Identity", [names[o][0]], [name]))
+        outputs.append(h.make_tensor_value_info(name, onnx_float, list(o.shape)))
+    inputs = [h.make_tensor_value_info(n.attr("name"), onnx_float, list(n.shape)) for n in graph.leaves("input")]
+    model = h.make_model(h.make_graph(w.nodes, graph.name or "eqsat", inputs, outputs, w.inits),
+                         opset_imports=[h.make_opsetid("", imported.opset)])
+    onnx.checker.check_model(model)
+    replace_atomic(path, lambda tmp: onnx.save(model, tmp))
+
+
+def random_weights(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Data for every weight leaf: normal, scaled by 1/sqrt(fan-in) (all axes but the first), so
+    deep random networks keep their activations in range."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for leaf in graph.leaves("weight"):
+        shape = leaf.shape
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        out[leaf.attr("name")] = rng.standard_normal(shape) / np.sqrt(max(fan_in, 1))
+    return out
+
+
+def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] | None = None,
+                 seed: int = 0, dtype: str = "float32") -> Imported:
+    """Write a graph built in Python (e.g. a benchmark builder's) as an ONNX model, with
+    ``weights`` or :func:`random_weights`; returns the :class:`Imported` it was written from."""
+    data = weights if weights is not None else random_weights(graph, seed)
+    missing = [w.attr("name") for w in graph.leaves("weight") if w.attr("name") not in data]
+    if missing:
+        raise OnnxError(f"{path}: no data for weight(s) {', '.join(missing)}")
+    imported = Imported(graph, data, [x.attr("name") for x in graph.leaves("input")],
+                        [f"output{i}" for i in range(len(graph.outputs))])
+    save(imported, graph, path, dtype)
+    return imported

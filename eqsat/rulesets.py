@@ -1,0 +1,66 @@
+"""The shipped rule sets, as a table, and the one loader every search uses.
+
+The rule files live in ``eqsat/rules/``. ``RULE_SETS`` names each of them; ``DEFAULT_RULE_SETS``
+is what both searches read when the user names no file. Adding a shipped set is one row here
+and one file there (see the README's "Add a rule set").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+from .rules import Rule, load_rules
+
+RULES_DIR = Path(__file__).parent / "rules"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A shipped rule file: its name, its file in ``RULES_DIR`` and how it was made."""
+
+    name: str
+    file: str
+    origin: str
+
+    @property
+    def path(self) -> Path:
+        return RULES_DIR / self.file
+
+
+RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
+    RuleSet("matrix", "matrix.rules", "generated: matrix world, graphs of up to 3 ops"),
+    RuleSet("conv", "conv.rules", "generated: conv world, graphs of up to 3 ops"),
+    RuleSet("epilogue", "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
+)}
+DEFAULT_RULE_SETS = ("matrix", "conv", "epilogue")
+
+
+@lru_cache(maxsize=16)
+def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
+    return tuple(load_rules(path))
+
+
+def load_rule_file(path: str | Path) -> tuple[Rule, ...]:
+    """One rule file, parsed once per process (re-read if the file changed)."""
+    p = Path(path)
+    try:
+        stamp = p.stat().st_mtime_ns
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no such rule file") from None
+    return _load(str(p), stamp)
+
+
+def resolve_rule_files(names_or_paths: Sequence[str | Path] | None = None) -> list[Path]:
+    """Files for the given shipped set names or paths (the default sets when none are given)."""
+    items = list(names_or_paths) if names_or_paths else list(DEFAULT_RULE_SETS)
+    return [RULE_SETS[str(x)].path if str(x) in RULE_SETS else Path(x) for x in items]
+
+
+def default_rules(names_or_paths: Sequence[str | Path] | None = None) -> list[Rule]:
+    """The rules of the default shipped sets, or of the named sets and files, in order."""
+    out: list[Rule] = []
+    for f in resolve_rule_files(names_or_paths):
+        out.extend(load_rule_file(f))
+    return out

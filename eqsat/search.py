@@ -1,0 +1,107 @@
+"""One interface for graph searches: ``run(graph, rules, cost_model, limits) -> SearchResult``.
+
+A search (the α-backtracking baseline in :mod:`taso_baseline.search`, equality saturation in
+:mod:`eqsat.egraph`) takes a graph, rules, a cost model and its own limits, and returns one
+:class:`SearchResult`: the best graph, its cost, timings and a per-search ``work`` record. Named
+presets (the papers' settings, a smoke-test scale) keep every default in one place.
+Verification is not a search's business: :func:`run_verified` checks any search's result
+against its input once, numerically, and refuses a graph that differs.
+
+The registry of concrete searches is :mod:`experiments.searches` (it imports both packages,
+which this module must not).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Mapping, Protocol, Sequence
+
+from .cost import CostModel
+from .errors import EqsatError
+from .evaluate import Comparison, compare_graphs
+from .graph import Graph
+from .rules import Rule
+
+
+class SearchError(EqsatError):
+    """A search result that must not be used (it differs from its input)."""
+
+
+def speedup_pct(original_us: float, best_us: float) -> float:
+    """How much faster ``best`` is than ``original``, in percent (0 when either cost is 0 or not finite)."""
+    if not (best_us > 0 and math.isfinite(best_us) and math.isfinite(original_us)):
+        return 0.0
+    return 100.0 * (original_us / best_us - 1.0)
+
+
+class Work(Protocol):
+    """A search's own record of what it did (queue pops, iterations, extraction...)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What every search returns: the best graph and its cost, the input's cost, wall seconds,
+    why it stopped, phase timings, the search's ``work`` record and (after :func:`run_verified`)
+    the numerical comparison with the input."""
+
+    search: str
+    model: str
+    device: str
+    original_us: float
+    best_us: float
+    best: Graph
+    search_s: float
+    stop: str
+    work: Any
+    timings: Mapping[str, float] = field(default_factory=dict)
+    verified: Comparison | None = None
+
+    @property
+    def speedup_pct(self) -> float:
+        return speedup_pct(self.original_us, self.best_us)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"search": self.search, "model": self.model, "device": self.device,
+                "original_us": self.original_us, "best_us": self.best_us, "speedup_pct": self.speedup_pct,
+                "search_s": self.search_s, "stop": self.stop, "best_ops": self.best.op_count(),
+                "timings": dict(self.timings), **self.work.to_dict(),
+                "verified": None if self.verified is None else asdict(self.verified)}
+
+    def summary(self) -> str:
+        """One line: costs, time, the work record's own summary and the stop reason."""
+        work = self.work.summary() if hasattr(self.work, "summary") else ""
+        return (f"{self.model} on {self.device}: {self.original_us:.2f} -> {self.best_us:.2f} µs "
+                f"({self.speedup_pct:+.1f}%) in {self.search_s:.2f} s, {work}, stop: {self.stop}")
+
+
+class Search(Protocol):
+    """A graph search: a name, named presets of its limits (``default_preset`` reproduces its
+    paper), and ``run``. ``limits(preset, model)`` may specialize a preset per model (TASO's
+    example scripts set per-model budgets)."""
+
+    name: str
+    presets: Mapping[str, Any]
+    default_preset: str
+
+    def limits(self, preset: str, model: str = "") -> Any: ...
+
+    def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult: ...
+
+
+def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:
+    """``result`` with its numerical comparison against ``graph``; a :class:`SearchError` naming the
+    search and model if the best graph computes something else (some rule is unsound)."""
+    check = compare_graphs(graph, result.best, trials=1, seed=seed)
+    if not check.equal:
+        raise SearchError(f"{result.search} search on {result.model}: the best graph differs from the input "
+                          f"({check.detail}); a rule it used is unsound (check the rules with "
+                          f"`eqsat-lab rules verify`)")
+    return replace(result, verified=check)
+
+
+def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
+                 seed: int = 0) -> SearchResult:
+    """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs)."""
+    return verify(graph, search.run(graph, rules, cost_model, limits), seed)

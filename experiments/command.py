@@ -1,0 +1,117 @@
+"""A CLI command or experiment as one row of data: name, help, arguments, run.
+
+The ``eqsat-lab`` parser is generated from these rows (:mod:`experiments.cli`); adding a
+command is adding a module with a ``COMMAND`` row to ``COMMAND_MODULES`` there, and adding an
+experiment is adding an ``Experiment`` row to an experiment module listed in
+:mod:`experiments.commands.experiment`.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+AddArguments = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code."""
+
+    name: str
+    help: str
+    add_arguments: AddArguments
+    run: Run
+
+
+Experiment = Command  # an experiment is a row of the same shape under `eqsat-lab experiment`
+
+
+def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command], dest: str) -> None:
+    """One subparser per row, with the row's help and arguments, dispatching to its ``run``."""
+    sub = parser.add_subparsers(dest=dest, required=True, metavar="{" + ",".join(r.name for r in rows) + "}")
+    for row in rows:
+        p = sub.add_parser(row.name, help=row.help, description=row.help)
+        row.add_arguments(p)
+        p.set_defaults(_run=row.run)
+
+
+def split_list(text: str) -> list[str]:
+    """``"a,b,,c"`` -> ``["a", "b", "c"]``."""
+    return [x for x in text.split(",") if x]
+
+
+def parse_params(items: Sequence[str]) -> dict[str, Any]:
+    """``k=v`` pairs into builder keyword arguments (ints, comma-separated int tuples or strings)."""
+    params: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--param expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            params[key] = tuple(int(v) for v in value.split(",")) if "," in value else int(value)
+        except ValueError:
+            params[key] = value
+    return params
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite float (no nan or inf)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` and >= 0."""
+    def parse(text: str) -> Any:
+        value = finite_float(text) if kind is float else kind(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+        return value
+    parse.__name__ = getattr(kind, "__name__", "number")
+    return parse
+
+
+def device_help(default: str = "h100") -> str:
+    from eqsat.devices import DEVICES
+
+    return f"roofline device: {', '.join(DEVICES)} or a .json profile (default {default})"
+
+
+def add_device(p: argparse.ArgumentParser, default: str = "h100") -> None:
+    p.add_argument("--device", default=default, help=device_help(default))
+
+
+def add_models(p: argparse.ArgumentParser, default_text: str) -> None:
+    p.add_argument("--models", default="", help=f"comma-separated models (default: {default_text})")
+
+
+def add_sweep_options(p: argparse.ArgumentParser, out: str, device: bool = True, seed: bool = True) -> None:
+    """The options every resumable experiment takes."""
+    if device:
+        add_device(p)
+    p.add_argument("--out", default=out, help=f"output folder; finished cells are read back from it (default {out})")
+    if seed:
+        p.add_argument("--seed", type=int, default=0, help="seed of the numerical checks' random inputs")
+    p.add_argument("--workers", type=int, default=1, help="local processes running cells (timings are fairest at 1)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local", help="run cells locally or on Ray")
+
+
+def command_line() -> str:
+    """The command as typed, for the header of result files ("" outside the eqsat-lab script)."""
+    return "eqsat-lab " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("eqsat-lab") else ""
+
+
+def progress() -> bool:
+    """Progress bars only on a terminal."""
+    return sys.stderr.isatty()
+
+
+def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments every experiment's ``run`` takes from the sweep options."""
+    return {"workers": args.workers, "executor": args.executor, "progress": progress(), "command": command_line()}

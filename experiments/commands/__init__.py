@@ -1,0 +1,1 @@
+"""One module per ``eqsat-lab`` subcommand, each with a ``COMMAND`` row (:class:`experiments.command.Command`)."""

@@ -1,0 +1,25 @@
+"""``eqsat-lab compare``: the main job, both searches on the benchmark suite."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..command import Command, add_models, add_sweep_options, split_list, sweep_kwargs
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_models(p, "the case studies and TENSAT's suite")
+    p.add_argument("--quick", action="store_true", help="smoke test: two small models, tiny budgets")
+    add_sweep_options(p, "results/compare")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compare import run as run_compare
+
+    run_compare(split_list(args.models) or None, args.device, Path(args.out), quick=args.quick, seed=args.seed,
+                **sweep_kwargs(args))
+    return 0
+
+
+COMMAND = Command("compare", "the main job: TENSAT-style e-graph vs TASO-style α search on the benchmark suite",
+                  add_arguments, run)

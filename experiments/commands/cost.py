@@ -1,0 +1,35 @@
+"""``eqsat-lab cost``: what a graph costs on a device, per op."""
+from __future__ import annotations
+
+import argparse
+
+from ..command import Command, add_device, parse_params
+from ..output import write_json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="benchmark name (see `eqsat-lab models`)")
+    add_device(p)
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
+    p.add_argument("--json", dest="json_out", help="write the report as JSON here")
+    p.add_argument("--all-ops", action="store_true", help="also list folded and free ops")
+
+
+def run(args: argparse.Namespace) -> int:
+    from eqsat.cost import RooflineCost
+    from eqsat.models import build
+
+    graph = build(args.model, **parse_params(args.param))
+    report = RooflineCost(args.device).report(graph)
+    print(f"{graph.name} on {report.device} ({graph.dtype}): {report.total_us:.2f} µs, {graph.op_count()} ops")
+    print(f"{'op':10s} {'output shape':>22s} {'GFLOP':>9s} {'MB':>9s} {'µs':>8s}  bound")
+    for r in report.rows:
+        if r.kind in ("leaf", "view") or (r.kind == "folded" and not args.all_ops):
+            continue
+        print(f"{r.op:10s} {str(r.shape):>22s} {r.flops / 1e9:9.3f} {r.bytes / 1e6:9.3f} {r.time_us:8.2f}  {r.kind}")
+    if args.json_out:
+        write_json(args.json_out, report.to_dict())
+    return 0
+
+
+COMMAND = Command("cost", "roofline cost of one benchmark graph, per op", add_arguments, run)

@@ -1,0 +1,31 @@
+"""``eqsat-lab experiment NAME``: every experiment is an ``Experiment`` row of its own module.
+
+``EXPERIMENT_MODULES`` lists the modules; each has ``EXPERIMENTS``, a tuple of rows. Adding an
+experiment is adding a row (see the README's "Add an experiment").
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from ..command import Command, Experiment, add_subcommands
+
+EXPERIMENT_MODULES = ["experiments.budget", "experiments.alpha", "experiments.hardware", "experiments.onnx_roundtrip",
+                      "experiments.tuning"]
+
+
+def experiments() -> list[Experiment]:
+    """Every experiment row, in the order of ``EXPERIMENT_MODULES``."""
+    return [row for m in EXPERIMENT_MODULES for row in importlib.import_module(m).EXPERIMENTS]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_subcommands(p, experiments(), "experiment")
+
+
+def run(args: argparse.Namespace) -> int:  # pragma: no cover - the subparser sets its row's run
+    raise AssertionError("an experiment subcommand always sets its own run")
+
+
+COMMAND = Command("experiment", "resumable experiments: " + ", ".join(e.name for e in experiments()),
+                  add_arguments, run)

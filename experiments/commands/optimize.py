@@ -1,0 +1,110 @@
+"""``eqsat-lab optimize``: one search on a benchmark graph or an ONNX model.
+
+Limits start from the search's paper preset (``--preset`` picks another); each limit flag below
+overrides one field of one search's limits, as listed in ``LIMIT_FLAGS``.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ..command import Command, add_device, finite_float, non_negative, parse_params
+from ..output import write_json
+from ..searches import SEARCHES
+
+# flag, search, field of that search's limits, argparse type, help
+LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
+    ("--alpha", "taso", "alpha", finite_float, "queue graphs cheaper than alpha x best (preset 1.05)"),
+    ("--budget", "taso", "budget", non_negative(int), "graphs popped from the queue (preset: TASO's per model, else 300)"),
+    ("--time-limit", "taso", "time_limit", non_negative(float), "seconds (preset 120)"),
+    ("--iters", "eqsat", "iterations", non_negative(int), "iteration limit (preset 15)"),
+    ("--nodes", "eqsat", "nodes", non_negative(int), "e-node limit (preset 50,000)"),
+    ("--seconds", "eqsat", "seconds", non_negative(float), "saturation time limit (preset 120)"),
+    ("--k-multi", "eqsat", "k_multi", non_negative(int), "iterations that run multi-pattern rules (preset 1)"),
+    ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
+)
+SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
+    ("--multi", "taso", "multi", True, "also apply the two-output rules"),
+    ("--no-pair-move", "taso", "pair_move", False, "disable the pair move"),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
+    p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
+    p.add_argument("--batch", type=int, default=1, help="onnx: size of a dynamic batch dimension")
+    p.add_argument("--search", choices=list(SEARCHES), default="taso", help="the search (default taso)")
+    p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
+    add_device(p)
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
+    p.add_argument("--rules", nargs="+", metavar="SET_OR_FILE",
+                   help="shipped rule sets (matrix, conv, epilogue) or rule files (default: the default sets)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
+    p.add_argument("--json", dest="json_out", help="write the result as JSON here")
+    for flag, search, _, kind, text in LIMIT_FLAGS:
+        p.add_argument(flag, type=kind, default=None, help=f"{search}: {text}")
+    for flag, search, _, _, text in SWITCHES:
+        p.add_argument(flag, action="store_true", help=f"{search}: {text}")
+
+
+def limits_from(args: argparse.Namespace) -> Any:
+    """The search's preset (``--preset``, default its paper preset, specialized to the model) with
+    the limit flags given on the command line applied."""
+    from ..searches import get_search
+
+    engine = get_search(args.search)
+    given = {f: (search, field, getattr(args, _dest(f))) for f, search, field, _, _ in LIMIT_FLAGS
+             if getattr(args, _dest(f)) is not None}
+    given |= {f: (search, field, value) for f, search, field, value, _ in SWITCHES if getattr(args, _dest(f))}
+    wrong = [f for f, (search, _, _) in given.items() if search != args.search]
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
+    name = args.preset or engine.default_preset
+    if name not in engine.presets:
+        raise ValueError(f"search {args.search!r} has no preset {name!r} (it has: {', '.join(engine.presets)})")
+    base = engine.limits(name, Path(args.model).stem)
+    return replace(base, **{field: value for _, field, value in given.values()})
+
+
+def run(args: argparse.Namespace) -> int:
+    from eqsat.cost import cost_model
+    from eqsat.models import build
+    from eqsat.rulesets import default_rules
+    from eqsat.search import run_verified
+
+    from ..onnx_io import check_out_path, write_optimized
+    from ..searches import get_search
+
+    imported = None
+    if args.model.endswith(".onnx"):
+        from eqsat import onnx as onnx_io
+
+        check_out_path(args.model, args.out)
+        imported = onnx_io.load(args.model, batch=args.batch)
+        graph = imported.graph
+    else:
+        graph = build(args.model, **parse_params(args.param))
+    limits = limits_from(args)
+    result = run_verified(get_search(args.search), graph, default_rules(args.rules), cost_model(args.device), limits,
+                          args.seed)
+    print(result.summary())
+    for line in result.work.detail_lines():
+        print("  " + line)
+    print(f"verified against the input ({result.verified.method}): max relative error "
+          f"{result.verified.max_rel_error:.2g}")
+    payload = result.to_dict()
+    if imported is not None:
+        payload["onnx"] = write_optimized(imported, result.best, args.model, args.out)
+    if args.json_out:
+        write_json(args.json_out, payload)
+    return 0
+
+
+COMMAND = Command("optimize", "optimize a benchmark graph or ONNX model with one search (taso: α-backtracking; "
+                  "eqsat: equality saturation on egglog)", add_arguments, run)

@@ -1,0 +1,126 @@
+"""``eqsat-lab rules check|fmt|generate|verify|collisions``: rule files and the TASO generator."""
+from __future__ import annotations
+
+import argparse
+
+from ..command import Command, add_subcommands, progress
+from ..output import write_json
+
+
+def _files(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="rule files")
+
+
+def _add_generate(p: argparse.ArgumentParser) -> None:
+    from taso_baseline.world import WORLDS
+
+    p.add_argument("--world", required=True, choices=list(WORLDS), help="the generator's world")
+    p.add_argument("--max-ops", type=int, default=3, help="largest graph size (ops)")
+    p.add_argument("--out", required=True, help="rule file to write")
+    p.add_argument("--stats-json", help="write the generator's statistics here")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1, help="verification processes (same output for any value)")
+
+
+def _add_verify(p: argparse.ArgumentParser) -> None:
+    _files(p)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _add_collisions(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trials", type=int, default=2_000_000)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from eqsat.rules import load_rules
+
+    for path in args.files:
+        rules = load_rules(path)
+        multi = sum(r.is_multi for r in rules)
+        origins: dict[str, int] = {}
+        for r in rules:
+            origins[r.origin] = origins.get(r.origin, 0) + 1
+        print(f"{path}: {len(rules)} rules ({len(rules) - multi} single-output, {multi} multi-output; "
+              + ", ".join(f"{v} {k}" for k, v in sorted(origins.items())) + ")")
+    return 0
+
+
+def _fmt(args: argparse.Namespace) -> int:
+    from eqsat.rules import format_rule, load_rules
+
+    for path in args.files:
+        for r in load_rules(path):
+            print(format_rule(r))
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from eqsat.rules import save_rules
+    from taso_baseline.generate import generate, header_lines
+    from taso_baseline.world import get_world
+
+    world = get_world(args.world)
+    rules, stats = generate(world, args.max_ops, seed=args.seed, progress=progress(), workers=args.workers)
+    command = f"eqsat-lab rules generate --world {args.world} --max-ops {args.max_ops} --seed {args.seed}"
+    save_rules(args.out, rules, header_lines(stats, command, world))
+    if args.stats_json:
+        write_json(args.stats_json, stats.to_dict())
+    print("\n".join(header_lines(stats, command, world)[2:5]))
+    print(f"wrote {len(rules)} rules to {args.out} in {sum(stats.seconds.values()):.1f} s "
+          f"({', '.join(f'{k} {v:.1f} s' for k, v in stats.seconds.items())})")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from eqsat.rules import format_rule, load_rules
+    from taso_baseline.verify import verify_rules
+
+    bad = 0
+    for path in args.files:
+        rules = load_rules(path)
+        report = verify_rules(rules, seed=args.seed, path=path)
+        by_name = {r.name: r for r in rules}
+        for v in report.unsound:
+            print(f"UNSOUND {path}: {format_rule(by_name[v.rule])}\n  failed {v.failed}: {v.counterexample}")
+        layers: dict[str, int] = {}
+        for v in report.verdicts:
+            for layer in v.passed:
+                layers[layer] = layers.get(layer, 0) + 1
+        print(f"{path}: {len(rules) - len(report.unsound)}/{len(rules)} rules verified "
+              f"({', '.join(f'{n} passed {k}' for k, n in layers.items())}); {len(report.unsound)} unsound")
+        bad += len(report.unsound)
+    return 1 if bad else 0
+
+
+def _collisions(args: argparse.Namespace) -> int:
+    from eqsat.graph import input_, node
+    from taso_baseline.fingerprint import collision_rate
+
+    a, c = input_("A", (4, 4)), input_("C", (4, 4))
+    left, right = node("relu", c), node("ewmul", a, node("relu", c))
+    for low, high in ((-2, 2), (-50, 50)):
+        rate = collision_rate(left, right, low, high, args.trials, args.seed)
+        print(f"ints in [{low}, {high}]: relu(C) and A*relu(C) collide on {rate:.3g} of {args.trials:,} input sets")
+    return 0
+
+
+ACTIONS = (
+    Command("check", "parse rule files and summarize them", _files, _check),
+    Command("fmt", "print rule files in canonical form", _files, _fmt),
+    Command("generate", "run the TASO generator: enumerate, fingerprint, prune, verify", _add_generate, _generate),
+    Command("verify", "verify every rule of a file; exit 1 if any is unsound", _add_verify, _verify),
+    Command("collisions", "fingerprint collision rate of relu(C) vs A*relu(C) on 4x4 ints", _add_collisions,
+            _collisions),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_subcommands(p, ACTIONS, "rules_cmd")
+
+
+def _unreachable(args: argparse.Namespace) -> int:  # pragma: no cover - every action sets its own run
+    raise AssertionError("a rules action always sets its own run")
+
+
+COMMAND = Command("rules", "generate, verify, check and format rule files", add_arguments, _unreachable)

@@ -1,0 +1,24 @@
+"""``eqsat-lab table``: the roofline cost of every benchmark graph on several devices."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..command import Command, device_help, progress, split_list
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--devices", default="h100,weak", help="comma-separated; " + device_help("h100,weak"))
+    p.add_argument("--models", default="", help="comma-separated model names (default: all)")
+    p.add_argument("--out", help="folder for cost_table.csv / .json")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cost_table import run as run_table
+
+    run_table(split_list(args.models) or None, split_list(args.devices), Path(args.out) if args.out else None,
+              progress=progress())
+    return 0
+
+
+COMMAND = Command("table", "cost table of the benchmark graphs on several devices", add_arguments, run)

@@ -102,7 +102,7 @@ class Ansor:
                 batch = unvisited(random_annotation(sketches, pool, 4 * b, rng, self.space), visited, b)
             else:
                 model = self._model(workload, trials.indices, trials.times)
-                score = lambda idx: model.predict(featurize("program", workload, self.space.values(idx)))  # noqa: E731
+                score = lambda idx, model=model: model.predict(featurize("program", workload, self.space.values(idx)))  # noqa: E731
                 if self.variant == "beam":
                     cands = self._beam(score, allowed)
                 elif self.variant == "no-finetune":

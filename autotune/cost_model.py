@@ -9,7 +9,7 @@ starting margin, and this model learns the correction on the current workload.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import xgboost as xgb
@@ -30,7 +30,7 @@ def normalized_throughput(times_us: np.ndarray, groups: np.ndarray) -> np.ndarra
 
 class XGBCostModel:
     def __init__(self, objective: str = "rank", n_estimators: int = 80, max_depth: int = 6, learning_rate: float = 0.3,
-                 random_state: int = 0, base: "XGBCostModel | None" = None):
+                 random_state: int = 0, base: XGBCostModel | None = None):
         if objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
         self.objective, self.n_estimators, self.max_depth = objective, n_estimators, max_depth
@@ -48,7 +48,7 @@ class XGBCostModel:
         return None if self.base is None else self.base.predict(X)
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: Sequence[int] | np.ndarray | None = None,
-            sample_weight: np.ndarray | None = None) -> "XGBCostModel":
+            sample_weight: np.ndarray | None = None) -> XGBCostModel:
         """Fit on features ``X`` and targets ``y`` (normalized throughput); ``groups`` labels each
         sample's workload (pairs are formed within a group for the rank objective);
         ``sample_weight`` weighs the squared error (Ansor weighs by throughput)."""

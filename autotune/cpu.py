@@ -7,8 +7,8 @@ Every tuner can run against it unchanged, on real, noisy hardware.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -6,9 +6,10 @@ re-timed without noise and compared with the exhaustive optimum of the shape.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

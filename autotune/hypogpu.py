@@ -4,7 +4,7 @@ Tuners never call this module; they see times only through a measurer
 (:mod:`autotune.measure`), which adds compile time and noise. The model is
 vectorized over configs, so a shape's true optimum comes from evaluating all
 157,500 configs at once. It makes a landscape with structure, interactions and
-noise; it does not predict any real GPU (seed notes, 003 §0.4).
+noise; it does not predict any real GPU (docs/reference.md).
 
 Per thread block and K step it prices tensor-core work (efficiency grows with
 the warp tile and with resident warps), shared-memory reads, and L2 loads;

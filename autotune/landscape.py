@@ -1,12 +1,12 @@
-"""The shape of the search landscape on HypoGPU (seed notes 003 §1.3, §2.2–2.4).
+"""The shape of the search landscape on HypoGPU (docs/reference.md).
 
 These analyses read the hidden model directly: they describe the problem, they are not a
 tuner. Every function returns plain data for tables, tests and the ``tune landscape`` command.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

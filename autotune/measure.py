@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,18 +57,24 @@ def _record(workload: Workload, r: MeasureResult, measurer: str, wall_s: float) 
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file; a malformed line is an error naming the line."""
+    """The records of a JSON-lines file. A torn last line (a kill while appending leaves one, with
+    no newline after it) is dropped with a warning; any other malformed line is an error naming it."""
     out = []
     with open(path) as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                Config.from_dict(rec["config"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{i}: not a measurement record ({exc})") from None
-            out.append(rec)
+        lines = fh.readlines()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            Config.from_dict(rec["config"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            if i == len(lines) and not line.endswith("\n"):
+                warnings.warn(f"{path}:{i}: dropped a torn last record (a run was killed while writing it)",
+                              stacklevel=2)
+                break
+            raise ValueError(f"{path}:{i}: not a measurement record ({exc})") from None
+        out.append(rec)
     return out
 
 
@@ -81,6 +89,16 @@ def best_from_records(path: str | Path, workload: Workload) -> tuple[Config, flo
     return best
 
 
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that has no newline (a killed append), so the next append starts clean."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        read_records(path)  # warns about the torn line, or raises if another line is bad
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+
+
 class RecordLog:
     """Appends records to a JSON-lines file and serves earlier ones back in order on resume."""
 
@@ -89,6 +107,7 @@ class RecordLog:
         self.measurer = measurer
         self.replay: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
         if self.path is not None and self.path.exists() and resume:
+            _drop_torn_tail(self.path)
             for rec in read_records(self.path):
                 if rec.get("measurer") == measurer:
                     key = (rec["workload"], Config.from_dict(rec["config"]).as_tuple())

@@ -1,4 +1,4 @@
-"""How well a cost model ranks configs it has not seen (seed notes 003 §4.3–4.4).
+"""How well a cost model ranks configs it has not seen (docs/reference.md).
 
 Train on n random measured configs of a shape, score 3000 other legal configs, and report
 Spearman's ρ between predicted and true throughput and recall@30 (how many of the model's top
@@ -6,8 +6,8 @@ Spearman's ρ between predicted and true throughput and recall@30 (how many of t
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -47,22 +47,30 @@ def model_quality(workload: Workload, features: str, objective: str, samples: in
     return Quality(workload.name or workload.key, features, objective, samples, rho, len(top_pred & top_true) / 30)
 
 
-def quality_table(workloads: Sequence[Workload], samples: Sequence[int] = (64, 256, 1024), seed: int = 0) -> list[Quality]:
-    return [model_quality(w, f, o, n, seed=seed) for w in workloads for n in samples
-            for f in ("knob", "program") for o in ("rank", "reg")]
+def quality_table(
+    workloads: Sequence[Workload], samples: Sequence[int] = (64, 256, 1024), seed: int = 0
+) -> list[Quality]:
+    return [
+        model_quality(w, f, o, n, seed=seed)
+        for w in workloads
+        for n in samples
+        for f in ("knob", "program")
+        for o in ("rank", "reg")
+    ]
 
 
 @dataclass(frozen=True)
 class PartialQuality:
     workload: str
-    decided: int               # knobs decided, in the order split-K, BLOCK_M, ..., GROUP_M
-    pairwise_accuracy: float   # P(model orders two programs as their final times do); 0.5 is chance
+    decided: int  # knobs decided, in the order split-K, BLOCK_M, ..., GROUP_M
+    pairwise_accuracy: float  # P(model orders two programs as their final times do); 0.5 is chance
     recall_at_10: float
 
 
-def partial_program_quality(workload: Workload, train: int = 2000, test: int = 1000, pairs: int = 20000,
-                            seed: int = 0) -> list[PartialQuality]:
-    """Ansor's argument against pruning partial programs (OSDI'20 §2, notes 003 §5.5): a model
+def partial_program_quality(
+    workload: Workload, train: int = 2000, test: int = 1000, pairs: int = 20000, seed: int = 0
+) -> list[PartialQuality]:
+    """Ansor's argument against pruning partial programs (OSDI'20 §2): a model
     trained on complete programs scores programs with only the first k decisions made (the rest
     at "not done yet" defaults) against how fast they end up."""
     from .ansor import PARTIAL_DEFAULTS
@@ -72,8 +80,9 @@ def partial_program_quality(workload: Workload, train: int = 2000, test: int = 1
     pool = np.flatnonzero(legal(allv))
     picked = rng.choice(pool, size=train + test, replace=False)
     t = hypogpu.time_us(workload, allv[picked])
-    model = XGBCostModel("reg", random_state=seed).fit(featurize("program", workload, allv[picked[:train]]),
-                                                        normalized_throughput(t[:train], np.zeros(train)))
+    model = XGBCostModel("reg", random_state=seed).fit(
+        featurize("program", workload, allv[picked[:train]]), normalized_throughput(t[:train], np.zeros(train))
+    )
     final, t_test = allv[picked[train:]], t[train:]
     i, j = rng.integers(0, test, size=(2, pairs))
     keep = t_test[i] != t_test[j]

@@ -6,7 +6,8 @@ registry that imports it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .tuners import GridSearch, RandomSearch, TritonAutotune
 

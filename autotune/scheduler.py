@@ -16,9 +16,9 @@ batch to that task's run.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class Task:
 
 
 def toy_network() -> list[Task]:
-    """SPEC §5's toy network: a 7B decoder's prefill (512 tokens, 32 layers), a decode step at
+    """The reference toy network: a 7B decoder's prefill (512 tokens, 32 layers), a decode step at
     batch 16, and LoRA adapters (rank 16) on the four attention projections."""
     h, ffn, layers, tokens, batch, rank = 4096, 11008, 32, 512, 16, 16
     return [

@@ -17,8 +17,8 @@ search space of Ansor.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class Compute:
     nodes: tuple[Node, ...]
 
     @classmethod
-    def of(cls, workload: Workload) -> "Compute":
+    def of(cls, workload: Workload) -> Compute:
         nodes = [Node("C", "matmul", ("A", "B"))]
         if workload.epilogue != "none":
             nodes.append(Node(workload.epilogue, "elementwise", ("C",)))

@@ -7,8 +7,8 @@ once; :class:`Config` is the readable single-config form. The space is the full 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -64,7 +64,7 @@ class Config:
         return {n: getattr(self, n) for n in KNOB_NAMES}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, int]) -> "Config":
+    def from_dict(cls, d: Mapping[str, int]) -> Config:
         missing = [n for n in KNOB_NAMES if n not in d]
         if missing:
             raise ValueError(f"config is missing knob(s) {', '.join(missing)}: {dict(d)}")

@@ -1,12 +1,15 @@
-"""The tuner base layer and the simple tuners, on one interface: ``tune(workload, n_trials, measurer, seed) -> TuneResult``.
+"""The tuner base layer and the simple tuners, on one interface:
+``tune(workload, n_trials, measurer, seed) -> TuneResult``.
 
 Every tuner only proposes configs and reads back measurements; the best config it returns is the
 fastest *measured* one (noise included), as a real tuner's would be.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,12 +43,25 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
-        return {"tuner": self.tuner, "workload": self.workload.key, "trials": len(self.history),
-                "best_config": None if best is None else best.config.as_dict(),
-                "best_measured_us": None if best is None else best.time_us, "clock_s": self.clock_s,
-                "errors": sum(not r.ok for r in self.history), "cached": self.cached,
-                "history": [{"config": r.config.as_dict(), "time_us": r.time_us if r.ok else None,
-                             "error": r.error, "clock_s": r.clock_s} for r in self.history]}
+        return {
+            "tuner": self.tuner,
+            "workload": self.workload.key,
+            "trials": len(self.history),
+            "best_config": None if best is None else best.config.as_dict(),
+            "best_measured_us": None if best is None else best.time_us,
+            "clock_s": self.clock_s,
+            "errors": sum(not r.ok for r in self.history),
+            "cached": self.cached,
+            "history": [
+                {
+                    "config": r.config.as_dict(),
+                    "time_us": r.time_us if r.ok else None,
+                    "error": r.error,
+                    "clock_s": r.clock_s,
+                }
+                for r in self.history
+            ],
+        }
 
 
 def unvisited(candidates: Sequence[int] | np.ndarray, visited: set[int], k: int) -> np.ndarray:
@@ -73,8 +89,9 @@ class Trials:
     def visited(self) -> set[int]:
         return set(self.indices)
 
-    def measure(self, workload: Workload, batch: Sequence[int], measurer: Measurer, result: TuneResult,
-                space: Space = SPACE) -> None:
+    def measure(
+        self, workload: Workload, batch: Sequence[int], measurer: Measurer, result: TuneResult, space: Space = SPACE
+    ) -> None:
         """Measure ``batch``, remember it, and append it to ``result``'s history."""
         results = measurer.measure(workload, [space.config(int(i)) for i in batch])
         self.indices.extend(int(i) for i in batch)
@@ -88,15 +105,17 @@ def reselect(result: TuneResult, measurer: Measurer, top_k: int = 5, repeats: in
     finalists = sorted((r for r in result.history if r.ok), key=lambda r: r.time_us)[:top_k]
     if not finalists:
         return None
-    means = [float(np.mean([x.time_us for x in measurer.measure(result.workload, [f.config] * repeats)]))
-             for f in finalists]
+    means = [
+        float(np.mean([x.time_us for x in measurer.measure(result.workload, [f.config] * repeats)])) for f in finalists
+    ]
     return finalists[int(np.argmin(means))].config
 
 
-def measure_all(workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int,
-                 result: TuneResult) -> None:
+def measure_all(
+    workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int, result: TuneResult
+) -> None:
     for k in range(0, len(configs), batch):
-        result.history.extend(measurer.measure(workload, configs[k:k + batch]))
+        result.history.extend(measurer.measure(workload, configs[k : k + batch]))
 
 
 class GridSearch:
@@ -143,8 +162,9 @@ class RandomSearch:
 def _slide_configs() -> tuple[Config, ...]:
     """The lecture slides' @triton.autotune list: BM 128, BN 128|256, BK 64|128, stages 2|3|4,
     warps 4|8, GROUP_M 8 (24 configs, written for large matrices)."""
-    return tuple(Config(1, 128, bn, bk, w, s, 8) for bn in (128, 256) for bk in (64, 128) for s in (2, 3, 4)
-                 for w in (4, 8))
+    return tuple(
+        Config(1, 128, bn, bk, w, s, 8) for bn in (128, 256) for bk in (64, 128) for s in (2, 3, 4) for w in (4, 8)
+    )
 
 
 TRITON_SLIDE_CONFIGS = _slide_configs()
@@ -162,8 +182,12 @@ class TritonAutotune:
 
     name = "triton"
 
-    def __init__(self, configs: Sequence[Config] = TRITON_SLIDE_CONFIGS, key: Sequence[str] = ("M", "N", "K"),
-                 prune_configs_by: PruneHook | None = None):
+    def __init__(
+        self,
+        configs: Sequence[Config] = TRITON_SLIDE_CONFIGS,
+        key: Sequence[str] = ("M", "N", "K"),
+        prune_configs_by: PruneHook | None = None,
+    ):
         if not configs:
             raise ValueError("TritonAutotune needs at least one config")
         self.configs, self.key, self.prune = tuple(configs), tuple(key), prune_configs_by
@@ -175,8 +199,9 @@ class TritonAutotune:
         except AttributeError as exc:
             raise ValueError(f"autotune key {self.key} names a field workloads do not have: {exc}") from None
 
-    def tune(self, workload: Workload, n_trials: int | None = None, measurer: Measurer | None = None,
-             seed: int = 0) -> TuneResult:
+    def tune(
+        self, workload: Workload, n_trials: int | None = None, measurer: Measurer | None = None, seed: int = 0
+    ) -> TuneResult:
         """``n_trials`` is ignored: autotune measures its whole list (that is its cost)."""
         k = self.key_of(workload)
         if k in self.cache:

@@ -1,4 +1,4 @@
-"""Matmul workloads: C[M, N] = epilogue(A[M, K] · B[K, N]), and the named shapes of the notes."""
+"""Matmul workloads: C[M, N] = epilogue(A[M, K] · B[K, N]), and the named reference shapes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,7 +22,9 @@ class Workload:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"workload {self.name or '?'}: {dim} must be a positive int, got {value!r}")
         if self.epilogue not in EPILOGUES:
-            raise ValueError(f"workload {self.name or '?'}: unknown epilogue {self.epilogue!r}; choose from {EPILOGUES}")
+            raise ValueError(
+                f"workload {self.name or '?'}: unknown epilogue {self.epilogue!r}; choose from {EPILOGUES}"
+            )
 
     @property
     def key(self) -> str:
@@ -32,20 +34,23 @@ class Workload:
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
-    def with_m(self, m: int) -> "Workload":
+    def with_m(self, m: int) -> Workload:
         return Workload(m, self.N, self.K, self.epilogue, f"{self.name}@M={m}")
 
 
-SHAPES: dict[str, Workload] = {w.name: w for w in (
-    Workload(4096, 4096, 4096, name="square"),
-    Workload(2048, 4096, 4096, name="prefill"),          # 2048 tokens through a 4096x4096 projection
-    Workload(16, 4096, 4096, name="decode"),             # a decode batch of 16 tokens
-    Workload(512, 512, 32768, name="wgrad"),             # dW = X^T dY over 32768 tokens
-    Workload(2048, 11008, 4096, name="ffn_up"),
-    Workload(2048, 4096, 11008, name="ffn_down"),
-    Workload(2048, 12288, 4096, name="prefill_qkv"),     # Q, K and V projections fused
-    Workload(512, 512, 512, name="small"),
-)}
+SHAPES: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(4096, 4096, 4096, name="square"),
+        Workload(2048, 4096, 4096, name="prefill"),  # 2048 tokens through a 4096x4096 projection
+        Workload(16, 4096, 4096, name="decode"),  # a decode batch of 16 tokens
+        Workload(512, 512, 32768, name="wgrad"),  # dW = X^T dY over 32768 tokens
+        Workload(2048, 11008, 4096, name="ffn_up"),
+        Workload(2048, 4096, 11008, name="ffn_down"),
+        Workload(2048, 12288, 4096, name="prefill_qkv"),  # Q, K and V projections fused
+        Workload(512, 512, 512, name="small"),
+    )
+}
 
 
 def get_workload(name_or_mnk: str) -> Workload:

@@ -13,8 +13,9 @@ rewritten graph only pays for the nodes that are new.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from .devices import Device, get_device
 from .graph import Graph, Node

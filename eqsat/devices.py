@@ -1,13 +1,14 @@
 """Device profiles for the roofline cost model, as a table of data.
 
 Peak throughput is for the dtype the graphs are stored in (dense BF16/FP16 on
-tensor-core GPUs). ``h100`` and ``weak`` are the seed notes' devices; the others
+tensor-core GPUs). ``h100`` and ``weak`` are the reference devices; the others
 are public spec-sheet figures, with an assumed launch overhead. A user's own
 device can be loaded from a JSON file with the same fields.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,7 +27,10 @@ class Device:
         for field_name in ("peak_flops", "bandwidth"):
             if not getattr(self, field_name) > 0:
                 raise ValueError(f"device {self.name!r}: {field_name} must be positive")
-        if self.launch_us < 0:
+        for field_name in ("peak_flops", "bandwidth", "launch_us"):
+            if not math.isfinite(getattr(self, field_name)):
+                raise ValueError(f"device {self.name!r}: {field_name} must be a finite number")
+        if not self.launch_us >= 0:
             raise ValueError(f"device {self.name!r}: launch_us must be >= 0")
 
     def to_dict(self) -> dict:
@@ -34,8 +38,8 @@ class Device:
 
 
 _PROFILES = (
-    Device("h100", 989e12, 3.35e12, 4.0, "H100 SXM, BF16 dense (the seed notes' device)"),
-    Device("weak", 4e12, 100e9, 10.0, "the seed notes' hypothetical weak device"),
+    Device("h100", 989e12, 3.35e12, 4.0, "H100 SXM, BF16 dense (the reference device)"),
+    Device("weak", 4e12, 100e9, 10.0, "the reference hypothetical weak device"),
     Device("a100", 312e12, 2.0e12, 4.0, "A100, FP16/BF16 dense; launch overhead assumed"),
     Device("v100", 125e12, 0.9e12, 5.0, "V100, FP16 tensor cores; launch overhead assumed"),
     Device("k80", 4.37e12, 240e9, 10.0, "one K80 GK210 die, FP32 (no half-precision units); launch assumed"),
@@ -51,9 +55,16 @@ def get_device(name_or_path: str | Device) -> Device:
         return DEVICES[name_or_path]
     path = Path(name_or_path)
     if path.suffix == ".json" and path.exists():
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a device profile is a JSON object with name, peak_flops, bandwidth, launch_us")
         try:
             return Device(**data)
         except TypeError as exc:
-            raise ValueError(f"{path}: not a device profile ({exc}); fields: name, peak_flops, bandwidth, launch_us") from None
+            raise ValueError(
+                f"{path}: not a device profile ({exc}); fields: name, peak_flops, bandwidth, launch_us"
+            ) from None
     raise KeyError(f"unknown device {name_or_path!r} (built in: {', '.join(DEVICES)}; or a .json profile)")

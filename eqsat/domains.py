@@ -11,8 +11,8 @@ relu is not a polynomial so it has no GF(p) form); evaluating it elsewhere raise
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -72,7 +72,7 @@ class Domain:
             arr = np.asarray(arr, dtype=object if self.object_arrays else (np.int64 if self.int64 else np.float64))
         return arr
 
-    def contract(self, fn: "Callable[[np.ndarray, np.ndarray], np.ndarray]", a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def contract(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """A bilinear contraction ``fn(a, b)`` (matmul, a conv's einsum) computed exactly in this domain.
 
         Residues in int64 are split into 12-bit limbs and contracted in float64 (BLAS), which is exact

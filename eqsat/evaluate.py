@@ -8,8 +8,9 @@ rewrite and optimizer result goes through.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -94,16 +95,12 @@ class Comparison:
 
 
 def contraction_terms(graph: Graph) -> int:
-    """The longest sum of products any op computes (matmul k, conv C/g*kh*kw, pool window)."""
+    """The longest sum of products any op computes (each op-table row's ``terms``: matmul k, conv
+    C/g*kh*kw, pool window)."""
     longest = 1
     for n in graph.nodes():
-        if n.op == "matmul":
-            longest = max(longest, n.inputs[0].shape[-1])
-        elif n.op == "conv2d":
-            w = n.inputs[1].shape
-            longest = max(longest, w[1] * w[2] * w[3])
-        elif n.op.startswith("pool"):
-            longest = max(longest, n.attr("kernel")[0] * n.attr("kernel")[1])
+        if n.spec.terms is not None:
+            longest = max(longest, n.spec.terms(n.attr_dict, [x.shapes[0] for x in n.inputs]))
     return longest
 
 
@@ -163,7 +160,8 @@ def _compare_exact(a: Graph, b: Graph, domain: Domain, trials: int, seed: int) -
         values = random_leaves(a, rng, domain)
         extra = set(leaf_shapes(b)) - set(values)
         if extra:
-            return Comparison(False, float("inf"), 0, f"second graph reads leaves the first lacks: {sorted(extra)}", method)
+            detail = f"second graph reads leaves the first lacks: {sorted(extra)}"
+            return Comparison(False, float("inf"), 0, detail, method)
         for i, (x, y) in enumerate(zip(evaluate(a, values, domain), evaluate(b, values, domain))):
             if not np.array_equal(x, y):
                 return Comparison(False, float("inf"), trials, f"output {i} differs mod {domain.modulus}", method)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import networkx as nx
 
@@ -21,10 +22,10 @@ from .ops import Shape, get_op, numel
 
 AttrItems = tuple[tuple[str, Any], ...]
 
-_INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+_INTERN: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
 # a second index keyed by the attributes as the caller wrote them, so that rebuilding a node
 # skips attribute validation (the hot path of rewriting and verification)
-_FAST: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+_FAST: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
 
 
 _MASK = (1 << 61) - 1
@@ -40,7 +41,7 @@ def _code(value: object) -> int:
     return found
 
 
-def combine_codes(op: str, items: AttrItems, child_codes: "Iterable[int]") -> int:
+def combine_codes(op: str, items: AttrItems, child_codes: Iterable[int]) -> int:
     """Mix an op, its attributes and its children's codes into a process-independent 61-bit code."""
     h = (_code(op) * 1_000_003 + _code(items)) & _MASK
     for c in child_codes:
@@ -48,7 +49,7 @@ def combine_codes(op: str, items: AttrItems, child_codes: "Iterable[int]") -> in
     return h
 
 
-def _mix(op: str, items: AttrItems, inputs: tuple["Node", ...]) -> int:
+def _mix(op: str, items: AttrItems, inputs: tuple[Node, ...]) -> int:
     return combine_codes(op, items, (x._hash for x in inputs))
 
 
@@ -58,7 +59,7 @@ class Node:
 
     op: str
     attrs: AttrItems
-    inputs: tuple["Node", ...]
+    inputs: tuple[Node, ...]
     shapes: tuple[Shape, ...]
     is_const: bool
     _hash: int = field(repr=False)
@@ -253,7 +254,7 @@ class Graph:
         """Number of non-leaf, non-view ops (TASO's graph size)."""
         return sum(1 for n in self.nodes() if not n.spec.is_leaf and not n.spec.is_view)
 
-    def with_outputs(self, outputs: Iterable[Node]) -> "Graph":
+    def with_outputs(self, outputs: Iterable[Node]) -> Graph:
         return Graph(tuple(outputs), self.dtype, self.name)
 
     def users(self) -> dict[Node, list[Node]]:

@@ -1,7 +1,8 @@
 """Op-table rows for convolution, per-channel scale and shift, kernel enlargement and pooling."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -85,6 +86,7 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 
 register(OpSpec(
     name="conv2d", arity=2, optional_inputs=1, attrs=_CONV_ATTRS, shape=_conv_shape, flops=_conv_flops,
+    terms=lambda attrs, ins: ins[1][1] * ins[1][2] * ins[1][3],
     evaluate=_conv_eval, linear_in=(0, 1), merge_axes=((0, 1),), same_rank=True,
     doc="2-D convolution NCHW x OIHW with an optional bias (O,); pad is same/valid/explicit; fused "
         "activation; groups; dilation.",
@@ -123,12 +125,20 @@ register(OpSpec(
     evaluate=lambda attrs, xs, domain: xs[0] + _along(xs[1], xs[0], attrs["axis"]),
     jointly_linear=True, doc="Add a vector along `axis` (per-channel bias).",
 ))
-register(OpSpec(
-    name="affine", arity=3, attrs=_CHANNEL_ATTRS, shape=_channel_shape("affine", 2), normalize=_axis_normalize,
-    flops=lambda attrs, ins, outs: 2 * numel(outs[0]),
-    evaluate=lambda attrs, xs, domain: xs[0] * _along(xs[1], xs[0], attrs["axis"]) + _along(xs[2], xs[0], attrs["axis"]),
-    doc="x * scale + shift per slice along `axis`: inference BatchNormalization, one kernel.",
-))
+register(
+    OpSpec(
+        name="affine",
+        arity=3,
+        attrs=_CHANNEL_ATTRS,
+        shape=_channel_shape("affine", 2),
+        normalize=_axis_normalize,
+        flops=lambda attrs, ins, outs: 2 * numel(outs[0]),
+        evaluate=lambda attrs, xs, domain: (
+            xs[0] * _along(xs[1], xs[0], attrs["axis"]) + _along(xs[2], xs[0], attrs["axis"])
+        ),
+        doc="x * scale + shift per slice along `axis`: inference BatchNormalization, one kernel.",
+    )
+)
 
 
 def _enlarge_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
@@ -145,10 +155,19 @@ def _enlarge_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return pad_array(w, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
 
 
-register(OpSpec(
-    name="enlarge", arity=1, attrs=(AttrSpec("size", "pair"),), shape=_enlarge_shape, evaluate=_enlarge_eval,
-    linear_in=(0,), jointly_linear=True, same_rank=True, doc="Zero-pad a conv kernel (centred) to size kh x kw.",
-))
+register(
+    OpSpec(
+        name="enlarge",
+        arity=1,
+        attrs=(AttrSpec("size", "pair"),),
+        shape=_enlarge_shape,
+        evaluate=_enlarge_eval,
+        linear_in=(0,),
+        jointly_linear=True,
+        same_rank=True,
+        doc="Zero-pad a conv kernel (centred) to size kh x kw.",
+    )
+)
 
 
 _POOL_ATTRS = (AttrSpec("kernel", "pair"), AttrSpec("stride", "pair", (1, 1)), AttrSpec("pad", "pad", "valid"))
@@ -160,6 +179,7 @@ def _pool_shape(op: str) -> ShapeRule:
         _rank(op, x, 4, "input 0 (NCHW)")
         (_, _, ho), (_, _, wo) = _window_out(op, attrs, x, *attrs["kernel"])
         return ((x[0], x[1], ho, wo),)
+
     return shape
 
 
@@ -178,14 +198,33 @@ def _pool_max_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return _windows(x, attrs, kh, kw, fill=fill).max(axis=(-2, -1))
 
 
-register(OpSpec(
-    name="pool_avg", arity=1, attrs=_POOL_ATTRS, shape=_pool_shape("pool_avg"),
-    flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
-    evaluate=_pool_avg_eval, linear_in=(0,), jointly_linear=True, domains=frozenset({"float", "mod"}),
-    same_rank=True, doc="Average pooling; padding counts as zeros (so it is linear).",
-))
-register(OpSpec(
-    name="pool_max", arity=1, attrs=_POOL_ATTRS, shape=_pool_shape("pool_max"),
-    flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
-    evaluate=_pool_max_eval, domains=NO_MOD, same_rank=True, doc="Max pooling; padding never wins.",
-))
+register(
+    OpSpec(
+        name="pool_avg",
+        arity=1,
+        attrs=_POOL_ATTRS,
+        shape=_pool_shape("pool_avg"),
+        flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
+        terms=lambda attrs, ins: attrs["kernel"][0] * attrs["kernel"][1],
+        evaluate=_pool_avg_eval,
+        linear_in=(0,),
+        jointly_linear=True,
+        domains=frozenset({"float", "mod"}),
+        same_rank=True,
+        doc="Average pooling; padding counts as zeros (so it is linear).",
+    )
+)
+register(
+    OpSpec(
+        name="pool_max",
+        arity=1,
+        attrs=_POOL_ATTRS,
+        shape=_pool_shape("pool_max"),
+        flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
+        terms=lambda attrs, ins: attrs["kernel"][0] * attrs["kernel"][1],
+        evaluate=_pool_max_eval,
+        domains=NO_MOD,
+        same_rank=True,
+        doc="Max pooling; padding never wins.",
+    )
+)

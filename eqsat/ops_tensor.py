@@ -1,7 +1,8 @@
 """Op-table rows for leaves, elementwise ops, matmul and layout ops (one :func:`register` each)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,6 +95,7 @@ def _matmul_flops(attrs: Attrs, ins: Sequence[Shape], outs: Sequence[Shape]) -> 
 
 register(OpSpec(
     name="matmul", arity=2, attrs=(AttrSpec("act", "choice", "none", ACT_NAMES),),
+    terms=lambda attrs, ins: ins[0][-1],
     shape=_matmul_shape, flops=_matmul_flops,
     evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(domain.contract(np.matmul, xs[0], xs[1])),
     linear_in=(0, 1), merge_axes=((0, -1), (1, -2)), same_rank=True,
@@ -117,12 +119,20 @@ def _transpose_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     return (tuple(x[p] for p in perm),)
 
 
-register(OpSpec(
-    name="transpose", arity=1, attrs=(AttrSpec("perm", "perm", None),),
-    shape=_transpose_shape, normalize=_transpose_normalize,
-    evaluate=lambda attrs, xs, domain: np.ascontiguousarray(np.transpose(xs[0], attrs["perm"])),
-    linear_in=(0,), jointly_linear=True, same_rank=True, doc="Axis permutation (default: reverse the axes); a real copy.",
-))
+register(
+    OpSpec(
+        name="transpose",
+        arity=1,
+        attrs=(AttrSpec("perm", "perm", None),),
+        shape=_transpose_shape,
+        normalize=_transpose_normalize,
+        evaluate=lambda attrs, xs, domain: np.ascontiguousarray(np.transpose(xs[0], attrs["perm"])),
+        linear_in=(0,),
+        jointly_linear=True,
+        same_rank=True,
+        doc="Axis permutation (default: reverse the axes); a real copy.",
+    )
+)
 
 
 def _reshape_normalize(values: dict[str, Any], ins: Sequence[Shape]) -> dict[str, Any]:
@@ -141,12 +151,20 @@ def _reshape_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     return (shape,)
 
 
-register(OpSpec(
-    name="reshape", arity=1, attrs=(AttrSpec("shape", "ints"),),
-    shape=_reshape_shape, normalize=_reshape_normalize,
-    evaluate=lambda attrs, xs, domain: np.reshape(xs[0], attrs["shape"]),
-    linear_in=(0,), jointly_linear=True, is_view=True, doc="Reshape (a view, free).",
-))
+register(
+    OpSpec(
+        name="reshape",
+        arity=1,
+        attrs=(AttrSpec("shape", "ints"),),
+        shape=_reshape_shape,
+        normalize=_reshape_normalize,
+        evaluate=lambda attrs, xs, domain: np.reshape(xs[0], attrs["shape"]),
+        linear_in=(0,),
+        jointly_linear=True,
+        is_view=True,
+        doc="Reshape (a view, free).",
+    )
+)
 
 
 def _axis_normalize(values: dict[str, Any], ins: Sequence[Shape]) -> dict[str, Any]:
@@ -161,17 +179,26 @@ def _concat_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
         raise ShapeError(f"concat: axis {axis} out of range for shape {first}")
     for i, s in enumerate(ins[1:], start=1):
         if len(s) != len(first) or any(a != b for k, (a, b) in enumerate(zip(s, first)) if k != axis):
-            raise ShapeError(f"concat: input {i} has shape {s}, input 0 has shape {first}; "
-                             f"they may differ only on axis {axis}")
-    return (first[:axis] + (sum(s[axis] for s in ins),) + first[axis + 1:],)
+            raise ShapeError(
+                f"concat: input {i} has shape {s}, input 0 has shape {first}; they may differ only on axis {axis}"
+            )
+    return (first[:axis] + (sum(s[axis] for s in ins),) + first[axis + 1 :],)
 
 
-register(OpSpec(
-    name="concat", arity=None, min_arity=2, attrs=(AttrSpec("axis", "int"),),
-    shape=_concat_shape, normalize=_axis_normalize,
-    evaluate=lambda attrs, xs, domain: np.concatenate(xs, axis=attrs["axis"]),
-    jointly_linear=True, same_rank=True, doc="Concatenation along an axis; a real kernel on activations.",
-))
+register(
+    OpSpec(
+        name="concat",
+        arity=None,
+        min_arity=2,
+        attrs=(AttrSpec("axis", "int"),),
+        shape=_concat_shape,
+        normalize=_axis_normalize,
+        evaluate=lambda attrs, xs, domain: np.concatenate(xs, axis=attrs["axis"]),
+        jointly_linear=True,
+        same_rank=True,
+        doc="Concatenation along an axis; a real kernel on activations.",
+    )
+)
 
 
 def _split_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
@@ -179,9 +206,10 @@ def _split_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     if not 0 <= axis < len(x):
         raise ShapeError(f"split: axis {axis} out of range for shape {x}")
     if len(sizes) < 2 or any(s < 1 for s in sizes) or sum(sizes) != x[axis]:
-        raise ShapeError(f"split: sizes {sizes} must be >= 2 positive parts adding up to {x[axis]} "
-                         f"(axis {axis} of shape {x})")
-    return tuple(x[:axis] + (s,) + x[axis + 1:] for s in sizes)
+        raise ShapeError(
+            f"split: sizes {sizes} must be >= 2 positive parts adding up to {x[axis]} (axis {axis} of shape {x})"
+        )
+    return tuple(x[:axis] + (s,) + x[axis + 1 :] for s in sizes)
 
 
 def _split_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> tuple[Any, ...]:
@@ -189,12 +217,20 @@ def _split_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> tuple[Any, .
     return tuple(np.split(xs[0], cuts, axis=attrs["axis"]))
 
 
-register(OpSpec(
-    name="split", arity=1, attrs=(AttrSpec("axis", "int"), AttrSpec("sizes", "ints")),
-    shape=_split_shape, evaluate=_split_eval, normalize=_axis_normalize,
-    linear_in=(0,), jointly_linear=True, is_view=True,
-    doc="Split into len(sizes) outputs (views, free); read them with proj.",
-))
+register(
+    OpSpec(
+        name="split",
+        arity=1,
+        attrs=(AttrSpec("axis", "int"), AttrSpec("sizes", "ints")),
+        shape=_split_shape,
+        evaluate=_split_eval,
+        normalize=_axis_normalize,
+        linear_in=(0,),
+        jointly_linear=True,
+        is_view=True,
+        doc="Split into len(sizes) outputs (views, free); read them with proj.",
+    )
+)
 
 
 def _proj_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
@@ -204,31 +240,56 @@ def _proj_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     return (ins[index],)
 
 
-register(OpSpec(
-    name="proj", arity=1, attrs=(AttrSpec("index", "int"),),
-    shape=_proj_shape, evaluate=lambda attrs, xs, domain: xs[0][attrs["index"]],
-    jointly_linear=True, is_view=True, takes_tuple=True,
-    doc="Output `index` of a multi-output producer (split, noop).",
-))
+register(
+    OpSpec(
+        name="proj",
+        arity=1,
+        attrs=(AttrSpec("index", "int"),),
+        shape=_proj_shape,
+        evaluate=lambda attrs, xs, domain: xs[0][attrs["index"]],
+        jointly_linear=True,
+        is_view=True,
+        takes_tuple=True,
+        doc="Output `index` of a multi-output producer (split, noop).",
+    )
+)
 
-register(OpSpec(
-    name="noop", arity=None, min_arity=1, attrs=(),
-    shape=lambda attrs, ins: tuple(ins), evaluate=lambda attrs, xs, domain: tuple(xs),
-    jointly_linear=True, is_view=True, doc="Multi-output root tying a graph's outputs together.",
-))
+register(
+    OpSpec(
+        name="noop",
+        arity=None,
+        min_arity=1,
+        attrs=(),
+        shape=lambda attrs, ins: tuple(ins),
+        evaluate=lambda attrs, xs, domain: tuple(xs),
+        jointly_linear=True,
+        is_view=True,
+        doc="Multi-output root tying a graph's outputs together.",
+    )
+)
 
 
 def _pad_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     (x,), pads = ins, attrs["pads"]
     if len(pads) != 2 * len(x) or min(pads, default=0) < 0:
-        raise ShapeError(f"pad: pads {pads} must be {2 * len(x)} non-negative integers (all befores, then all "
-                         f"afters) for shape {x}")
-    return (tuple(d + a + b for d, a, b in zip(x, pads[:len(x)], pads[len(x):])),)
+        raise ShapeError(
+            f"pad: pads {pads} must be {2 * len(x)} non-negative integers (all befores, then all afters) for shape {x}"
+        )
+    return (tuple(d + a + b for d, a, b in zip(x, pads[: len(x)], pads[len(x) :])),)
 
 
-register(OpSpec(
-    name="pad", arity=1, attrs=(AttrSpec("pads", "ints"),), shape=_pad_shape,
-    evaluate=lambda attrs, xs, domain: pad_array(xs[0], tuple(zip(attrs["pads"][:xs[0].ndim], attrs["pads"][xs[0].ndim:]))),
-    linear_in=(0,), jointly_linear=True, same_rank=True,
-    doc="Zero padding; `pads` lists every axis' before, then every axis' after (ONNX's order); a real copy.",
-))
+register(
+    OpSpec(
+        name="pad",
+        arity=1,
+        attrs=(AttrSpec("pads", "ints"),),
+        shape=_pad_shape,
+        evaluate=lambda attrs, xs, domain: pad_array(
+            xs[0], tuple(zip(attrs["pads"][: xs[0].ndim], attrs["pads"][xs[0].ndim :]))
+        ),
+        linear_in=(0,),
+        jointly_linear=True,
+        same_rank=True,
+        doc="Zero padding; `pads` lists every axis' before, then every axis' after (ONNX's order); a real copy.",
+    )
+)

@@ -4,9 +4,10 @@ shape helpers every row uses. The rows themselves are in :mod:`eqsat.ops_tensor`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -150,6 +151,8 @@ class OpSpec:
     compute slices of one bigger op's output along ``axis`` (used by the pair move).
     ``same_rank`` says every required input has the output's rank (the shape rule enforces it), so a
     pattern that matches the op at a known rank knows its inputs' ranks too.
+    ``terms`` gives the longest sum of products one output element needs (matmul's k); the exact
+    integer checks use it to stay clear of int64 overflow (None: the op adds no such sum).
     """
 
     name: str
@@ -171,6 +174,7 @@ class OpSpec:
     normalize: Callable[[dict[str, Any], Sequence[Shape]], dict[str, Any]] | None = None
     merge_axes: tuple[tuple[int, int], ...] = ()
     same_rank: bool = False
+    terms: Callable[[Attrs, Sequence[Shape]], int] | None = None
     doc: str = ""
 
     # -- attributes ---------------------------------------------------------
@@ -198,7 +202,8 @@ class OpSpec:
 
     def check_arity(self, n: int) -> None:
         if self.arity is not None and not self.arity <= n <= self.arity + self.optional_inputs:
-            takes = f"{self.arity}" if not self.optional_inputs else f"{self.arity} to {self.arity + self.optional_inputs}"
+            most = self.arity + self.optional_inputs
+            takes = f"{self.arity}" if not self.optional_inputs else f"{self.arity} to {most}"
             raise ShapeError(f"{self.name}: takes {takes} input(s), got {n}")
         if self.arity is None and n < self.min_arity:
             raise ShapeError(f"{self.name}: takes at least {self.min_arity} inputs, got {n}")
@@ -207,8 +212,9 @@ class OpSpec:
     def linear_inputs(self, attrs: Attrs, n_inputs: int | None = None) -> tuple[int, ...]:
         """Inputs the op is linear in, given its attributes and input count (a fused activation
         or an optional input such as a bias makes it non-linear)."""
-        if attrs.get("act", "none") != "none" or (n_inputs is not None and self.arity is not None
-                                                   and n_inputs > self.arity):
+        if attrs.get("act", "none") != "none" or (
+            n_inputs is not None and self.arity is not None and n_inputs > self.arity
+        ):
             return ()
         return self.linear_in
 
@@ -256,7 +262,9 @@ def numel(shape: Shape) -> int:
 def _same_shapes(op: str, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     for i, s in enumerate(ins[1:], start=1):
         if s != ins[0]:
-            raise ShapeError(f"{op}: input {i} has shape {s}, input 0 has shape {ins[0]}; elementwise ops need equal shapes")
+            raise ShapeError(
+                f"{op}: input {i} has shape {s}, input 0 has shape {ins[0]}; elementwise ops need equal shapes"
+            )
     return (ins[0],)
 
 

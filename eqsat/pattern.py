@@ -10,8 +10,9 @@ bindings (shape rules apply: an ill-typed right side raises ShapeError).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Union
+from typing import Any
 
 from .errors import AttributeError_, ShapeError
 from .graph import Node, node
@@ -32,7 +33,7 @@ class Var:
 class Dim:
     """The size of axis ``axis`` of ``term`` (a variable or a sub-pattern of the rule)."""
 
-    term: "Pattern"
+    term: Pattern
     axis: int
 
 
@@ -41,11 +42,11 @@ class Arith:
     """Integer arithmetic over attribute expressions: ``op`` is ``+``, ``-`` or ``*``."""
 
     op: str
-    left: "AttrExpr"
-    right: "AttrExpr"
+    left: AttrExpr
+    right: AttrExpr
 
 
-AttrExpr = Union[int, str, None, Var, Dim, Arith, tuple]
+AttrExpr = int | str | None | Var | Dim | Arith | tuple
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,10 @@ class App:
 
     op: str
     attrs: tuple[tuple[str, AttrExpr], ...]
-    args: tuple["Pattern", ...]
+    args: tuple[Pattern, ...]
 
 
-Pattern = Union[Var, App]
+Pattern = Var | App
 Bindings = Mapping[str, Any]
 
 

@@ -1,4 +1,4 @@
-"""The rule-file format (SPEC §4): one rewrite rule per line, as s-expressions.
+"""The rule-file format (docs/reference.md): one rewrite rule per line, as s-expressions.
 
 ::
 
@@ -15,12 +15,13 @@ records provenance: ``origin`` (``generated`` or ``hand-written``, the default)
 and ``verified`` (the verification layers the rule passed). A lone word after
 ``;`` names an unnamed rule. Errors carry ``file:line:col``.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from .errors import EqsatError, RuleParseError
 from .files import write_atomic
@@ -77,10 +78,12 @@ class Rule:
         text = dict(self.meta).get("vars")
         if not text:
             return None
-        return {name: tuple(None if d == "?" else int(d) for d in dims.split("x"))
-                for name, dims in (part.split(":") for part in text.split(","))}
+        return {
+            name: tuple(None if d == "?" else int(d) for d in dims.split("x"))
+            for name, dims in (part.split(":") for part in text.split(","))
+        }
 
-    def with_var_dims(self, dims: dict[str, tuple[int | None, ...]], name: str | None = None) -> "Rule":
+    def with_var_dims(self, dims: dict[str, tuple[int | None, ...]], name: str | None = None) -> Rule:
         """The rule with its ``vars`` metadata replaced by ``dims`` (and renamed, if given)."""
         meta = dict(self.meta)
         meta["vars"] = ",".join(f"{k}:{'x'.join('?' if d is None else str(d) for d in v)}" for k, v in dims.items())
@@ -107,7 +110,7 @@ class Rule:
             if _needed_vars(dst) <= _bound_vars(src):
                 yield label, src, dst
 
-    def with_meta(self, **updates: str) -> "Rule":
+    def with_meta(self, **updates: str) -> Rule:
         meta = dict(self.meta)
         meta.update(updates)
         return Rule(self.name, self.lhs, self.rhs, self.bidirectional, tuple(meta.items()))
@@ -160,8 +163,12 @@ def format_pattern(p: Pattern) -> str:
 
 def format_rule(rule: Rule) -> str:
     arrow = "<=>" if rule.bidirectional else "=>"
-    text = (f"{rule.name}: " + " ".join(map(format_pattern, rule.lhs)) + f" {arrow} "
-            + " ".join(map(format_pattern, rule.rhs)))
+    text = (
+        f"{rule.name}: "
+        + " ".join(map(format_pattern, rule.lhs))
+        + f" {arrow} "
+        + " ".join(map(format_pattern, rule.rhs))
+    )
     if rule.meta:
         text += " ; " + " ".join(f"{k}={v}" for k, v in rule.meta)
     return text
@@ -290,7 +297,7 @@ def parse_rule(text: str, filename: str = "<string>", line: int = 1) -> Rule:
     if k == 0 or k == len(data) - 1:
         raise p.error(f"'{arrow.text}' needs a pattern on each side", arrow.col)
     lhs = tuple(p.pattern(d) for d in data[:k])
-    rhs = tuple(p.pattern(d) for d in data[k + 1:])
+    rhs = tuple(p.pattern(d) for d in data[k + 1 :])
     if len(lhs) != len(rhs):
         raise p.error(f"the left side has {len(lhs)} root(s), the right side {len(rhs)}", arrow.col)
     meta: list[tuple[str, str]] = []
@@ -321,16 +328,22 @@ def _check_vars(rule: Rule, p: _Parser, col: int) -> None:
     attr_r = set().union(*(attr_vars(x)[0] for x in rule.rhs))
     both = (tensor_l | tensor_r) & (attr_l | attr_r)
     if both:
-        raise p.error(f"variable(s) {', '.join('?' + v for v in sorted(both))} used both as a tensor and an attribute", col)
+        raise p.error(
+            f"variable(s) {', '.join('?' + v for v in sorted(both))} used both as a tensor and an attribute", col
+        )
     need_r = _needed_vars(rule.rhs) - _bound_vars(rule.lhs)
     if need_r:
-        raise p.error(f"the right side uses {', '.join('?' + v for v in sorted(need_r))}, "
-                      f"which the left side does not bind", col)
+        raise p.error(
+            f"the right side uses {', '.join('?' + v for v in sorted(need_r))}, which the left side does not bind", col
+        )
     if rule.bidirectional:
         need_l = _needed_vars(rule.lhs) - _bound_vars(rule.rhs)
         if need_l:
-            raise p.error(f"'<=>' but the left side uses {', '.join('?' + v for v in sorted(need_l))}, "
-                          f"which the right side does not bind; write '=>'", col)
+            raise p.error(
+                f"'<=>' but the left side uses {', '.join('?' + v for v in sorted(need_l))}, "
+                f"which the right side does not bind; write '=>'",
+                col,
+            )
     if not any(True for _ in rule.directions()):
         raise p.error("no usable direction: a rewrite cannot start from a bare variable", col)
 
@@ -377,5 +390,5 @@ def rule_key(rule: Rule) -> str:
         names: dict[str, str] = {}
         for m in _VAR.finditer(text):
             names.setdefault(m.group(), f"?v{len(names)}")
-        keys.append(_VAR.sub(lambda m: names[m.group()], text))
+        keys.append(_VAR.sub(lambda m, names=names: names[m.group()], text))
     return min(keys)

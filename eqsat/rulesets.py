@@ -6,10 +6,10 @@ and one file there (see the README's "Add a rule set").
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 from .rules import Rule, load_rules
 
@@ -39,7 +39,10 @@ DEFAULT_RULE_SETS = ("matrix", "conv", "epilogue")
 
 @lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
-    return tuple(load_rules(path))
+    rules = tuple(load_rules(path))
+    if not rules:
+        raise ValueError(f"{path}: the rule file has no rules")
+    return rules
 
 
 def load_rule_file(path: str | Path) -> tuple[Rule, ...]:

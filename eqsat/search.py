@@ -13,8 +13,9 @@ which this module must not).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from .cost import CostModel
 from .errors import EqsatError

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 from .errors import RuleParseError
 
@@ -37,13 +36,13 @@ class Atom:
 
 @dataclass(frozen=True)
 class SList:
-    items: tuple["Datum", ...]
+    items: tuple[Datum, ...]
     bracket: str  # "(" or "["
     line: int
     col: int
 
 
-Datum = Union[Atom, SList]
+Datum = Atom | SList
 
 
 def read_all(text: str, filename: str = "<string>", line: int = 1, col_offset: int = 0) -> list[Datum]:

@@ -10,8 +10,9 @@ symbolically raise :class:`Undecidable`; such a rule stays out of the e-graph.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Union
+from typing import Union
 
 Number = Union[int, "Sym"]
 
@@ -20,11 +21,11 @@ class Undecidable(Exception):
     """A shape rule asked a question about symbolic sizes that has no fixed answer."""
 
 
-_CONSTRAINTS: list[list[tuple["Sym", "Sym"]]] = []
+_CONSTRAINTS: list[list[tuple[Sym, Sym]]] = []
 
 
 @contextmanager
-def recording() -> Iterator[list[tuple["Sym", "Sym"]]]:
+def recording() -> Iterator[list[tuple[Sym, Sym]]]:
     """Collect the equalities shape rules assume while running inside this block."""
     found: list[tuple[Sym, Sym]] = []
     _CONSTRAINTS.append(found)
@@ -44,11 +45,11 @@ class Sym:
         self.const = const
 
     @classmethod
-    def atom(cls, text: str) -> "Sym":
+    def atom(cls, text: str) -> Sym:
         return cls({text: 1})
 
     @staticmethod
-    def lift(x: Number) -> "Sym":
+    def lift(x: Number) -> Sym:
         return x if isinstance(x, Sym) else Sym(None, int(x))
 
     @property
@@ -56,7 +57,7 @@ class Sym:
         return not self.terms
 
     # arithmetic ----------------------------------------------------------
-    def __add__(self, other: Number) -> "Sym":
+    def __add__(self, other: Number) -> Sym:
         o = Sym.lift(other)
         terms = dict(self.terms)
         for k, v in o.terms.items():
@@ -65,16 +66,16 @@ class Sym:
 
     __radd__ = __add__
 
-    def __neg__(self) -> "Sym":
+    def __neg__(self) -> Sym:
         return Sym({k: -v for k, v in self.terms.items()}, -self.const)
 
-    def __sub__(self, other: Number) -> "Sym":
+    def __sub__(self, other: Number) -> Sym:
         return self + (-Sym.lift(other))
 
-    def __rsub__(self, other: Number) -> "Sym":
+    def __rsub__(self, other: Number) -> Sym:
         return Sym.lift(other) - self
 
-    def __mul__(self, other: Number) -> "Sym":
+    def __mul__(self, other: Number) -> Sym:
         o = Sym.lift(other)
         if o.is_const:
             return Sym({k: v * o.const for k, v in self.terms.items()}, self.const * o.const)
@@ -84,7 +85,7 @@ class Sym:
 
     __rmul__ = __mul__
 
-    def __floordiv__(self, other: Number) -> "Sym":
+    def __floordiv__(self, other: Number) -> Sym:
         o = Sym.lift(other)
         if o.is_const and o.const == 1:
             return self
@@ -95,7 +96,7 @@ class Sym:
             return Sym(None, self.const // o.const)
         return Sym.atom(f"(/ {self.egg()} {o.egg()})")
 
-    def __mod__(self, other: Number) -> "Sym":
+    def __mod__(self, other: Number) -> Sym:
         o = Sym.lift(other)
         if o.is_const and o.const == 1:
             return Sym(None, 0)
@@ -104,7 +105,7 @@ class Sym:
         return Sym.atom(f"(% {self.egg()} {o.egg()})")
 
     # comparisons -----------------------------------------------------------
-    def _diff(self, other: object) -> "Sym | None":
+    def _diff(self, other: object) -> Sym | None:
         if isinstance(other, (int, Sym)) and not isinstance(other, bool):
             return self - other
         return None

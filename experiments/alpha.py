@@ -7,8 +7,9 @@ on h100, so each final cost drops at its own α while the expansions grow.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import check_models
@@ -57,7 +58,10 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, 
     plot(rows, out / "alpha.png", device)
     print(f"{'model':13s} {'α':>5s} {'expanded':>9s} {'best µs':>9s} {'s':>7s}  stop")
     for r in rows:
-        print(f"{r['model']:13s} {r['alpha']:5.2f} {r['expanded']:9d} {r['best_us']:9.1f} {r['search_s']:7.2f}  {r['stop']}")
+        print(
+            f"{r['model']:13s} {r['alpha']:5.2f} {r['expanded']:9d} {r['best_us']:9.1f} {r['search_s']:7.2f}  "
+            f"{r['stop']}"
+        )
     print(f"wrote {out / 'alpha.csv'}, {out / 'alpha.json'} and {out / 'alpha.png'}")
     return rows
 
@@ -71,8 +75,15 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     alphas = tuple(float(a) for a in split_list(args.alphas)) or ALPHAS
-    run(split_list(args.models) or None, args.device, Path(args.out), seed=args.seed, budget=args.budget,
-        alphas=alphas, **sweep_kwargs(args))
+    run(
+        split_list(args.models) or None,
+        args.device,
+        Path(args.out),
+        seed=args.seed,
+        budget=args.budget,
+        alphas=alphas,
+        **sweep_kwargs(args),
+    )
     return 0
 
 

@@ -8,8 +8,9 @@ limit) cell, each with its own extraction, since the extracted graph depends on 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import check_models
@@ -102,15 +103,26 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies")
-    p.add_argument("--budget", type=int, default=1000, help="α search: largest budget (its trace gives the smaller ones)")
+    p.add_argument(
+        "--budget", type=int, default=1000, help="α search: largest budget (its trace gives the smaller ones)"
+    )
     add_sweep_options(p, "results/budget")
 
 
 def _run(args: argparse.Namespace) -> int:
-    run(split_list(args.models) or None, args.device, Path(args.out), seed=args.seed, budget=args.budget,
-        **sweep_kwargs(args))
+    run(
+        split_list(args.models) or None,
+        args.device,
+        Path(args.out),
+        seed=args.seed,
+        budget=args.budget,
+        **sweep_kwargs(args),
+    )
     return 0
 
 
-EXPERIMENTS = (Experiment("budget", "best cost vs search time: α in {1, 1.05, 1.3, 1.5}, e-graph limits x k_multi",
-                          _add_arguments, _run),)
+EXPERIMENTS = (
+    Experiment(
+        "budget", "best cost vs search time: α in {1, 1.05, 1.3, 1.5}, e-graph limits x k_multi", _add_arguments, _run
+    ),
+)

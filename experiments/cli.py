@@ -11,8 +11,8 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .command import Command, add_subcommands
 
@@ -25,7 +25,9 @@ def commands() -> list[Command]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eqsat-lab", description="Tensor-graph superoptimization and auto-tuning lab.")
+    parser = argparse.ArgumentParser(
+        prog="eqsat-lab", description="Tensor-graph superoptimization and auto-tuning lab."
+    )
     add_subcommands(parser, commands(), "command")
     return parser
 
@@ -45,8 +47,10 @@ def internal_error(exc: BaseException) -> str:
     """A bug's one line: the exception and the innermost place it came from."""
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" at {Path(frame.filename).name}:{frame.lineno} ({frame.name})" if frame else ""
-    return (f"internal error, a bug in eqsat-lab: {type(exc).__name__}: {exc}{where}; rerun with "
-            f"EQSAT_LAB_DEBUG=1 for the traceback")
+    return (
+        f"internal error, a bug in eqsat-lab: {type(exc).__name__}: {exc}{where}; rerun with "
+        f"EQSAT_LAB_DEBUG=1 for the traceback"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

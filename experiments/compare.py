@@ -7,9 +7,10 @@ search seconds, the ratio of search times (α search / e-graph) and their geomet
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .output import pyplot, write_table
 from .sweep import Cell, run_cells
@@ -81,16 +82,24 @@ def format_table(rows: Sequence[CompareRow], device: str) -> str:
     lines = [f"device {device}: TASO α-backtracking vs TENSAT equality saturation (same rules and cost model)",
              head, "-" * len(head)]
     for r in rows:
-        mark = ("" if r.eqsat_not_worse else "  (e-graph worse)") + ("  (α: time limit)" if r.taso_stop == "time limit" else "")
-        lines.append(f"{r.model:13s} {r.original_us:9.1f} | {r.taso_us:9.1f} {r.taso_speedup_pct:6.1f} {r.taso_s:7.2f} | "
-                     f"{r.eqsat_us:9.1f} {r.eqsat_speedup_pct:6.1f} {r.eqsat_s:7.2f} | {r.time_ratio:9.3g}x{mark}")
+        mark = ("" if r.eqsat_not_worse else "  (e-graph worse)") + (
+            "  (α: time limit)" if r.taso_stop == "time limit" else ""
+        )
+        lines.append(
+            f"{r.model:13s} {r.original_us:9.1f} | {r.taso_us:9.1f} {r.taso_speedup_pct:6.1f} {r.taso_s:7.2f} | "
+            f"{r.eqsat_us:9.1f} {r.eqsat_speedup_pct:6.1f} {r.eqsat_s:7.2f} | {r.time_ratio:9.3g}x{mark}"
+        )
     lines.append("-" * len(head))
     suite = [r.time_ratio for r in rows if r.model in TENSAT_SUITE]
     if suite and len(suite) < len(rows):
-        lines.append(f"geometric mean of the search-time ratio over TENSAT's {len(suite)} suite models: {geomean(suite):.3g}x")
-    lines.append(f"geometric mean of the search-time ratio (TASO s / TENSAT s): {geomean([r.time_ratio for r in rows]):.3g}x; "
-                 f"e-graph best <= α search best on {sum(r.eqsat_not_worse for r in rows)}/{len(rows)} models; "
-                 f"all results verified: {all(r.verified for r in rows)}")
+        lines.append(
+            f"geometric mean of the search-time ratio over TENSAT's {len(suite)} suite models: {geomean(suite):.3g}x"
+        )
+    lines.append(
+        f"geometric mean of the search-time ratio (TASO s / TENSAT s): {geomean([r.time_ratio for r in rows]):.3g}x; "
+        f"e-graph best <= α search best on {sum(r.eqsat_not_worse for r in rows)}/{len(rows)} models; "
+        f"all results verified: {all(r.verified for r in rows)}"
+    )
     return "\n".join(lines)
 
 
@@ -116,20 +125,40 @@ def plot(rows: Sequence[CompareRow], path: Path, device: str) -> None:
     plt.close(fig)
 
 
-def write_outputs(rows: Sequence[CompareRow], results: Sequence[dict[str, Any]], out: Path, device: str,
-                  command: str) -> None:
-    write_table(out, "compare", [asdict(r) for r in rows],
-                {"command": command, "device": device, "geomean_time_ratio": geomean([r.time_ratio for r in rows]),
-                 "geomean_time_ratio_tensat_suite": geomean([r.time_ratio for r in rows if r.model in TENSAT_SUITE]),
-                 "runs": list(results)})
+def write_outputs(
+    rows: Sequence[CompareRow], results: Sequence[dict[str, Any]], out: Path, device: str, command: str
+) -> None:
+    write_table(
+        out,
+        "compare",
+        [asdict(r) for r in rows],
+        {
+            "command": command,
+            "device": device,
+            "geomean_time_ratio": geomean([r.time_ratio for r in rows]),
+            "geomean_time_ratio_tensat_suite": geomean([r.time_ratio for r in rows if r.model in TENSAT_SUITE]),
+            "runs": list(results),
+        },
+    )
     plot(rows, out / "compare.png", device)
 
 
-def run(models: Sequence[str] | None, device: str, out: Path, *, quick: bool = False, seed: int = 0,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[CompareRow]:
+def run(
+    models: Sequence[str] | None,
+    device: str,
+    out: Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool = True,
+    command: str = "",
+) -> list[CompareRow]:
     models = check_models(models or (QUICK_MODELS if quick else COMPARE_MODELS))
-    results = run_cells(cells(models, device, seed, quick), out, workers=workers, executor=executor,
-                        progress=progress, desc="compare")
+    results = run_cells(
+        cells(models, device, seed, quick), out, workers=workers, executor=executor, progress=progress, desc="compare"
+    )
     rows = rows_from(results)
     print(format_table(rows, device))
     write_outputs(rows, results, out, device, command)

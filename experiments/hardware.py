@@ -2,14 +2,15 @@
 
 Each cell optimizes one model for one device with the e-graph and prices the graph it found on
 every device. The penalty of running device A's best graph on device B is its cost on B over
-B's own best: the seed notes' case is the ResNet block, whose h100-best graph (the merged
+B's own best: the reference case is the ResNet block, whose h100-best graph (the merged
 1x1+3x3 conv) is 1.34x slower on the weak device than the graph found for it.
 """
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .command import (
     Experiment,

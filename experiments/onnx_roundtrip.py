@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import COMPARE_MODELS, check_models
@@ -60,13 +61,31 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
     t5 = time.perf_counter()
     if not diff <= TOLERANCE:
         raise AssertionError(f"{model} ({search}): optimized model differs by {diff:.3g} in onnxruntime")
-    return {"model": model, "search": search, "device": device, "ops": imported.graph.op_count(),
-            "onnx_nodes_in": sum(imported.ops.values()), "opaque": len(imported.opaque),
-            "builder_us": cost.graph_time_us(graph), "imported_us": cost.graph_time_us(imported.graph),
-            "original_us": row["original_us"], "best_us": row["best_us"], "speedup_pct": row["speedup_pct"],
-            "file_mb": round(src.stat().st_size / 2**20, 1), "export_s": t1 - t0, "import_s": t2 - t1,
-            "search_s": row["search_s"], "wall_search_s": t3 - t2, "save_s": t4 - t3, "check_s": t5 - t4,
-            "max_rel_diff": diff, "ort_dtype": ort_dtype, "input_scale": scale, "verified": row["verified"], "stop": row["stop"]}
+    return {
+        "model": model,
+        "search": search,
+        "device": device,
+        "ops": imported.graph.op_count(),
+        "onnx_nodes_in": sum(imported.ops.values()),
+        "opaque": len(imported.opaque),
+        "builder_us": cost.graph_time_us(graph),
+        "imported_us": cost.graph_time_us(imported.graph),
+        "original_us": row["original_us"],
+        "best_us": row["best_us"],
+        "speedup_pct": row["speedup_pct"],
+        "file_mb": round(src.stat().st_size / 2**20, 1),
+        "export_s": t1 - t0,
+        "import_s": t2 - t1,
+        "search_s": row["search_s"],
+        "wall_search_s": t3 - t2,
+        "save_s": t4 - t3,
+        "check_s": t5 - t4,
+        "max_rel_diff": diff,
+        "ort_dtype": ort_dtype,
+        "input_scale": scale,
+        "verified": row["verified"],
+        "stop": row["stop"],
+    }
 
 
 def finite_input_scale(path: Path, seed: int, steps: int = 60) -> float:
@@ -82,36 +101,62 @@ def finite_input_scale(path: Path, seed: int, steps: int = 60) -> float:
     for _ in range(steps):
         mid = (lo + hi) / 2
         with np.errstate(all="ignore"):
-            outs = session.run(None, random_feeds(session, seed, 2.0 ** mid))
+            outs = session.run(None, random_feeds(session, seed, 2.0**mid))
         peak = max(float(np.abs(o).max()) for o in outs)
         if not np.isfinite(peak) or peak > 1e30:
             hi = mid
         elif peak < 1e-30:
             lo = mid
         else:
-            return 2.0 ** mid
+            return 2.0**mid
     raise AssertionError(f"{path}: no input scale keeps the outputs finite")
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'model':14s} {'search':6s} {'ops':>5s} {'MB':>6s} {'builder µs':>10s} {'import µs':>10s} {'best µs':>10s} "
-            f"{'speedup':>8s} {'export s':>8s} {'import s':>8s} {'search s':>8s} {'save s':>7s} {'ort s':>6s} "
-            f"{'max diff':>9s}")
+    head = (
+        f"{'model':14s} {'search':6s} {'ops':>5s} {'MB':>6s} {'builder µs':>10s} {'import µs':>10s} {'best µs':>10s} "
+        f"{'speedup':>8s} {'export s':>8s} {'import s':>8s} {'search s':>8s} {'save s':>7s} {'ort s':>6s} "
+        f"{'max diff':>9s}"
+    )
     lines = [head]
     for r in rows:
-        lines.append(f"{r['model']:14s} {r['search']:6s} {r['ops']:5d} {r['file_mb']:6.1f} {r['builder_us']:10.1f} "
-                     f"{r['imported_us']:10.1f} "
-                     f"{r['best_us']:10.1f} {r['speedup_pct']:7.1f}% {r['export_s']:8.2f} {r['import_s']:8.2f} "
-                     f"{r['search_s']:8.2f} {r['save_s']:7.2f} {r['check_s']:6.2f} {r['max_rel_diff']:9.2g}")
+        lines.append(
+            f"{r['model']:14s} {r['search']:6s} {r['ops']:5d} {r['file_mb']:6.1f} {r['builder_us']:10.1f} "
+            f"{r['imported_us']:10.1f} "
+            f"{r['best_us']:10.1f} {r['speedup_pct']:7.1f}% {r['export_s']:8.2f} {r['import_s']:8.2f} "
+            f"{r['search_s']:8.2f} {r['save_s']:7.2f} {r['check_s']:6.2f} {r['max_rel_diff']:9.2g}"
+        )
     return "\n".join(lines)
 
 
-def run(models: Sequence[str] | None, device: str, out: Path, *, searches: Sequence[str] = ("eqsat",),
-        seed: int = 0, quick: bool = False, workers: int = 1, executor: str = "local", progress: bool = True,
-        command: str = "") -> list[dict[str, Any]]:
+def run(
+    models: Sequence[str] | None,
+    device: str,
+    out: Path,
+    *,
+    searches: Sequence[str] = ("eqsat",),
+    seed: int = 0,
+    quick: bool = False,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool = True,
+    command: str = "",
+) -> list[dict[str, Any]]:
     models = check_models(models or COMPARE_MODELS)
-    cells = [Cell.of("onnx", "experiments.onnx_roundtrip:round_trip", model=m, search=s, device=device, seed=seed,
-                     out=str(out), quick=quick) for m in models for s in searches]
+    cells = [
+        Cell.of(
+            "onnx",
+            "experiments.onnx_roundtrip:round_trip",
+            model=m,
+            search=s,
+            device=device,
+            seed=seed,
+            out=str(out),
+            quick=quick,
+        )
+        for m in models
+        for s in searches
+    ]
     rows = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="onnx")
     write_table(out, "onnx", rows, {"command": command, "device": device, "tolerance": TOLERANCE})
     print(format_rows(rows))
@@ -127,10 +172,23 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    run(split_list(args.models) or None, args.device, Path(args.out), searches=split_list(args.searches),
-        quick=args.quick, seed=args.seed, **sweep_kwargs(args))
+    run(
+        split_list(args.models) or None,
+        args.device,
+        Path(args.out),
+        searches=split_list(args.searches),
+        quick=args.quick,
+        seed=args.seed,
+        **sweep_kwargs(args),
+    )
     return 0
 
 
-EXPERIMENTS = (Experiment("onnx", "every benchmark model exported to ONNX, imported, optimized, exported, checked "
-                                  "in onnxruntime", _add_arguments, _run),)
+EXPERIMENTS = (
+    Experiment(
+        "onnx",
+        "every benchmark model exported to ONNX, imported, optimized, exported, checked in onnxruntime",
+        _add_arguments,
+        _run,
+    ),
+)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from eqsat.files import write_atomic
 
@@ -15,7 +16,9 @@ def write_json(path: str | Path, payload: Any) -> None:
     write_atomic(Path(path), json.dumps(payload, indent=2) + "\n")
 
 
-def write_table(out: Path, stem: str, rows: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None) -> None:
+def write_table(
+    out: Path, stem: str, rows: Sequence[Mapping[str, Any]], extra: Mapping[str, Any] | None = None
+) -> None:
     """``stem.csv`` (the rows) and ``stem.json`` (``extra`` fields plus ``rows``) in ``out``."""
     if not rows:
         raise ValueError(f"no rows to write for {stem}")

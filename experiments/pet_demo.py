@@ -1,4 +1,4 @@
-"""``eqsat-lab pet demo|verify``: the seed notes' PET example and the small-prime error bound."""
+"""``eqsat-lab pet demo|verify``: the reference PET example and the small-prime error bound."""
 from __future__ import annotations
 
 import argparse
@@ -88,10 +88,20 @@ def run_optimize(args: argparse.Namespace) -> int:
         print(f"  layer {i}: {p.C}->{p.O} {p.H}x{p.W} dilation {p.dilation}; chosen: {chosen}")
         for o in opts:
             kind = "fully" if o.fully_equivalent else "partially"
-            print(f"    {o.transformation:18s} {kind:9s} program {o.program_us:9.2f} µs + {o.corrections} correction(s) "
-                  f"{o.corrections_us:8.2f} µs (overhead {100 * o.overhead:.1f}% of the output) = {o.total_us:9.2f} µs")
+            print(
+                f"    {o.transformation:18s} {kind:9s} program {o.program_us:9.2f} µs + {o.corrections} correction(s) "
+                f"{o.corrections_us:8.2f} µs (overhead {100 * o.overhead:.1f}% of the output) = {o.total_us:9.2f} µs"
+            )
     if args.json_out:
-        write_json(args.json_out, {"model": args.model, "device": args.device, "original_us": start.total_us,
-                                   "best_us": best.total_us, "choices": [asdict(c) for c in best.choices],
-                                   "options": [[asdict(o) for o in opts] for opts in options]})
+        write_json(
+            args.json_out,
+            {
+                "model": args.model,
+                "device": args.device,
+                "original_us": start.total_us,
+                "best_us": best.total_us,
+                "choices": [asdict(c) for c in best.choices],
+                "options": [[asdict(o) for o in opts] for opts in options],
+            },
+        )
     return 0

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cache
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from eqsat.graph import Graph

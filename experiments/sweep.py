@@ -14,10 +14,11 @@ import importlib
 import json
 import multiprocessing
 import re
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
@@ -35,7 +36,7 @@ class Cell:
     params: tuple[tuple[str, Any], ...]
 
     @classmethod
-    def of(cls, experiment: str, fn: str, **params: Any) -> "Cell":
+    def of(cls, experiment: str, fn: str, **params: Any) -> Cell:
         return cls(experiment, fn, tuple(sorted(params.items())))
 
     @property

@@ -71,23 +71,40 @@ def run_landscape(args: argparse.Namespace) -> int:
     off = off_diagonal(cross)
     dyn = dynamic_m()
     print(f"{s.workload}: {s.legal:,} of {s.configs:,} configs legal; optimum {s.optimum_us:.1f} µs ({s.best}); "
-          f"median legal config {s.median_slowdown:.2f}x slower (notes: 5x); {s.within_5pct} within 5% (notes: 24)")
+          f"median legal config {s.median_slowdown:.2f}x slower (reference: 5x); {s.within_5pct} within 5% "
+          f"(reference: 24)")
     print("slowdown vs optimum, BLOCK_K x num_stages (others at their best):")
     for bk, row in table.items():
         print(f"  BK={bk:3d} " + " ".join("    x" if v == float("inf") else f"{v:5.2f}" for v in row.values()))
-    print(f"best num_stages per BLOCK_K: {best_stages(table)} (notes: 16->3, 32->2, 64->2, 128->1)")
+    print(f"best num_stages per BLOCK_K: {best_stages(table)} (reference: 16->3, 32->2, 64->2, 128->1)")
     print("the slides' 24 autotune configs:")
     for r in slides:
-        print(f"  {r.workload:9s} {r.illegal} illegal, best {r.best_slide_us:8.1f} µs vs optimum {r.optimum_us:8.1f} µs "
-              f"= {r.slowdown:.2f}x ({r.optimum})")
-    print(f"best configs moved across shapes: {min(off):.2f}x-{max(off):.2f}x slower, median "
-          f"{statistics.median(off):.2f}x (notes: 1.06x-6.66x, median 2.35x)")
-    print("dynamic M (decode N, K): best BLOCK_M " + ", ".join(f"M={d.m}:{d.best_block_m}" for d in dyn)
-          + f"; M=16's config at M=256 is {dyn[-1].with_m16_config_us / dyn[-1].optimum_us:.2f}x slower (notes: 3.05x)")
+        print(
+            f"  {r.workload:9s} {r.illegal} illegal, best {r.best_slide_us:8.1f} µs vs optimum {r.optimum_us:8.1f} µs "
+            f"= {r.slowdown:.2f}x ({r.optimum})"
+        )
+    print(
+        f"best configs moved across shapes: {min(off):.2f}x-{max(off):.2f}x slower, median "
+        f"{statistics.median(off):.2f}x (reference: 1.06x-6.66x, median 2.35x)"
+    )
+    print(
+        "dynamic M (decode N, K): best BLOCK_M "
+        + ", ".join(f"M={d.m}:{d.best_block_m}" for d in dyn)
+        + f"; M=16's config at M=256 is {dyn[-1].with_m16_config_us / dyn[-1].optimum_us:.2f}x slower "
+        + "(reference: 3.05x)"
+    )
     if args.json_out:
-        write_json(args.json_out, {"summary": asdict(s), "stages_vs_block_k": table, "best_stages": best_stages(table),
-                                   "slide_configs": [asdict(r) for r in slides], "cross_shape": cross,
-                                   "dynamic_m": [asdict(d) for d in dyn]})
+        write_json(
+            args.json_out,
+            {
+                "summary": asdict(s),
+                "stages_vs_block_k": table,
+                "best_stages": best_stages(table),
+                "slide_configs": [asdict(r) for r in slides],
+                "cross_shape": cross,
+                "dynamic_m": [asdict(d) for d in dyn],
+            },
+        )
     return 0
 
 
@@ -97,7 +114,7 @@ def run_curves(args: argparse.Namespace) -> int:
     points = []
     for name in args.tuner.split(","):
         _tuner(name)
-        points += curves(lambda: _tuner(name), name, shapes, checkpoints, range(args.seeds))
+        points += curves(lambda name=name: _tuner(name), name, shapes, checkpoints, range(args.seeds))
     print(f"median % of optimum over {args.seeds} seeds")
     print(f"{'tuner':7s} {'shape':12s} " + " ".join(f"{n:>7d}" for n in checkpoints))
     for name in args.tuner.split(","):

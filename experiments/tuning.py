@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .command import Experiment, add_sweep_options, split_list, sweep_kwargs
 from .output import pyplot, write_table
@@ -75,8 +76,15 @@ def _median_rows(results: Sequence[dict[str, Any]], label) -> list[dict[str, Any
     for (name, shape), rs in groups.items():
         for n in rs[0]["pct"]:
             per = [r["pct"][n] for r in rs]
-            rows.append({"tuner": name, "shape": shape, "trials": int(n), "median_pct": round(statistics.median(per), 2),
-                         "per_seed_pct": " ".join(f"{p:.1f}" for p in per)})
+            rows.append(
+                {
+                    "tuner": name,
+                    "shape": shape,
+                    "trials": int(n),
+                    "median_pct": round(statistics.median(per), 2),
+                    "per_seed_pct": " ".join(f"{p:.1f}" for p in per),
+                }
+            )
     return rows
 
 
@@ -100,38 +108,80 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, workers: int = 1,
-        executor: str = "local", progress: bool = True, command: str = "") -> None:
+def run(
+    out: Path,
+    *,
+    shapes: Sequence[str] = CURVE_SHAPES,
+    seeds: int = 5,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool = True,
+    command: str = "",
+) -> None:
     from autotune.workload import SHAPES
 
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
         raise ValueError(f"unknown shape(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
     fn = "experiments.tuning:tuner_cell"
-    curve_cells = [Cell.of("tuning", fn, tuner=t, shape=s, seed=k, checkpoints=CHECKPOINTS)
-                   for t in CURVE_TUNERS for s in shapes for k in range(seeds)]
+    curve_cells = [
+        Cell.of("tuning", fn, tuner=t, shape=s, seed=k, checkpoints=CHECKPOINTS)
+        for t in CURVE_TUNERS
+        for s in shapes
+        for k in range(seeds)
+    ]
     results = run_cells(curve_cells, out, workers=workers, executor=executor, progress=progress, desc="tuner curves")
     curves = _median_rows(results, lambda r: r["tuner"])
     write_table(out, "tuning_curves", curves, {"command": command, "seeds": seeds})
     _plot(curves, out / "tuning_curves.png", f"median % of optimum over {seeds} seeds (HypoGPU)")
     from autotune.registry import TUNERS
 
-    overhead = {name: ([x for r in runs for x in r["fit_s"][1:]], [x for r in runs for x in r["explore_s"][1:]],
-                       TUNERS[name]().plan_size)
-                for name in CURVE_TUNERS if (runs := [r for r in results if r["tuner"] == name and "fit_s" in r])}
+    overhead = {
+        name: (
+            [x for r in runs for x in r["fit_s"][1:]],
+            [x for r in runs for x in r["explore_s"][1:]],
+            TUNERS[name]().plan_size,
+        )
+        for name in CURVE_TUNERS
+        if (runs := [r for r in results if r["tuner"] == name and "fit_s" in r])
+    }
 
-    quality = run_cells([Cell.of("tuning", "experiments.tuning:quality_cell", shape=s, seed=0) for s in shapes], out,
-                        workers=workers, executor=executor, progress=progress, desc="model quality")
+    quality = run_cells(
+        [Cell.of("tuning", "experiments.tuning:quality_cell", shape=s, seed=0) for s in shapes],
+        out,
+        workers=workers,
+        executor=executor,
+        progress=progress,
+        desc="model quality",
+    )
     qrows = [row for q in quality for row in q["rows"]]
     write_table(out, "model_quality", qrows, {"command": command})
 
     records = str((out / "transfer_sources.jsonl").resolve())
-    run_cells([Cell.of("tuning", "experiments.tuning:source_records", path=records, seed=0)], out,
-              workers=1, executor="local", progress=progress, desc="transfer sources")
-    transfer_cells = [Cell.of("tuning", fn, tuner="autotvm", shape=s, seed=k, checkpoints=TRANSFER_CHECKPOINTS,
-                              transfer=tr, features=f, plan_size=16)
-                      for s in TARGETS for k in range(seeds)
-                      for tr, f in (("", "program"), (records, "program"), (records, "knob"))]
+    run_cells(
+        [Cell.of("tuning", "experiments.tuning:source_records", path=records, seed=0)],
+        out,
+        workers=1,
+        executor="local",
+        progress=progress,
+        desc="transfer sources",
+    )
+    transfer_cells = [
+        Cell.of(
+            "tuning",
+            fn,
+            tuner="autotvm",
+            shape=s,
+            seed=k,
+            checkpoints=TRANSFER_CHECKPOINTS,
+            transfer=tr,
+            features=f,
+            plan_size=16,
+        )
+        for s in TARGETS
+        for k in range(seeds)
+        for tr, f in (("", "program"), (records, "program"), (records, "knob"))
+    ]
     tres = run_cells(transfer_cells, out, workers=workers, executor=executor, progress=progress, desc="transfer")
     label = {(False, "program"): "cold", (True, "program"): "transfer", (True, "knob"): "transfer (knob features)"}
     trows = _median_rows(tres, lambda r: label[(r["transfer"], r["features"])])
@@ -144,22 +194,37 @@ def run(out: Path, *, shapes: Sequence[str] = CURVE_SHAPES, seeds: int = 5, work
         for s in shapes:
             row = [r for r in curves if r["tuner"] == name and r["shape"] == s]
             print(f"{name:12s} {s:10s} " + " ".join(f"{r['median_pct']:6.1f}" for r in row))
-    print("(oracle: HypoGPU's physical model without its unmodeled per-config factor, measured in its order: "
-          "a bound for any learned cost model)")
+    print(
+        "(oracle: HypoGPU's physical model without its unmodeled per-config factor, measured in its order: "
+        "a bound for any learned cost model)"
+    )
     for name, (fits, explores, batch) in overhead.items():
         if fits:
-            print(f"{name} overhead per batch: fit {statistics.median(fits) * 1e3:.0f} ms, exploration "
-                  f"{statistics.median(explores) * 1e3:.0f} ms (median), vs {batch} s of simulated compile per batch")
+            print(
+                f"{name} overhead per batch: fit {statistics.median(fits) * 1e3:.0f} ms, exploration "
+                f"{statistics.median(explores) * 1e3:.0f} ms (median), vs {batch} s of simulated compile per batch"
+            )
     print("cost-model quality on 3000 unseen configs (Spearman ρ / recall@30):")
     for s in shapes:
         for n in (64, 256, 1024):
             cells = {(q["features"], q["objective"]): q for q in qrows if q["workload"] == s and q["samples"] == n}
-            print(f"  {s:10s} n={n:5d} " + "  ".join(f"{f}/{o} {c['spearman']:.2f}/{c['recall_at_30']:.2f}"
-                                                   for (f, o), c in cells.items()))
-    rank_wins = sum(1 for s in shapes for n in (64, 256, 1024) for f in ("knob", "program")
-                    if next(q for q in qrows if (q["workload"], q["samples"], q["features"], q["objective"]) == (s, n, f, "rank"))["spearman"]
-                    >= next(q for q in qrows if (q["workload"], q["samples"], q["features"], q["objective"]) == (s, n, f, "reg"))["spearman"])
-    print(f"rank >= reg in {rank_wins}/{len(shapes) * 6} settings (notes: 10/12)")
+            print(
+                f"  {s:10s} n={n:5d} "
+                + "  ".join(f"{f}/{o} {c['spearman']:.2f}/{c['recall_at_30']:.2f}" for (f, o), c in cells.items())
+            )
+    rank_wins = sum(
+        1
+        for s in shapes
+        for n in (64, 256, 1024)
+        for f in ("knob", "program")
+        if next(q for q in qrows if (q["workload"], q["samples"], q["features"], q["objective"]) == (s, n, f, "rank"))[
+            "spearman"
+        ]
+        >= next(q for q in qrows if (q["workload"], q["samples"], q["features"], q["objective"]) == (s, n, f, "reg"))[
+            "spearman"
+        ]
+    )
+    print(f"rank >= reg in {rank_wins}/{len(shapes) * 6} settings (reference: 10/12)")
     print("transfer (median % of optimum, batches of 16):")
     for s in TARGETS:
         for name in label.values():
@@ -180,7 +245,12 @@ def ansor_cell(variant: str, shape: str, seed: int, checkpoints: Sequence[int]) 
     from autotune.workload import SHAPES
 
     r = Ansor(variant=variant).tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
-    return {"tuner": r.tuner, "shape": shape, "seed": seed, "pct": {str(n): 100 * fraction_after(r, n) for n in checkpoints}}
+    return {
+        "tuner": r.tuner,
+        "shape": shape,
+        "seed": seed,
+        "pct": {str(n): 100 * fraction_after(r, n) for n in checkpoints},
+    }
 
 
 def compare_tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[int]) -> dict[str, Any]:
@@ -195,12 +265,17 @@ def compare_tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[
 
     make = {"triton": TritonAutotune, "autotvm-no-rfactor": lambda: AutoTVM(no_rfactor=True), "ansor": Ansor}[tuner]
     r = make().tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
-    return {"tuner": tuner, "shape": shape, "seed": seed,
-            "pct": {str(n): 100 * fraction_after(r, min(n, len(r.history))) for n in checkpoints}}
+    return {
+        "tuner": tuner,
+        "shape": shape,
+        "seed": seed,
+        "pct": {str(n): 100 * fraction_after(r, min(n, len(r.history))) for n in checkpoints},
+    }
 
 
-def _run_table(cells: list[Cell], out: Path, stem: str, title: str, workers: int, executor: str, progress: bool,
-               command: str) -> list[dict[str, Any]]:
+def _run_table(
+    cells: list[Cell], out: Path, stem: str, title: str, workers: int, executor: str, progress: bool, command: str
+) -> list[dict[str, Any]]:
     results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc=stem)
     rows = _median_rows(results, lambda r: r["tuner"])
     write_table(out, stem, rows, {"command": command})
@@ -215,22 +290,48 @@ def _run_table(cells: list[Cell], out: Path, stem: str, title: str, workers: int
     return rows
 
 
-def run_ansor_ablation(out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True,
-                       command: str = "") -> list[dict[str, Any]]:
-    cells = [Cell.of("ansor-ablation", "experiments.tuning:ansor_cell", variant=v, shape=s, seed=k,
-                     checkpoints=CHECKPOINTS) for v in ABLATION_VARIANTS for s in ABLATION_SHAPES for k in range(seeds)]
-    return _run_table(cells, out, "ansor_ablation", f"Ansor ablations, median % of optimum over {seeds} seeds",
-                      workers, executor, progress, command)
+def run_ansor_ablation(
+    out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True, command: str = ""
+) -> list[dict[str, Any]]:
+    cells = [
+        Cell.of("ansor-ablation", "experiments.tuning:ansor_cell", variant=v, shape=s, seed=k, checkpoints=CHECKPOINTS)
+        for v in ABLATION_VARIANTS
+        for s in ABLATION_SHAPES
+        for k in range(seeds)
+    ]
+    return _run_table(
+        cells,
+        out,
+        "ansor_ablation",
+        f"Ansor ablations, median % of optimum over {seeds} seeds",
+        workers,
+        executor,
+        progress,
+        command,
+    )
 
 
-def run_compare_tuners(out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True,
-                       command: str = "") -> list[dict[str, Any]]:
-    cells = [Cell.of("compare-tuners", "experiments.tuning:compare_tuner_cell", tuner=t, shape=s, seed=k,
-                     checkpoints=CHECKPOINTS) for t in ("triton", "autotvm-no-rfactor", "ansor")
-             for s in COMPARE_TUNER_SHAPES for k in range(seeds)]
-    return _run_table(cells, out, "compare_tuners",
-                      f"Triton's 24 configs vs AutoTVM (no rfactor) vs Ansor, median % of optimum over {seeds} seeds",
-                      workers, executor, progress, command)
+def run_compare_tuners(
+    out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True, command: str = ""
+) -> list[dict[str, Any]]:
+    cells = [
+        Cell.of(
+            "compare-tuners", "experiments.tuning:compare_tuner_cell", tuner=t, shape=s, seed=k, checkpoints=CHECKPOINTS
+        )
+        for t in ("triton", "autotvm-no-rfactor", "ansor")
+        for s in COMPARE_TUNER_SHAPES
+        for k in range(seeds)
+    ]
+    return _run_table(
+        cells,
+        out,
+        "compare_tuners",
+        f"Triton's 24 configs vs AutoTVM (no rfactor) vs Ansor, median % of optimum over {seeds} seeds",
+        workers,
+        executor,
+        progress,
+        command,
+    )
 
 
 SCHEDULER_SETTINGS = (("round-robin", "all"), ("gradient", "all"), ("gradient", "intensity"))
@@ -247,20 +348,36 @@ def scheduler_cell(strategy: str, similarity: str, seed: int, units: int) -> dic
     tasks = toy_network()
     with tempfile.TemporaryDirectory(prefix="eqsat-sched-") as tmp:
         r = TaskScheduler(tasks, Ansor, strategy=strategy, similarity=similarity, seed=seed, workdir=tmp).run(units)
-    out: dict[str, Any] = {"strategy": strategy, "similarity": similarity, "seed": seed, "units": r.units,
-                           **r.end_to_end(tasks)}
+    out: dict[str, Any] = {
+        "strategy": strategy,
+        "similarity": similarity,
+        "seed": seed,
+        "units": r.units,
+        **r.end_to_end(tasks),
+    }
     curse = winners_curse(r, tasks, seed=seed + 1000)
     out["curse"] = [asdict(c) for c in curse]
     return out
 
 
-def run_scheduler(out: Path, *, seeds: int = 5, units: int = 44, workers: int = 1, executor: str = "local",
-                  progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+def run_scheduler(
+    out: Path,
+    *,
+    seeds: int = 5,
+    units: int = 44,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool = True,
+    command: str = "",
+) -> list[dict[str, Any]]:
     from autotune.evaluate import optimum_us
     from autotune.scheduler import toy_network
 
-    cells = [Cell.of("scheduler", "experiments.tuning:scheduler_cell", strategy=st, similarity=si, seed=k, units=units)
-             for st, si in SCHEDULER_SETTINGS for k in range(seeds)]
+    cells = [
+        Cell.of("scheduler", "experiments.tuning:scheduler_cell", strategy=st, similarity=si, seed=k, units=units)
+        for st, si in SCHEDULER_SETTINGS
+        for k in range(seeds)
+    ]
     results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="scheduler")
     tasks = toy_network()
     rows = []
@@ -269,9 +386,15 @@ def run_scheduler(out: Path, *, seeds: int = 5, units: int = 44, workers: int = 
         pct = [100 * r["fraction_of_optimum"] for r in rs]
         med = statistics.median(pct)
         rep = min(rs, key=lambda r: abs(100 * r["fraction_of_optimum"] - med))
-        rows.append({"strategy": st, "similarity": si, "median_pct": round(med, 2),
-                     "per_seed_pct": " ".join(f"{p:.1f}" for p in pct),
-                     **{f"units_{t.name}": rep["units"][t.name] for t in tasks}})
+        rows.append(
+            {
+                "strategy": st,
+                "similarity": si,
+                "median_pct": round(med, 2),
+                "per_seed_pct": " ".join(f"{p:.1f}" for p in pct),
+                **{f"units_{t.name}": rep["units"][t.name] for t in tasks},
+            }
+        )
     write_table(out, "scheduler", rows, {"command": command, "units": units, "seeds": seeds})
     curse = [c for r in results if r["strategy"] == "round-robin" for c in r["curse"]]
     curse_rows = [{"seed": r["seed"], **c} for r in results if r["strategy"] == "round-robin" for c in r["curse"]]
@@ -280,8 +403,12 @@ def run_scheduler(out: Path, *, seeds: int = 5, units: int = 44, workers: int = 
     fig, ax = plt.subplots(figsize=(9, 3.6))
     width = 0.27
     for k, row in enumerate(rows):
-        ax.bar([i + (k - 1) * width for i in range(len(tasks))], [row[f"units_{t.name}"] for t in tasks], width,
-               label=f"{row['strategy']} ({row['similarity']}): {row['median_pct']:.1f}%")
+        ax.bar(
+            [i + (k - 1) * width for i in range(len(tasks))],
+            [row[f"units_{t.name}"] for t in tasks],
+            width,
+            label=f"{row['strategy']} ({row['similarity']}): {row['median_pct']:.1f}%",
+        )
     ax.set_xticks(range(len(tasks)), [t.name for t in tasks], rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("units of 64 measurements")
     ax.legend(fontsize=7)
@@ -296,13 +423,17 @@ def run_scheduler(out: Path, *, seeds: int = 5, units: int = 44, workers: int = 
         print(f"  {t.name:17s} {share:5.1f}% of the optimum, intensity {t.intensity:6.1f} FLOP/B")
     for row in rows:
         units_text = ", ".join(f"{t.name} {row[f'units_{t.name}']}" for t in tasks)
-        print(f"{row['strategy']:11s} {row['similarity']:9s} median {row['median_pct']:.1f}% of optimum "
-              f"({row['per_seed_pct']}); units: {units_text}")
+        print(
+            f"{row['strategy']:11s} {row['similarity']:9s} median {row['median_pct']:.1f}% of optimum "
+            f"({row['per_seed_pct']}); units: {units_text}"
+        )
     improved = sum(c["remeasured_true_us"] < c["true_us"] - 1e-9 for c in curse)
     worse = sum(c["remeasured_true_us"] > c["true_us"] + 1e-9 for c in curse)
-    print(f"winner's curse (round-robin, {len(curse)} task results): measured bests are "
-          f"{100 * statistics.mean(c['optimism'] for c in curse):.1f}% optimistic on average; re-measuring the top 5 "
-          f"five times improves {improved} and worsens {worse}")
+    print(
+        f"winner's curse (round-robin, {len(curse)} task results): measured bests are "
+        f"{100 * statistics.mean(c['optimism'] for c in curse):.1f}% optimistic on average; re-measuring the top 5 "
+        f"five times improves {improved} and worsens {worse}"
+    )
     print(f"wrote scheduler.csv/.json/.png and winners_curse.csv/.json to {out}")
     return rows
 
@@ -326,15 +457,28 @@ def _row(name: str, out: str, text: str, fn: Any) -> Experiment:
     def go(args: argparse.Namespace) -> int:
         fn(Path(args.out), seeds=args.seeds, **sweep_kwargs(args))
         return 0
+
     return Experiment(name, text, add, go)
 
 
 EXPERIMENTS = (
     Experiment("tuning", "tuner curves, cost-model quality and transfer on HypoGPU", _add_curve_arguments, _run_curves),
-    _row("ansor-ablation", "results/ansor_ablation", "Ansor vs beam search, no fine-tuning, limited space",
-         run_ansor_ablation),
-    _row("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor",
-         run_compare_tuners),
-    _row("scheduler", "results/scheduler", "task scheduler strategies and the winner's curse on the toy network",
-         run_scheduler),
+    _row(
+        "ansor-ablation",
+        "results/ansor_ablation",
+        "Ansor vs beam search, no fine-tuning, limited space",
+        run_ansor_ablation,
+    ),
+    _row(
+        "compare-tuners",
+        "results/compare_tuners",
+        "Triton configs vs AutoTVM without rfactor vs Ansor",
+        run_compare_tuners,
+    ),
+    _row(
+        "scheduler",
+        "results/scheduler",
+        "task scheduler strategies and the winner's curse on the toy network",
+        run_scheduler,
+    ),
 )

@@ -13,8 +13,8 @@ dilation, split), so the non-equivalent regions found there are those of the ful
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from eqsat.cost import RooflineCost
 from eqsat.devices import Device, get_device
@@ -63,8 +63,13 @@ class Plan:
         return sum(o.total_us for o in self.choices)
 
 
-def beam_search(layers: Sequence[ConvProblem], device: str | Device = "h100", beam_width: int = 4, depth: int | None = None,
-                max_candidates: int = 8) -> tuple[Plan, Plan, list[list[Option]]]:
+def beam_search(
+    layers: Sequence[ConvProblem],
+    device: str | Device = "h100",
+    beam_width: int = 4,
+    depth: int | None = None,
+    max_candidates: int = 8,
+) -> tuple[Plan, Plan, list[list[Option]]]:
     """(original plan, best plan, options per layer): each step transforms one more layer in
     every beam state, keeping the ``beam_width`` cheapest states, for ``depth`` steps."""
     model = RooflineCost(get_device(device))
@@ -79,7 +84,7 @@ def beam_search(layers: Sequence[ConvProblem], device: str | Device = "h100", be
                 if plan.choices[i].transformation != "none":
                     continue
                 for o in opts[1:]:
-                    new = Plan(plan.choices[:i] + (o,) + plan.choices[i + 1:])
+                    new = Plan(plan.choices[:i] + (o,) + plan.choices[i + 1 :])
                     grown.setdefault(tuple(c.transformation for c in new.choices), new)
         if not grown:
             break

@@ -17,8 +17,8 @@ index arithmetic follows from the reshape/transpose layout of the program; the b
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from eqsat.graph import Graph, Node, input_, node, weight
 from eqsat.ops import conv_pads

@@ -18,8 +18,8 @@ original exactly.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -198,24 +198,30 @@ def overhead(v: Verification, kernels: Sequence[CorrectionKernel]) -> float:
     """Extra work of the corrections: recomputed output positions over all output positions."""
     p = v.problem
     spatial = p.out_size(p.H) * p.out_size(p.W)
-    return sum((k.out_box[0][1] - k.out_box[0][0] + 1) * (k.out_box[1][1] - k.out_box[1][0] + 1) for k in kernels) / spatial
+    area = sum((k.out_box[0][1] - k.out_box[0][0] + 1) * (k.out_box[1][1] - k.out_box[1][0] + 1) for k in kernels)
+    return area / spatial
 
 
 @dataclass(frozen=True)
 class FalsePassRate:
     prime: int
     tests: int
-    passes: int        # tests in which the two programs agreed at the position
-    bound: float       # n / p
+    passes: int  # tests in which the two programs agreed at the position
+    bound: float  # n / p
 
     @property
     def rate(self) -> float:
         return self.passes / self.tests
 
 
-def false_pass_rates(problem: ConvProblem, t: Transformation, position: tuple[int, ...],
-                     primes: Sequence[int] = (2, 3, 5, 7, 11, 13, 31, 101), tests: int = 3000, seed: int = 0
-                     ) -> list[FalsePassRate]:
+def false_pass_rates(
+    problem: ConvProblem,
+    t: Transformation,
+    position: tuple[int, ...],
+    primes: Sequence[int] = (2, 3, 5, 7, 11, 13, 31, 101),
+    tests: int = 3000,
+    seed: int = 0,
+) -> list[FalsePassRate]:
     """Theorem 2 made visible: at a position where the programs differ, how often a random input
     in GF(p) makes them agree, for small p (bound n/p with n = 2 inputs)."""
     original, transformed = problem.original(), t.program(problem)
@@ -225,6 +231,8 @@ def false_pass_rates(problem: ConvProblem, t: Transformation, position: tuple[in
         passes = 0
         for _ in range(tests):
             values = random_inputs(problem, rng, p)
-            passes += int(_exact_outputs(original, values, p)[position] == _exact_outputs(transformed, values, p)[position])
+            passes += int(
+                _exact_outputs(original, values, p)[position] == _exact_outputs(transformed, values, p)[position]
+            )
         out.append(FalsePassRate(p, tests, passes, 2 / p))
     return out

@@ -10,8 +10,8 @@ evaluation). Shape errors and violations of the world's kinds rule are skipped.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 from tqdm import tqdm

@@ -8,7 +8,7 @@ tuple of its outputs' fingerprints (order-insensitive).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

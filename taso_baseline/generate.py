@@ -4,7 +4,7 @@
 arguments give the same rules in the same order) and the statistics of every
 stage. Multi-output rules are derived, not written: every verified rule with a
 side ``concat(L1, L2)`` where L1 and L2 are the same op sharing an argument
-turns into the two-output rule ``L1, L2 => split(other side)`` (the seed notes'
+turns into the two-output rule ``L1, L2 => split(other side)`` (the reference
 pair move made into rules, TASO's "two same-type ops reading the same input"),
 and is verified like the others.
 """
@@ -135,9 +135,10 @@ def _verify_jobs(jobs: list[Job], seed: int) -> list[Verdict]:
     return [verify_rule(rule, np.random.default_rng((seed, i)), base, alt) for i, rule, base, alt in jobs]
 
 
-def verify_all(jobs: list[Job], seed: int, workers: int = 1, progress: bool = False, desc: str = "verify") -> list[Verdict]:
+def verify_all(jobs: list[Job], seed: int, workers: int = 1, progress: bool = False,
+               desc: str = "verify") -> list[Verdict]:
     """Verify rules, in ``workers`` processes when more than one (same verdicts either way)."""
-    chunks = [jobs[i:i + 256] for i in range(0, len(jobs), 256)]
+    chunks = [jobs[i : i + 256] for i in range(0, len(jobs), 256)]
     bar = tqdm(total=len(jobs), desc=desc, disable=not progress, leave=False)
     out: list[Verdict] = []
     if workers <= 1 or len(chunks) <= 1:
@@ -154,8 +155,9 @@ def verify_all(jobs: list[Job], seed: int, workers: int = 1, progress: bool = Fa
     return out
 
 
-def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
-             workers: int = 1) -> tuple[list[Rule], GenerationStats]:
+def generate(
+    world: World, max_ops: int, seed: int = 0, progress: bool = False, workers: int = 1
+) -> tuple[list[Rule], GenerationStats]:
     """Run the whole generator on ``world`` up to ``max_ops`` ops per graph (verification in
     ``workers`` processes; the output does not depend on it)."""
     clock: dict[str, float] = {}
@@ -193,10 +195,12 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
     renamed = len(ordered) - len(by_key)
     ordered = list(by_key.values())
     jobs: list[Job] = []
-    for i, (text, (left, right, both, shapes)) in enumerate(ordered):
+    for i, (_text, (left, right, both, shapes)) in enumerate(ordered):
         weights = ",".join(sorted(v for v in shapes if world.kind_of(v) == WEIGHT))
         meta = (("origin", "generated"), ("world", world.name), ("vars", var_signature(world, shapes)))
-        rule = Rule(f"{world.name}-{i:04d}", (left,), (right,), both, meta + ((("weights", weights),) if weights else ()))
+        rule = Rule(
+            f"{world.name}-{i:04d}", (left,), (right,), both, meta + ((("weights", weights),) if weights else ())
+        )
         jobs.append((i, rule, shapes, _alt_dims(world, shapes)))
     verdicts = verify_all(jobs, seed, workers, progress, f"verify {world.name}")
     rules: list[Rule] = []
@@ -204,7 +208,7 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
     examples: list[str] = []
     verified_modp = 0
     shapes_of: dict[str, dict[str, tuple[int, ...]]] = {}
-    for (i, rule, shapes, _), verdict in zip(jobs, verdicts):
+    for (_, rule, shapes, _), verdict in zip(jobs, verdicts):
         if not verdict.ok:
             rejected[verdict.failed] += 1
             if len(examples) < 5:
@@ -225,24 +229,42 @@ def generate(world: World, max_ops: int, seed: int = 0, progress: bool = False,
         seen_multi.add(key)
         shapes = shapes_of[rule.name]
         derived_jobs.append((len(jobs) + len(derived_jobs), derived, shapes, _alt_dims(world, shapes)))
-    multi = [job[1].with_meta(verified=",".join(v.passed))
-             for job, v in zip(derived_jobs, verify_all(derived_jobs, seed, 1)) if v.ok]
+    multi = [
+        job[1].with_meta(verified=",".join(v.passed))
+        for job, v in zip(derived_jobs, verify_all(derived_jobs, seed, 1))
+        if v.ok
+    ]
     clock["verify"] = time.perf_counter() - t0
 
     stats = GenerationStats(
-        world=world.name, max_ops=max_ops, seed=seed, graphs_per_size=en.counts(), graphs_total=len(en.terms),
-        enumeration_attempts=en.attempts, rejected_by_shape=en.rejected_shape, rejected_by_kinds=en.rejected_kind,
-        buckets=len(groups), candidate_pairs=op_pairs, leaf_pairs=leaf_pairs,
-        removed_renaming=pruned.removed_renaming, removed_common_root=pruned.removed_common_root,
-        removed_common_subgraph=pruned.removed_common_subgraph, generalized_added=pruned.generalized_added,
+        world=world.name,
+        max_ops=max_ops,
+        seed=seed,
+        graphs_per_size=en.counts(),
+        graphs_total=len(en.terms),
+        enumeration_attempts=en.attempts,
+        rejected_by_shape=en.rejected_shape,
+        rejected_by_kinds=en.rejected_kind,
+        buckets=len(groups),
+        candidate_pairs=op_pairs,
+        leaf_pairs=leaf_pairs,
+        removed_renaming=pruned.removed_renaming,
+        removed_common_root=pruned.removed_common_root,
+        removed_common_subgraph=pruned.removed_common_subgraph,
+        generalized_added=pruned.generalized_added,
         merged_by_variable_renaming=renamed,
-        after_pruning=len(pruned.kept), unusable_direction=unusable, rejected_float=rejected["float"],
-        rejected_modp=rejected["modp"], rejected_typecheck=rejected["typecheck"], single_rules=len(rules),
-        multi_rules=len(multi), verified_modp=verified_modp, seconds={k: round(v, 3) for k, v in clock.items()},
+        after_pruning=len(pruned.kept),
+        unusable_direction=unusable,
+        rejected_float=rejected["float"],
+        rejected_modp=rejected["modp"],
+        rejected_typecheck=rejected["typecheck"],
+        single_rules=len(rules),
+        multi_rules=len(multi),
+        verified_modp=verified_modp,
+        seconds={k: round(v, 3) for k, v in clock.items()},
         rejected_examples=examples,
     )
     return rules + multi, stats
-
 
 
 def header_lines(stats: GenerationStats, command: str, world: World) -> list[str]:
@@ -253,7 +275,8 @@ def header_lines(stats: GenerationStats, command: str, world: World) -> list[str
         f"graphs per size {stats.graphs_per_size} ({stats.graphs_total} in all); candidate pairs "
         f"{stats.candidate_pairs} (+{stats.leaf_pairs} with a leaf)",
         f"pruned: {stats.removed_renaming} by renaming, {stats.removed_common_root} by common root, "
-        f"{stats.removed_common_subgraph} by generalizable common subgraphs (+{stats.generalized_added} general forms); "
+        f"{stats.removed_common_subgraph} by generalizable common subgraphs "
+        f"(+{stats.generalized_added} general forms); "
         f"{stats.merged_by_variable_renaming} equal to another rule up to variable names",
         f"verification rejected {stats.rejected_float} (float), {stats.rejected_modp} (mod p), "
         f"{stats.rejected_typecheck} (no valid shapes); kept {stats.single_rules} single-output rules "

@@ -8,8 +8,8 @@ whose first two levels can match it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 from eqsat.errors import EqsatError
 from eqsat.graph import Node

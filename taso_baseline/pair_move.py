@@ -1,4 +1,4 @@
-"""The seed notes' pair move: two same-type nodes reading the same input become split(concat(...)).
+"""The reference pair move: two same-type nodes reading the same input become split(concat(...)).
 
 On its own the move makes a graph worse (an extra concat kernel), but it lets a
 generated concat rule such as ``[A@B | A@C] = A@[B|C]`` merge the two ops.
@@ -10,8 +10,8 @@ verifier before it is used.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Pruning redundant candidate substitutions (TASO generator, step 3).
 
-Two kinds, as in the seed notes:
+Two kinds (docs/reference.md):
 
 * **input renaming**: pairs equal up to a permutation of interchangeable leaves
   (same kind and shape) and up to swapping the sides collapse to one;
@@ -15,8 +15,8 @@ Two kinds, as in the seed notes:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

@@ -12,13 +12,13 @@ inputs) unless a new node still reads it.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from eqsat.cost import RooflineCost
 from eqsat.graph import Graph, Node, combine_codes, rebuild
 
-_CANON: "weakref.WeakKeyDictionary[Node, int]" = weakref.WeakKeyDictionary()
+_CANON: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
 
 
 def canonical_hash(n: Node) -> int:
@@ -75,7 +75,7 @@ class Expanded:
     refs: dict[Node, int] = field(default_factory=dict)  # in-edges (one per input slot) + output slots
 
     @classmethod
-    def of(cls, state: State) -> "Expanded":
+    def of(cls, state: State) -> Expanded:
         order = state.graph.nodes()
         ex = cls(state, order, {n: i for i, n in enumerate(order)}, {n: [] for n in order}, dict.fromkeys(order, 0))
         for n in order:

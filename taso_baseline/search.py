@@ -17,8 +17,9 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from tqdm import tqdm
 

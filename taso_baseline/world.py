@@ -11,8 +11,9 @@ rectangular shapes; an axis with one size is part of the leaf's identity (a
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from eqsat.graph import Node, input_, weight
 from eqsat.ops import get_op
@@ -105,7 +106,7 @@ MATRIX = World(
         OpInstance("ewmul"),
         OpInstance("concat", (("axis", 1),)),
     ),
-    note="three 4x4 inputs; transpose, relu, matmul, ewadd, ewmul, column concat (the seed notes' world)",
+    note="three 4x4 inputs; transpose, relu, matmul, ewadd, ewmul, column concat (the reference world)",
 )
 
 _ACT_DIMS = ((1, 2), (2, 3), (4, 5), (4, 6))

@@ -1,4 +1,4 @@
-"""Shared fixtures: hand-built graphs for each step of the seed notes' case studies."""
+"""Shared fixtures: hand-built graphs for each step of the reference case studies."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ from eqsat.graph import Graph, input_, node, split, weight
 
 
 def resnet_steps(n: int = 32, c: int = 64, hw: int = 56) -> dict[str, Graph]:
-    """The ResNet block after each step of the α = 1.5 path (SPEC §3)."""
+    """The ResNet block after each step of the α = 1.5 path (docs/reference.md)."""
     x = input_("x", (n, c, hw, hw))
     w1, w2, w3 = weight("w1_0", (c, c, 3, 3)), weight("w2_0", (c, c, 3, 3)), weight("w3_0", (c, c, 1, 1))
     conv = lambda a, w, act="none": node("conv2d", a, w, pad="same", act=act)  # noqa: E731

@@ -1,4 +1,4 @@
-"""TASO's α-backtracking search on the seed notes' case studies, with the shipped generated rules."""
+"""TASO's α-backtracking search on the reference case studies, with the shipped generated rules."""
 from __future__ import annotations
 
 import json
@@ -7,11 +7,11 @@ import pytest
 
 from eqsat.cost import RooflineCost
 from eqsat.models import build
+from eqsat.rulesets import default_rules
+from eqsat.search import verify as verify_result
 from experiments.cli import main
 from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
-from eqsat.rulesets import default_rules
 from taso_baseline.search import AlphaLimits, Expander, alpha_search
-from eqsat.search import verify as verify_result
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from autotune.evaluate import fraction_after, optimum_us
 from autotune.measure import SimulatedMeasurer
 from autotune.minitriton import check
 from autotune.model_quality import partial_program_quality
+from autotune.registry import TUNERS
 from autotune.sketch import Compute, generate_sketches, sketch_space
 from autotune.space import SPACE, Config
-from autotune.registry import TUNERS
 from autotune.workload import SHAPES, Workload
 
 
@@ -31,7 +31,7 @@ def test_sketch_counts_follow_the_rules():
 
 def test_rfactor_sketch_programs_change_only_rounding():
     errs = [a.max_rel_error for a in check([Config(k, 32, 16, 64, 4, 2, 1) for k in (1, 4, 16)], M=96, N=80, K=2048)]
-    assert all(1e-4 < e < 1e-3 for e in errs)  # FP16 output rounding (notes: 3.6e-4)
+    assert all(1e-4 < e < 1e-3 for e in errs)  # FP16 output rounding (reference: 3.6e-4)
 
 
 def test_union_of_sketch_spaces_is_larger_than_the_template_space_without_rfactor():
@@ -41,7 +41,7 @@ def test_union_of_sketch_spaces_is_larger_than_the_template_space_without_rfacto
     assert len(wgrad) == len(SPACE) > len(template) == 31_500
 
 
-@pytest.mark.parametrize("shape,low,high", [("square", 20, 50), ("wgrad", 15, 40)])  # notes: 31%, 28%
+@pytest.mark.parametrize("shape,low,high", [("square", 20, 50), ("wgrad", 15, 40)])  # reference: 31%, 28%
 def test_random_annotation_is_a_poor_start(shape, low, high):
     w = SHAPES[shape]
     sketches, pool = allowed_configs(w)
@@ -63,7 +63,7 @@ def test_ablations_limited_space_stalls_on_wgrad_full_ansor_does_not():
     full = [fraction_after(Ansor().tune(w, 256, SimulatedMeasurer(seed=s), seed=s), 256) for s in range(3)]
     limited = [fraction_after(Ansor(variant="limited").tune(w, 256, SimulatedMeasurer(seed=s), seed=s), 256)
                for s in range(3)]
-    assert statistics.median(full) > 0.95 and statistics.median(limited) < 0.7  # notes: limited 56.6%
+    assert statistics.median(full) > 0.95 and statistics.median(limited) < 0.7  # reference: limited 56.6%
 
 
 def test_every_variant_runs_on_the_common_interface():

@@ -10,7 +10,15 @@ import pytest
 from autotune import hypogpu
 from autotune.cpu import CpuMeasurer
 from autotune.evaluate import curves, evaluate, fraction_after
-from autotune.landscape import best_stages, cross_shape, dynamic_m, off_diagonal, slide_configs_on, stages_vs_block_k, summary
+from autotune.landscape import (
+    best_stages,
+    cross_shape,
+    dynamic_m,
+    off_diagonal,
+    slide_configs_on,
+    stages_vs_block_k,
+    summary,
+)
 from autotune.measure import SimulatedMeasurer, best_from_records, read_records
 from autotune.minitriton import check
 from autotune.resources import legal, smem_bytes
@@ -50,7 +58,7 @@ def test_bad_configs_and_shapes_are_named():
     assert get_workload("64x32x16+relu") == Workload(64, 32, 16, "relu", "64x32x16+relu")
 
 
-# ----------------------------------------------------------------------------- the landscape (SPEC §5)
+# ----------------------------------------------------------------------------- the landscape (docs/reference.md)
 def test_half_of_the_slide_configs_exceed_shared_memory():
     arr = np.array([c.as_tuple() for c in TRITON_SLIDE_CONFIGS])
     assert len(arr) == 24
@@ -62,8 +70,8 @@ def test_half_of_the_slide_configs_exceed_shared_memory():
 def test_square_landscape_good_configs_are_rare():
     s = summary(SHAPES["square"])
     assert 80_000 < s.legal < 120_000
-    assert s.median_slowdown > 3.0          # notes: 5x
-    assert 10 <= s.within_5pct <= 60         # notes: 24
+    assert s.median_slowdown > 3.0          # reference: 5x
+    assert 10 <= s.within_5pct <= 60         # reference: 24
 
 
 def test_best_stages_move_with_block_k():
@@ -80,14 +88,14 @@ def test_slide_configs_fail_decode_and_wgrad_which_needs_split_k():
 
 def test_best_configs_do_not_transfer_across_shapes():
     off = off_diagonal(cross_shape([SHAPES[n] for n in ("square", "prefill", "decode", "wgrad", "ffn_down")]))
-    assert min(off) < 1.15 and max(off) > 5.0 and 1.8 < statistics.median(off) < 3.5  # notes: 1.06-6.66, 2.35
+    assert min(off) < 1.15 and max(off) > 5.0 and 1.8 < statistics.median(off) < 3.5  # reference: 1.06-6.66, 2.35
 
 
 def test_dynamic_m_moves_the_best_block_m():
     rows = dynamic_m()
     assert [r.best_block_m for r in rows][:5] == [16] * 5
     assert rows[-1].best_block_m >= 64
-    assert rows[-1].with_m16_config_us / rows[-1].optimum_us > 2.5  # notes: 3.05x
+    assert rows[-1].with_m16_config_us / rows[-1].optimum_us > 2.5  # reference: 3.05x
 
 
 def test_the_model_is_vectorized_and_deterministic():
@@ -177,7 +185,7 @@ def test_tune_result_is_judged_by_true_time_of_the_measured_best():
 def test_minitriton_configs_change_only_rounding():
     configs = [Config(1, 64, 64, 32, 4, 2, 1), Config(4, 32, 64, 16, 4, 2, 8), Config(2, 16, 256, 128, 4, 1, 4)]
     errs = [a.max_rel_error for a in check(configs)]
-    assert all(1e-4 < e < 1e-3 for e in errs)  # FP16 output rounding (notes: 3.8e-4)
+    assert all(1e-4 < e < 1e-3 for e in errs)  # FP16 output rounding (reference: 3.8e-4)
 
 
 def test_cpu_measurer_tunes_a_real_kernel_faster_than_a_naive_default():
@@ -212,3 +220,26 @@ def test_reselect_re_measures_the_finalists(capsys):
     assert chosen in {x.config for x in sorted((x for x in r.history if x.ok), key=lambda x: x.time_us)[:4]}
     assert main(["tune", "--shape", "decode", "--trials", "32", "--reselect", "3"]) == 0
     assert "re-measured the top 3" in capsys.readouterr().out
+
+
+def test_a_torn_last_record_is_dropped_with_a_warning_and_the_run_resumes(tmp_path):
+    """A kill while appending leaves a torn last line: resume drops it (with a warning) and
+    measures that config again; a corrupt line in the middle stays an error naming the line."""
+    from autotune.measure import SimulatedMeasurer, read_records
+    from autotune.space import SPACE
+    from autotune.workload import SHAPES
+
+    path = tmp_path / "run.jsonl"
+    configs = [SPACE.config(i) for i in range(0, 4000, 1000)]
+    first = SimulatedMeasurer(seed=3, records=path).measure(SHAPES["decode"], configs)
+    text = path.read_text()
+    path.write_text(text[: len(text) - 25])  # the last record cut mid-line
+    with pytest.warns(UserWarning, match="torn last record"):
+        again = SimulatedMeasurer(seed=3, records=path)
+        resumed = again.measure(SHAPES["decode"], configs)
+    assert [r.time_us for r in resumed] == [r.time_us for r in first] and again.measured == 1
+    assert len(read_records(path)) == 4
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    with pytest.raises(ValueError, match=r"run.jsonl:2: not a measurement record"):
+        read_records(path)

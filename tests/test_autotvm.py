@@ -12,9 +12,9 @@ from autotune.evaluate import fraction_after
 from autotune.features import KNOB_FEATURES, PROGRAM_FEATURES, featurize
 from autotune.measure import SimulatedMeasurer
 from autotune.model_quality import model_quality
+from autotune.registry import TUNERS
 from autotune.resources import legal
 from autotune.space import SPACE
-from autotune.registry import TUNERS
 from autotune.tuners import RandomSearch
 from autotune.workload import SHAPES
 

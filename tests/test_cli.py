@@ -70,3 +70,38 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
 def test_console_script_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "experiments.cli", "cost", "lora"], capture_output=True, text=True)
     assert proc.returncode == 0 and "39.72 µs" in proc.stdout
+
+
+def test_user_errors_are_one_line_with_exit_2(tmp_path, capsys):
+    """Hostile input: a text size, a NaN or broken device file, a NaN limit and an empty rule file
+    each give one line naming what and where, exit 2, no traceback."""
+    nan_dev = tmp_path / "nan.json"
+    nan_dev.write_text('{"name": "x", "peak_flops": 1e12, "bandwidth": 1e10, "launch_us": NaN}')
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "x", ')
+    empty = tmp_path / "empty.rules"
+    empty.write_text("# nothing here\n")
+    cases = [(["cost", "bert", "--param", "layers=abc"], "sizes are integers"),
+             (["cost", "qkv", "--device", str(nan_dev)], "launch_us must be a finite number"),
+             (["cost", "qkv", "--device", str(broken)], "broken.json: not valid JSON"),
+             (["optimize", "qkv", "--rules", str(empty)], "empty.rules: the rule file has no rules"),
+             (["optimize", "qkv", "--search", "eqsat", "--alpha", "1.2"], "--alpha applies to another search")]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+    with pytest.raises(SystemExit) as exc:
+        main(["optimize", "qkv", "--alpha", "nan"])
+    assert exc.value.code == 2 and "finite number" in capsys.readouterr().err
+
+
+def test_a_graph_whose_output_is_its_input_reports_no_speedup():
+    from eqsat.cost import RooflineCost
+    from eqsat.graph import Graph, input_
+    from eqsat.rulesets import default_rules
+    from eqsat.search import run_verified
+    from taso_baseline.search import AlphaSearch
+
+    g = Graph((input_("x", (4, 4)),))
+    r = run_verified(AlphaSearch(), g, default_rules(["matrix"]), RooflineCost("h100"), AlphaSearch.presets["quick"])
+    assert r.original_us == r.best_us == 0.0 and r.speedup_pct == 0.0 and r.to_dict()["speedup_pct"] == 0.0

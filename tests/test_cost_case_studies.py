@@ -1,13 +1,12 @@
-"""SPEC §3: the roofline model reproduces the seed notes' case-study numbers within 0.5%."""
+"""the roofline model reproduces the reference case-study numbers within 0.5%."""
 from __future__ import annotations
 
 import pytest
+from conftest import lora_steps, qkv_steps, resnet_steps
 
 from eqsat.cost import cost
 from eqsat.evaluate import compare_graphs
 from eqsat.models import build
-
-from conftest import lora_steps, qkv_steps, resnet_steps
 
 
 def us(graph, device="h100") -> float:

@@ -6,13 +6,14 @@ import pytest
 from eqsat.cost import RooflineCost
 from eqsat.egraph import Limits
 from eqsat.egraph import optimize as _optimize
-from eqsat.search import verify
 from eqsat.egraph.extract import read_egraph
 from eqsat.egraph.runner import EGraphRunner
 from eqsat.models import build
 from eqsat.ops import get_op
 from eqsat.rules import parse_rules
 from eqsat.rulesets import default_rules
+from eqsat.search import verify
+
 
 def optimize(graph, rules, device, limits, **kwargs):
     """The e-graph search, verified against its input as every caller of a search does."""
@@ -71,6 +72,7 @@ tt: (transpose (transpose ?A)) <=> (matmul ?A (transpose (transpose ?A))) ; vars
 
 def test_node_limit_stops_saturation_and_holds_roughly():
     from eqsat.graph import Graph, input_, node
+
     x = input_("x0", (4, 4))
     for i in range(1, 16):
         x = node("matmul", x, input_(f"x{i}", (4, 4)))
@@ -88,12 +90,14 @@ def test_an_overrunning_saturation_is_killed_and_replayed():
     hoped for: associativity on a chain of 60 matmuls needs far more than the 0.3 s allowed (the
     e-graph grows to about 36,000 e-nodes), whatever the machine's speed."""
     from eqsat.graph import Graph, input_, node
+
     x = input_("x0", (4, 4))
     for i in range(1, 60):
         x = node("matmul", x, input_(f"x{i}", (4, 4)))
     graph = Graph((x,))
-    r = optimize(graph, CHAIN[:1], "h100", Limits(iterations=1000, nodes=10**8, seconds=0.1, extract="greedy"),
-                 hard_grace_s=0.2)
+    r = optimize(
+        graph, CHAIN[:1], "h100", Limits(iterations=1000, nodes=10**8, seconds=0.1, extract="greedy"), hard_grace_s=0.2
+    )
     assert r.work.report.stop.startswith("hard time limit")
     assert r.verified is not None and r.verified.equal and r.best_us <= r.original_us
 

@@ -7,12 +7,12 @@ import json
 import pytest
 
 from eqsat.models import build
+from eqsat.rulesets import default_rules
 from experiments import sweep
 from experiments.budget import curve_rows
 from experiments.cli import main
 from experiments.hardware import penalty_rows
 from experiments.sweep import Cell, run_cells
-from eqsat.rulesets import default_rules
 from taso_baseline.search import AlphaLimits, alpha_search
 
 
@@ -67,7 +67,9 @@ def test_a_changed_cell_is_not_confused_with_a_saved_one(tmp_path):
 
 def test_local_processes_give_the_same_results(tmp_path):
     cells = _cells(5)
-    assert run_cells(cells, tmp_path / "p", workers=2, progress=False) == run_cells(cells, tmp_path / "s", progress=False)
+    assert run_cells(cells, tmp_path / "p", workers=2, progress=False) == run_cells(
+        cells, tmp_path / "s", progress=False
+    )
 
 
 def test_ray_executor_runs_the_same_cells(tmp_path):
@@ -100,10 +102,24 @@ def test_alpha_trace_gives_every_smaller_budget():
 
 
 def test_budget_curve_rows_from_cells():
-    taso = {"model": "m", "search": "taso", "alpha": 1.3, "original_us": 10.0,
-            "trace": [[0.0, 0, 10.0], [0.5, 3, 8.0], [0.9, 9, 8.0]]}
-    eqsat = {"model": "m", "search": "eqsat", "k_multi": 1, "iteration_limit": 3, "node_limit": 50_000,
-             "search_s": 2.0, "best_us": 7.5, "original_us": 10.0, "stop": "saturated"}
+    taso = {
+        "model": "m",
+        "search": "taso",
+        "alpha": 1.3,
+        "original_us": 10.0,
+        "trace": [[0.0, 0, 10.0], [0.5, 3, 8.0], [0.9, 9, 8.0]],
+    }
+    eqsat = {
+        "model": "m",
+        "search": "eqsat",
+        "k_multi": 1,
+        "iteration_limit": 3,
+        "node_limit": 50_000,
+        "search_s": 2.0,
+        "best_us": 7.5,
+        "original_us": 10.0,
+        "stop": "saturated",
+    }
     rows = curve_rows([taso, eqsat])
     assert [r["best_us"] for r in rows] == [10.0, 8.0, 8.0, 7.5]
     assert rows[-1]["setting"] == "k_multi=1" and rows[0]["setting"] == "alpha=1.3"
@@ -120,9 +136,11 @@ def test_hardware_penalties_are_relative_to_each_devices_own_best():
 
 @pytest.mark.slow
 def test_hardware_experiment_reproduces_the_resnet_penalty(tmp_path):
-    """The seed notes' case: the h100-best ResNet block graph is 1.34x slower on the weak device."""
-    assert main(["experiment", "hardware", "--models", "resnet_block", "--devices", "h100,weak",
-                 "--out", str(tmp_path)]) == 0
+    """The reference case: the h100-best ResNet block graph is 1.34x slower on the weak device."""
+    assert (
+        main(["experiment", "hardware", "--models", "resnet_block", "--devices", "h100,weak", "--out", str(tmp_path)])
+        == 0
+    )
     rows = json.loads((tmp_path / "hardware.json").read_text())["rows"]
     pen = {(r["found_on"], r["run_on"]): r for r in rows}
     assert pen[("h100", "h100")]["cost_us"] == pytest.approx(57.8, rel=0.005)

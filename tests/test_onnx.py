@@ -224,9 +224,15 @@ def test_conv_bias_broadcast_add_and_gemm_bias_are_mapped(tmp_path):
              helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Reshape", ["r", "flat"], ["f"]),
              helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1)]
-    inits = [_w("w", 4, 4, 3, 3), _vec("b", 4), numpy_helper.from_array(RNG.uniform(0.5, 2, (4, 1, 1)).astype(np.float32), "s"),
-             numpy_helper.from_array(RNG.uniform(-1, 1, (1, 4, 1, 1)).astype(np.float32), "t"),
-             _w("fc", 5, 4 * 36), _vec("fcb", 5), shape]
+    inits = [
+        _w("w", 4, 4, 3, 3),
+        _vec("b", 4),
+        numpy_helper.from_array(RNG.uniform(0.5, 2, (4, 1, 1)).astype(np.float32), "s"),
+        numpy_helper.from_array(RNG.uniform(-1, 1, (1, 4, 1, 1)).astype(np.float32), "t"),
+        _w("fc", 5, 4 * 36),
+        _vec("fcb", 5),
+        shape,
+    ]
     path = _model(nodes, [x], [y], inits, tmp_path / "bias.onnx")
     imp, r, diff = _round_trip(path, tmp_path, k_multi=0)
     assert imp.opaque == [] and {"chmul", "chadd"} <= {n.op for n in imp.graph.nodes()}
@@ -240,8 +246,13 @@ def test_unmappable_broadcasting_becomes_opaque_with_its_reason(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
     row = numpy_helper.from_array(RNG.standard_normal((1, 4)).astype(np.float32), "row")
-    path = _model([helper.make_node("Add", ["x", "row"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
-                  [x], [y], [row], tmp_path / "bc.onnx")
+    path = _model(
+        [helper.make_node("Add", ["x", "row"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+        [x],
+        [y],
+        [row],
+        tmp_path / "bc.onnx",
+    )
     imp, r, diff = _round_trip(path, tmp_path, k_multi=0)
     assert imp.opaque == ["Add (a: broadcasting (3, 1) with (1, 4))"]
     assert diff < 1e-5
@@ -271,8 +282,10 @@ def test_zero_pad_maps_to_the_pad_op_and_other_pads_stay_opaque(tmp_path):
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 7])
     z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2, 7, 7])
     pads = numpy_helper.from_array(np.array([0, 0, 0, 1, 0, 0, 1, 1], dtype=np.int64), "pads")
-    nodes = [helper.make_node("Pad", ["x", "pads"], ["y"]),
-             helper.make_node("Pad", ["x", "pads2"], ["z"], mode="reflect")]
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["y"]),
+        helper.make_node("Pad", ["x", "pads2"], ["z"], mode="reflect"),
+    ]
     pads2 = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64), "pads2")
     path = _model(nodes, [x], [y, z], [pads, pads2], tmp_path / "pad.onnx")
     imp = eo.load(path)
@@ -292,7 +305,9 @@ def test_strided_same_padding_round_trips_with_asymmetric_pads(tmp_path):
     g = Graph([p])
     eo.export_graph(g, tmp_path / "s.onnx")
     exported = onnx.load(str(tmp_path / "s.onnx"))
-    assert list(exported.graph.node[0].attribute[[a.name for a in exported.graph.node[0].attribute].index("pads")].ints) == [0, 0, 1, 1]
+    assert list(
+        exported.graph.node[0].attribute[[a.name for a in exported.graph.node[0].attribute].index("pads")].ints
+    ) == [0, 0, 1, 1]
     imp = eo.load(tmp_path / "s.onnx")
     assert imp.opaque == [] and imp.graph.outputs[0].shape == (1, 4, 2, 2)
     assert [n.attr("pad") for n in imp.graph.nodes() if n.op in ("conv2d", "pool_max")] == ["same", "same"]
@@ -304,3 +319,37 @@ def test_every_op_has_an_onnx_exporter_or_never_reaches_one():
     from eqsat.ops import OP_TABLE
 
     assert set(OP_TABLE) - set(eo.EXPORTERS) == {"input", "weight", "proj", "noop", "enlarge"}
+
+
+@pytest.mark.parametrize("as_constants", [False, True])
+def test_relu6_clip_with_rank0_bounds_optimizes_and_exports(tmp_path, as_constants):
+    """Regression: Conv -> Clip(min, max as rank-0 initializers or Constant nodes) -> Conv, as every
+    ReLU6 of MobileNetV2 exports, crashed the e-graph's pricing with a bare KeyError."""
+    from experiments.cli import main
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])
+    lo = numpy_helper.from_array(np.array(0.0, dtype=np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(6.0, dtype=np.float32), "hi")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["a", "lo", "hi"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    inits = [_w("w1", 4, 4, 3, 3), _w("w2", 4, 4, 3, 3)]
+    if as_constants:
+        nodes = [helper.make_node("Constant", [], ["lo"], value=lo), helper.make_node("Constant", [], ["hi"], value=hi),
+                 *nodes]
+    else:
+        inits += [lo, hi]
+    src = _model(nodes, [x], [y], inits, tmp_path / "relu6.onnx")
+    out = tmp_path / "relu6.opt.onnx"
+    assert main(["optimize", str(src), "--search", "eqsat", "--out", str(out), "--preset", "quick"]) == 0
+    assert eo.max_difference(src, out) < 1e-4
+
+
+def test_out_equal_to_the_input_is_refused_and_leaves_it_untouched(tmp_path, capsys):
+    from experiments.cli import main
+
+    src = resnet_block(tmp_path / "rb.onnx")
+    before = src.read_bytes()
+    assert main(["optimize", str(src), "--search", "taso", "--out", str(src)]) == 2
+    assert "is the input model" in capsys.readouterr().err and src.read_bytes() == before

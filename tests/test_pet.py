@@ -1,8 +1,6 @@
 """PET: partially equivalent conv transformations, boxes, Theorems 1 and 2, correction kernels."""
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -25,7 +23,7 @@ def test_split_in_two_differs_exactly_at_the_seam():
     assert set(np.flatnonzero(~same.all(axis=0))) == {3, 4}
 
 
-def test_the_notes_region_table():
+def test_the_reference_region_table():
     v = verify(NOTES, SpatialSplit("W", 2))
     assert v.axis_boxes["W"]["original"] == [(0, 0), (1, 6), (7, 7)]
     assert v.axis_boxes["W"]["transformed"] == [(0, 0), (1, 2), (3, 3), (4, 4), (5, 6), (7, 7)]
@@ -134,8 +132,8 @@ def test_pet_demo_cli_json(tmp_path, capsys):
 
 
 def test_optimizer_prices_verified_options_and_keeps_the_cheapest():
-    from pet.optimizer import beam_search, layer_options, network
     from eqsat.cost import RooflineCost
+    from pet.optimizer import beam_search, layer_options, network
 
     layers = network("csrnet_backend", batch=2)
     opts = {o.transformation: o for o in layer_options(layers[0], 0, RooflineCost("h100"))}

@@ -25,20 +25,30 @@ split-concat: (proj :index 0 (split :axis ?k :sizes [(dim ?a ?k) (dim ?b ?k)] (c
 
 
 def test_round_trip_is_exact():
-    rules = parse_rules(SAMPLE.replace("(dim ?a ?k) (dim ?b ?k)", "(dim ?a 0) (dim ?b 0)").replace(":axis ?k", ":axis 0"))
+    rules = parse_rules(
+        SAMPLE.replace("(dim ?a ?k) (dim ?b ?k)", "(dim ?a 0) (dim ?b 0)").replace(":axis ?k", ":axis 0")
+    )
     text = format_rules(rules, ["header"])
     again = parse_rules(text)
     assert again == rules
     assert format_rules(again, ["header"]) == text
-    assert [r.name for r in rules] == ["matmul-assoc", "relu-fuse", "concat-merge", "merge-two",
-                                        "transpose-involution", "split-concat"]
+    assert [r.name for r in rules] == [
+        "matmul-assoc",
+        "relu-fuse",
+        "concat-merge",
+        "merge-two",
+        "transpose-involution",
+        "split-concat",
+    ]
     assert rules[0].origin == "generated" and rules[0].verified == ("float", "modp")
     assert rules[1].origin == "hand-written"
     assert rules[3].is_multi and [d for d, _, _ in rules[3].directions()] == ["forward"]
 
 
 def test_files_round_trip(tmp_path):
-    rules = parse_rules(SAMPLE.replace("(dim ?a ?k) (dim ?b ?k)", "(dim ?a 0) (dim ?b 0)").replace(":axis ?k", ":axis 0"))
+    rules = parse_rules(
+        SAMPLE.replace("(dim ?a ?k) (dim ?b ?k)", "(dim ?a 0) (dim ?b 0)").replace(":axis ?k", ":axis 0")
+    )
     path = tmp_path / "x.rules"
     save_rules(path, rules, ["made by a test"])
     assert load_rules(path) == rules
@@ -46,8 +56,12 @@ def test_files_round_trip(tmp_path):
 
 
 def test_rules_apply_soundly_on_graphs():
-    rules = {r.name: r for r in parse_rules(SAMPLE.replace("(dim ?a ?k) (dim ?b ?k)", "(dim ?a 0) (dim ?b 0)")
-                                            .replace(":axis ?k", ":axis 0"))}
+    rules = {
+        r.name: r
+        for r in parse_rules(
+            SAMPLE.replace("(dim ?a ?k) (dim ?b ?k)", "(dim ?a 0) (dim ?b 0)").replace(":axis ?k", ":axis 0")
+        )
+    }
     x = input_("x", (3, 4))
     a, b = weight("a", (4, 5)), weight("b", (4, 2))
     lhs = node("concat", node("matmul", x, a), node("matmul", x, b), axis=1)
@@ -69,19 +83,22 @@ def test_default_attributes_match_normalized_nodes():
     assert match(r.lhs[0], node("transpose", node("transpose", a, perm=(1, 0)))) == {"a": a}
 
 
-@pytest.mark.parametrize("text,where,needle", [
-    ("(matmul ?a) => ?a", "f.rules:1:2", "takes 2 argument"),
-    ("(softmax ?a) => ?a", "f.rules:1:2", "unknown op 'softmax'"),
-    ("(relu ?a <=> ?a", "f.rules:1:1", "never closed"),
-    ("(relu ?a)) <=> ?a", "f.rules:1:10", "unmatched"),
-    ("(relu ?a) <=> (relu ?b)", "f.rules:1:11", "does not bind"),
-    ("(relu ?a) (relu ?b) <=> (relu ?a)", "f.rules:1:21", "root(s)"),
-    ("(concat :dim 1 ?a ?b) => ?a", "f.rules:1:9", "no attribute 'dim'"),
-    ("(relu ?a) ?a", "f.rules:1:", "exactly one"),
-    ("(ewadd ?a ?b) <=> ?a", "f.rules:1:15", "'<=>' but the left side"),
-    ("(conv2d :act gelu ?x ?w) => ?x", "f.rules:1:2", "act"),
-    ("(relu ?a) => (relu ?a) ; origin=magic", "f.rules:1:", "origin"),
-])
+@pytest.mark.parametrize(
+    "text,where,needle",
+    [
+        ("(matmul ?a) => ?a", "f.rules:1:2", "takes 2 argument"),
+        ("(softmax ?a) => ?a", "f.rules:1:2", "unknown op 'softmax'"),
+        ("(relu ?a <=> ?a", "f.rules:1:1", "never closed"),
+        ("(relu ?a)) <=> ?a", "f.rules:1:10", "unmatched"),
+        ("(relu ?a) <=> (relu ?b)", "f.rules:1:11", "does not bind"),
+        ("(relu ?a) (relu ?b) <=> (relu ?a)", "f.rules:1:21", "root(s)"),
+        ("(concat :dim 1 ?a ?b) => ?a", "f.rules:1:9", "no attribute 'dim'"),
+        ("(relu ?a) ?a", "f.rules:1:", "exactly one"),
+        ("(ewadd ?a ?b) <=> ?a", "f.rules:1:15", "'<=>' but the left side"),
+        ("(conv2d :act gelu ?x ?w) => ?x", "f.rules:1:2", "act"),
+        ("(relu ?a) => (relu ?a) ; origin=magic", "f.rules:1:", "origin"),
+    ],
+)
 def test_errors_name_file_line_column(text, where, needle):
     with pytest.raises(RuleParseError) as info:
         parse_rules(text, "f.rules")
@@ -106,9 +123,9 @@ def test_malformed_lines_fail_cleanly(line, data):
     pos = data.draw(st.integers(0, len(line)))
     char = data.draw(st.sampled_from(list("()[]?:;=<>- ") + list(string.ascii_letters[:6]) + list("0123")))
     mutated = {
-        "delete": line[:pos] + line[pos + 1:],
+        "delete": line[:pos] + line[pos + 1 :],
         "insert": line[:pos] + char + line[pos:],
-        "replace": line[:pos] + char + line[pos + 1:],
+        "replace": line[:pos] + char + line[pos + 1 :],
         "truncate": line[:pos],
     }[kind]
     try:
@@ -138,6 +155,7 @@ def patterns(depth: int):
 @given(lhs=patterns(3).filter(lambda p: isinstance(p, App)), rhs=patterns(2).filter(lambda p: isinstance(p, App)))
 def test_generated_patterns_round_trip(lhs, rhs):
     from eqsat.pattern import tensor_vars
+
     text = f"r: {format_rule.__globals__['format_pattern'](lhs)} => {format_rule.__globals__['format_pattern'](rhs)}"
     if tensor_vars(rhs) <= tensor_vars(lhs):
         rule = parse_rule(text)
@@ -155,7 +173,7 @@ shape = st.tuples(st.integers(1, 4), st.integers(1, 4))
 @given(op=st.sampled_from(["matmul", "ewadd", "ewmul", "concat0", "concat1"]), s1=shape, s2=shape)
 def test_shape_mismatches_are_clear_errors(op, s1, s2):
     a, b = input_("a", s1), input_("b", s2)
-    name, attrs = (("concat", {"axis": int(op[-1])}) if op.startswith("concat") else (op, {}))
+    name, attrs = ("concat", {"axis": int(op[-1])}) if op.startswith("concat") else (op, {})
     try:
         n = node(name, a, b, **attrs)
     except ShapeError as exc:
@@ -163,7 +181,9 @@ def test_shape_mismatches_are_clear_errors(op, s1, s2):
         assert msg.startswith(name) and str(s1) in msg and str(s2) in msg
     else:
         import numpy as np
+
         from eqsat.evaluate import evaluate
+
         (out,) = evaluate(Graph((n,)), {"a": np.ones(s1), "b": np.ones(s2)})
         assert out.shape == n.shape
 

@@ -274,7 +274,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], constant
             cuts += 1
 
 
-def _class_cycle_cut(view: EGraphView, col: dict[int, int], classes: list[Any]) -> tuple[dict[int, float], float, float]:
+def _class_cycle_cut(view: EGraphView, col: dict[int, int],
+                     classes: list[Any]) -> tuple[dict[int, float], float, float]:
     """At most k-1 of the k edges of an e-class cycle may be used, by whichever nodes."""
     coefs: dict[int, float] = {}
     for c, d in zip(classes, classes[1:] + classes[:1]):
@@ -307,8 +308,9 @@ def _find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], mos
 
 
 # --------------------------------------------------------------------------- back to the IR
-def to_graph(view: EGraphView, choice: dict[Any, int], roots: list[Any], leaves: dict[str, Node],
-             template: Graph) -> Graph:
+def to_graph(
+    view: EGraphView, choice: dict[Any, int], roots: list[Any], leaves: dict[str, Node], template: Graph
+) -> Graph:
     """The IR graph of a choice (memoized per e-class, so the result is a DAG with sharing)."""
     built: dict[Any, Node] = {}
     order: list[Any] = []

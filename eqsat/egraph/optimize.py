@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..cost import CostModel, cost_model
 from ..devices import Device
@@ -122,7 +123,7 @@ def saturate_isolated(rules: Compiled, graph: Graph, limits: Limits,
 
 
 def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel = "h100",
-             limits: Limits = Limits(), isolate: bool = True, hard_grace_s: float = 90.0,
+             limits: Limits | None = None, isolate: bool = True, hard_grace_s: float = 90.0,
              rewrite_constants: bool = False) -> SearchResult:
     """Saturate ``graph`` with ``rules`` under ``limits`` and extract the cheapest graph by ``cost``
     (unverified: see :func:`eqsat.search.run_verified`).
@@ -130,6 +131,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     With ``isolate`` the saturation runs in a child process with a hard timeout (see
     :func:`saturate_isolated`); ``rewrite_constants`` also rewrites weight-only subgraphs (off, as
     in the α search)."""
+    limits = limits if limits is not None else Limits()
     model = cost_model(cost)
     original = model.graph_time_us(graph)
     start = time.perf_counter()

@@ -9,8 +9,9 @@ its op and arity, attributes, and output shape with the sizes a rule leaves free
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any, Sequence
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 from ..graph import Graph
 from ..pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, walk
@@ -46,7 +47,7 @@ def _mask(p: Pattern, shapes: RuleBuilder | None) -> Mask:
     return tuple(d if isinstance(d, int) else int(d) if isinstance(d, Sym) and d.is_const else None for d in shape)
 
 
-@lru_cache(maxsize=None)
+@cache
 def rule_signatures(rule: Rule, rewrite_constants: bool = False
                     ) -> tuple[tuple[tuple[frozenset[Signature], ...], tuple[frozenset[Signature], ...]], ...]:
     """Per direction of ``rule`` (constant-only ones left out unless ``rewrite_constants``): the

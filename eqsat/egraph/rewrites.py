@@ -18,9 +18,10 @@ with the number of rules, and the match count of the group is each member's.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Sequence
+from functools import cache
+from typing import Any
 
 from ..ops import get_op
 from ..pattern import App, Arith, Dim, Pattern, Var, tensor_vars
@@ -195,7 +196,7 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
     with recording():
         src_shapes = [b.shape(p) for p in src]
     outs = [b.build(p) for p in dst]
-    for (var, shape), want in zip(outs, src_shapes):
+    for (_var, shape), want in zip(outs, src_shapes):
         if len(shape) != len(want):
             raise Unsupported("sides of different ranks")
         for x, y in zip(shape, want):
@@ -305,7 +306,7 @@ class CompiledRule:
     ctors: tuple[tuple, ...]
 
 
-@lru_cache(maxsize=None)
+@cache
 def compile_rule(rule: Rule, rewrite_constants: bool = False) -> CompiledRule:
     """Compile every direction of ``rule`` (memoized: the shipped sets are compiled once per process).
 

@@ -6,15 +6,17 @@ constness analysis, then runs the rewrite ruleset once (and the multi-pattern
 ruleset in the first ``k_multi`` iterations), optionally under a back-off
 scheduler that bans rules with too many matches in an iteration, and the
 e-graph's size and the clock are checked after it. An iteration cannot be
-interrupted, so the node cap holds up to one iteration's growth. Rules are sent to egglog one per call: parsing many rules in one program
-costs memory superlinearly in 13.2.
+interrupted, so the node cap holds up to one iteration's growth. Rules are sent to egglog one
+per call: parsing many rules in one program costs memory superlinearly in 13.2.
 """
+
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import egglog.bindings as egglog
 
@@ -41,8 +43,10 @@ class Limits:
         if self.extract not in ("ilp", "greedy"):
             raise ValueError(f"extract must be ilp or greedy, got {self.extract!r}")
         if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0:
-            raise ValueError(f"e-graph limits must be >= 0 iterations, >= 1 e-node and k_multi >= 0; got "
-                             f"{self.iterations} iterations, {self.nodes} e-nodes, k_multi {self.k_multi}")
+            raise ValueError(
+                f"e-graph limits must be >= 0 iterations, >= 1 e-node and k_multi >= 0; got "
+                f"{self.iterations} iterations, {self.nodes} e-nodes, k_multi {self.k_multi}"
+            )
         if not (self.seconds >= 0 and math.isfinite(self.seconds)):
             raise ValueError(f"the e-graph time limit must be a finite number of seconds >= 0, got {self.seconds}")
 
@@ -92,9 +96,13 @@ class EGraphRunner:
         for rule in compiled.rules:
             self._send(rule)
         self.groups = compiled.groups
-        self.report = RunReport(load_s=time.perf_counter() - start, rules_compiled=len(compiled.names),
-                                multi_compiled=len(compiled.multi_names), rules_skipped=compiled.skipped,
-                                egglog_rules=len(compiled.rules))
+        self.report = RunReport(
+            load_s=time.perf_counter() - start,
+            rules_compiled=len(compiled.names),
+            multi_compiled=len(compiled.multi_names),
+            rules_skipped=compiled.skipped,
+            egglog_rules=len(compiled.rules),
+        )
         self.roots: list[str] = []
 
     def _send(self, text: str) -> list[Any]:
@@ -115,8 +123,13 @@ class EGraphRunner:
                 sp = n.inputs[0]
                 if sp.op != "split":
                     raise ValueError(f"proj of {sp.op} is not supported in the e-graph")
-                ctor = self.lang.ctor("splitproj", split_proj_attrs(sp.attr("axis"), n.attr("index")), 1,
-                                      len(sp.attr("sizes")), len(n.shape))
+                ctor = self.lang.ctor(
+                    "splitproj",
+                    split_proj_attrs(sp.attr("axis"), n.attr("index")),
+                    1,
+                    len(sp.attr("sizes")),
+                    len(n.shape),
+                )
                 expr = f"({ctor.name} {names[sp.inputs[0]]} {' '.join(map(str, sp.attr('sizes')))})"
             else:
                 ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs), rank=len(n.shape) if len(n.shapes) == 1 else None)
@@ -129,7 +142,7 @@ class EGraphRunner:
                 lines.append(f"(const {var})")
         self._send(self.lang.take_pending())
         for k in range(0, len(lines), 400):
-            self._send("\n".join(lines[k:k + 400]))
+            self._send("\n".join(lines[k : k + 400]))
         self.roots = [names[o] for o in graph.outputs]
         return self.roots
 
@@ -151,8 +164,10 @@ class EGraphRunner:
                 out = self._send(f"(run-schedule {sets} (saturate (run analysis)))")
             else:  # a rule over the threshold is banned for this iteration (egglog's back-off)
                 sets = "(run-with bo multi) (run-with bo rw)" if multi else "(run-with bo rw)"
-                out = self._send(f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
-                                 f"{sets} (saturate (run analysis)))")
+                out = self._send(
+                    f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
+                    f"{sets} (saturate (run analysis)))"
+                )
             matches: dict[str, int] = {}
             updated = False
             for o in out:
@@ -178,4 +193,3 @@ class EGraphRunner:
                 break
         self.report.stop = stop
         return self.report
-

@@ -7,7 +7,8 @@ what the CLI and the experiments call.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..graph import Graph
 from .case_studies import lora, qkv, resnet_block
@@ -52,7 +53,11 @@ def build(name: str, **params: Any) -> Graph:
     if unknown:
         raise ValueError(f"model {name!r} has no parameter(s) {', '.join(sorted(unknown))} "
                         f"(known: {', '.join(f'{k}={v}' for k, v in known.items())})")
-    return builder(**params)
+    try:
+        return builder(**params)
+    except TypeError as exc:  # a size given as text (--param layers=abc)
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        raise ValueError(f"model {name!r}: bad parameter value in {given} ({exc}); sizes are integers") from None
 
 
 __all__ = ["MODELS", "CASE_STUDIES", "TENSAT_SUITE", "build", "model_params"]

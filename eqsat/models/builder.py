@@ -1,7 +1,7 @@
 """A small helper for writing model builders: fresh weight names and layer shorthands."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..graph import Graph, Node, input_, node, split, weight
 from ..ops import Shape

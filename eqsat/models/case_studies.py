@@ -1,4 +1,4 @@
-"""The seed notes' three case studies (SPEC §3), as their original graphs."""
+"""The reference three case studies (docs/reference.md), as their original graphs."""
 from __future__ import annotations
 
 from ..graph import Graph

@@ -2,8 +2,9 @@
 makes it opaque, with its reason."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -216,14 +217,26 @@ def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 
 
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
-    "Conv": _conv, "MatMul": lambda imp, n, a: [node("matmul", imp.value(n, n.input[0]), imp.value(n, n.input[1]))],
-    "Gemm": _gemm, "Add": _binary("ewadd", "chadd"), "Mul": _binary("ewmul", "chmul"), "Relu": _unary("relu"),
-    "Sigmoid": _unary("sigmoid"), "Tanh": _unary("tanh"),
+    "Conv": _conv,
+    "MatMul": lambda imp, n, a: [node("matmul", imp.value(n, n.input[0]), imp.value(n, n.input[1]))],
+    "Gemm": _gemm,
+    "Add": _binary("ewadd", "chadd"),
+    "Mul": _binary("ewmul", "chmul"),
+    "Relu": _unary("relu"),
+    "Sigmoid": _unary("sigmoid"),
+    "Tanh": _unary("tanh"),
     "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
-    "Split": _split, "Reshape": _reshape,
-    "Transpose": lambda imp, n, a: [node("transpose", imp.value(n, n.input[0]), perm=tuple(a["perm"]) if "perm" in a else None)],
-    "MaxPool": _pool("pool_max"), "AveragePool": _pool("pool_avg"), "GlobalAveragePool": _global_avg,
-    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])], "BatchNormalization": _batchnorm, "Pad": _pad,
+    "Split": _split,
+    "Reshape": _reshape,
+    "Transpose": lambda imp, n, a: [
+        node("transpose", imp.value(n, n.input[0]), perm=tuple(a["perm"]) if "perm" in a else None)
+    ],
+    "MaxPool": _pool("pool_max"),
+    "AveragePool": _pool("pool_avg"),
+    "GlobalAveragePool": _global_avg,
+    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])],
+    "BatchNormalization": _batchnorm,
+    "Pad": _pad,
 }
 
 
@@ -298,8 +311,10 @@ def _opset(path: str, model: Any) -> int:
     if not versions:
         raise OnnxError(f"{path}: no default-domain opset import")
     if not MIN_OPSET <= versions[0] <= newest:
-        raise OnnxError(f"{path}: opset {versions[0]} is not supported (this tool reads opsets {MIN_OPSET} to "
-                        f"{newest}); convert it with onnx.version_converter")
+        raise OnnxError(
+            f"{path}: opset {versions[0]} is not supported (this tool reads opsets {MIN_OPSET} to "
+            f"{newest}); convert it with onnx.version_converter"
+        )
     return versions[0]
 
 
@@ -312,8 +327,9 @@ def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]]
         t = vi.type.tensor_type
         types[vi.name] = t.elem_type
         if t.HasField("shape"):
-            shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch
-                                    for d in t.shape.dim)
+            shapes[vi.name] = tuple(
+                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch for d in t.shape.dim
+            )
     return shapes, types
 
 
@@ -332,8 +348,11 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: d
             proto.input.append("")
         elif name in imp.values:
             proto.input.append(f"in{len(inputs)}")
-            values.append(h.make_tensor_value_info(proto.input[-1], types.get(name, onnx.TensorProto.FLOAT),
-                                                   list(imp.values[name].shape)))
+            values.append(
+                h.make_tensor_value_info(
+                    proto.input[-1], types.get(name, onnx.TensorProto.FLOAT), list(imp.values[name].shape)
+                )
+            )
             inputs.append(imp.values[name])
         elif name in imp.consts:
             proto.input.append(f"c{len(consts)}")
@@ -350,7 +369,11 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: d
             zeros = [np.zeros(x.shape) for x in inputs]
             out_shapes = [tuple(run_node(graph_hex, zeros, k, imp.opset).shape) for k in range(len(n.output))]
         except Exception as exc:
-            raise OnnxError(f"{imp.where(n)}: no output shapes: shape inference gives none and onnxruntime "
-                            f"cannot run the node ({_first_line(exc)})") from None
-    return [node("opaque", *inputs, op_type=n.op_type, node=graph_hex, shape=shape, index=k, opset=imp.opset)
-            for k, shape in enumerate(out_shapes)]
+            raise OnnxError(
+                f"{imp.where(n)}: no output shapes: shape inference gives none and onnxruntime "
+                f"cannot run the node ({_first_line(exc)})"
+            ) from None
+    return [
+        node("opaque", *inputs, op_type=n.op_type, node=graph_hex, shape=shape, index=k, opset=imp.opset)
+        for k, shape in enumerate(out_shapes)
+    ]

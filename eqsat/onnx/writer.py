@@ -2,8 +2,9 @@
 op), folding weight-only subgraphs into initializers; :func:`export_graph` writes a builder graph."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -6,9 +6,10 @@ overrides one field of one search's limits, as listed in ``LIMIT_FLAGS``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..command import Command, add_device, finite_float, non_negative, parse_params
 from ..output import write_json
@@ -17,7 +18,13 @@ from ..searches import SEARCHES
 # flag, search, field of that search's limits, argparse type, help
 LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--alpha", "taso", "alpha", finite_float, "queue graphs cheaper than alpha x best (preset 1.05)"),
-    ("--budget", "taso", "budget", non_negative(int), "graphs popped from the queue (preset: TASO's per model, else 300)"),
+    (
+        "--budget",
+        "taso",
+        "budget",
+        non_negative(int),
+        "graphs popped from the queue (preset: TASO's per model, else 300)",
+    ),
     ("--time-limit", "taso", "time_limit", non_negative(float), "seconds (preset 120)"),
     ("--iters", "eqsat", "iterations", non_negative(int), "iteration limit (preset 15)"),
     ("--nodes", "eqsat", "nodes", non_negative(int), "e-node limit (preset 50,000)"),
@@ -43,8 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
     add_device(p)
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
-    p.add_argument("--rules", nargs="+", metavar="SET_OR_FILE",
-                   help="shipped rule sets (matrix, conv, epilogue) or rule files (default: the default sets)")
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        metavar="SET_OR_FILE",
+        help="shipped rule sets (matrix, conv, epilogue) or rule files (default: the default sets)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
     for flag, search, _, kind, text in LIMIT_FLAGS:
@@ -59,8 +70,11 @@ def limits_from(args: argparse.Namespace) -> Any:
     from ..searches import get_search
 
     engine = get_search(args.search)
-    given = {f: (search, field, getattr(args, _dest(f))) for f, search, field, _, _ in LIMIT_FLAGS
-             if getattr(args, _dest(f)) is not None}
+    given = {
+        f: (search, field, getattr(args, _dest(f)))
+        for f, search, field, _, _ in LIMIT_FLAGS
+        if getattr(args, _dest(f)) is not None
+    }
     given |= {f: (search, field, value) for f, search, field, value, _ in SWITCHES if getattr(args, _dest(f))}
     wrong = [f for f, (search, _, _) in given.items() if search != args.search]
     if wrong:
@@ -91,13 +105,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         graph = build(args.model, **parse_params(args.param))
     limits = limits_from(args)
-    result = run_verified(get_search(args.search), graph, default_rules(args.rules), cost_model(args.device), limits,
-                          args.seed)
+    result = run_verified(
+        get_search(args.search), graph, default_rules(args.rules), cost_model(args.device), limits, args.seed
+    )
     print(result.summary())
     for line in result.work.detail_lines():
         print("  " + line)
-    print(f"verified against the input ({result.verified.method}): max relative error "
-          f"{result.verified.max_rel_error:.2g}")
+    print(
+        f"verified against the input ({result.verified.method}): max relative error {result.verified.max_rel_error:.2g}"
+    )
     payload = result.to_dict()
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out)
@@ -106,5 +122,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("optimize", "optimize a benchmark graph or ONNX model with one search (taso: α-backtracking; "
-                  "eqsat: equality saturation on egglog)", add_arguments, run)
+COMMAND = Command(
+    "optimize",
+    "optimize a benchmark graph or ONNX model with one search (taso: α-backtracking; "
+    "eqsat: equality saturation on egglog)",
+    add_arguments,
+    run,
+)

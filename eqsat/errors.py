@@ -38,3 +38,7 @@ class RuleParseError(EqsatError, ValueError):
         self.line = line
         self.col = col
         super().__init__(f"{filename}:{line}:{col}: {message}")
+
+
+class RuleCompileError(EqsatError, ValueError):
+    """A rule the e-graph cannot use (no ranks type it, no direction compiles), named with the reason."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .diskcache import DiskMemo, content_key
 from .rules import Rule, load_rules
 
 RULES_DIR = Path(__file__).parent / "rules"
@@ -37,9 +38,18 @@ RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
 DEFAULT_RULE_SETS = ("matrix", "conv", "epilogue")
 
 
+PARSED = DiskMemo("parsed-rules")
+
+
 @lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
-    rules = tuple(load_rules(path))
+    data = Path(path).read_bytes()
+    key = (content_key(data), path)
+    rules = PARSED.get(key)
+    if rules is None:
+        rules = tuple(load_rules(path))
+        PARSED.put(key, rules)
+        PARSED.save()
     if not rules:
         raise ValueError(f"{path}: the rule file has no rules")
     return rules

@@ -23,7 +23,7 @@ from .extract import (
     to_graph,
 )
 from .relevance import relevant_rules
-from .rewrites import Compiled, compile_rules
+from .rewrites import COMPILED, Compiled, compile_rules
 from .runner import EGraphRunner, Limits, RunReport
 
 
@@ -137,6 +137,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     start = time.perf_counter()
     chosen = relevant_rules(rules, graph, rewrite_constants)
     compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
+    COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
     if isolate:
         view, roots_let, report, saturate_s = saturate_isolated(compiled, graph, limits, hard_grace_s)

@@ -15,10 +15,11 @@ from typing import Any
 
 from ..graph import Graph
 from ..pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, walk
-from ..rules import Rule
+from ..rules import Rule, format_rule
 from ..symbolic import Sym, Undecidable, recording
+from .infer import with_inferred_ranks
 from .language import Language
-from .rewrites import RuleBuilder, Unsupported, compile_rule, parse_vars
+from .rewrites import COMPILED, RuleBuilder, Unsupported, compile_rule, parse_vars
 
 Mask = tuple[int | None, ...] | None
 Signature = tuple
@@ -51,7 +52,17 @@ def _mask(p: Pattern, shapes: RuleBuilder | None) -> Mask:
 def rule_signatures(rule: Rule, rewrite_constants: bool = False
                     ) -> tuple[tuple[tuple[frozenset[Signature], ...], tuple[frozenset[Signature], ...]], ...]:
     """Per direction of ``rule`` (constant-only ones left out unless ``rewrite_constants``): the
-    signatures each source and each target pattern holds."""
+    signatures each source and each target pattern holds (memoized on disk with the compiled rules)."""
+    key = ("signatures", format_rule(rule), rewrite_constants)
+    found = COMPILED.get(key)
+    if found is None:
+        found = _rule_signatures(rule, rewrite_constants)
+        COMPILED.put(key, found)
+    return found
+
+
+def _rule_signatures(rule: Rule, rewrite_constants: bool
+                     ) -> tuple[tuple[tuple[frozenset[Signature], ...], tuple[frozenset[Signature], ...]], ...]:
     try:
         shapes: RuleBuilder | None = RuleBuilder(Language(), parse_vars(rule))
     except Unsupported:
@@ -167,8 +178,9 @@ def _short(v: Any) -> str:
 def relevant_rules(rules: Sequence[Rule], graph: Graph, rewrite_constants: bool = False) -> list[Rule]:
     """The rules whose source signatures can all exist: start from the graph's nodes, add what
     usable target sides create, repeat until nothing changes. Order is kept. Rules with attribute
-    variables are first grounded on the graph's attributes (:func:`ground_rules`)."""
-    rules = ground_rules(rules, graph)
+    variables are first grounded on the graph's attributes (:func:`ground_rules`); rules without
+    ``vars=`` metadata get their ranks inferred (:mod:`eqsat.egraph.infer`)."""
+    rules = with_inferred_ranks(ground_rules(rules, graph))
     have = Available()
     have.add(VIEW)
     for n in graph.nodes():

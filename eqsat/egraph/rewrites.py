@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from ..diskcache import DiskMemo
 from ..ops import get_op
 from ..pattern import App, Arith, Dim, Pattern, Var, tensor_vars
-from ..rules import Rule
+from ..rules import Rule, format_rule
 from ..symbolic import Sym, Undecidable, recording
 from .language import Language, split_proj_attrs
 
@@ -313,6 +314,18 @@ def compile_rule(rule: Rule, rewrite_constants: bool = False) -> CompiledRule:
     Directions that only rewrite weight-only subgraphs are skipped unless ``rewrite_constants``:
     those subgraphs are folded at compile time and cost nothing in any form (the α search skips
     them too), and they are half of the conv world's directions."""
+    key = ("compile", format_rule(rule), rewrite_constants)
+    found = COMPILED.get(key)
+    if found is None:
+        found = _compile_rule(rule, rewrite_constants)
+        COMPILED.put(key, found)
+    return found
+
+
+COMPILED = DiskMemo("compiled-rules")  # compile_rule and rule_signatures results, by rule text
+
+
+def _compile_rule(rule: Rule, rewrite_constants: bool) -> CompiledRule:
     lang = Language()
     try:
         var_dims = parse_vars(rule)

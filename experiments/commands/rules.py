@@ -27,6 +27,34 @@ def _add_verify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
 
 
+def _add_minimize(p: argparse.ArgumentParser) -> None:
+    _files(p)
+    p.add_argument("--out", required=True, help="rule file to write (the kept rules)")
+    p.add_argument("--iterations", type=int, default=3, help="saturation iterations per derivability check")
+    p.add_argument("--seed", type=int, default=0, help="seed of the second shape assignment")
+    p.add_argument("--json", dest="json_out", help="write the report (kept, dropped and why) here")
+
+
+def _minimize(args: argparse.Namespace) -> int:
+    from eqsat.rules import load_rules, save_rules
+    from taso_baseline.minimize import MinimizeSettings, minimize
+
+    rules = [r for path in args.files for r in load_rules(path)]
+    report = minimize(rules, MinimizeSettings(iterations=args.iterations, seed=args.seed), progress=progress())
+    header = [f"minimized by: eqsat-lab rules minimize {' '.join(args.files)} --iterations {args.iterations} "
+              f"--seed {args.seed}",
+              f"from {len(rules)} rules: {report.summary()}",
+              "a rule was dropped when equality saturation with the rules kept before it made its two sides equal "
+              f"within {args.iterations} iterations, at two shape assignments"]
+    save_rules(args.out, report.kept, header)
+    print(f"{args.out}: {report.summary()}")
+    if args.json_out:
+        write_json(args.json_out, {"files": args.files, "input": len(rules), "kept": [r.name for r in report.kept],
+                                   "derived": list(report.derived), "passthrough": report.passthrough,
+                                   "batches": report.batches, "seconds": report.seconds})
+    return 0
+
+
 def _add_collisions(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trials", type=int, default=2_000_000)
     p.add_argument("--seed", type=int, default=0)
@@ -110,6 +138,8 @@ ACTIONS = (
     Command("fmt", "print rule files in canonical form", _files, _fmt),
     Command("generate", "run the TASO generator: enumerate, fingerprint, prune, verify", _add_generate, _generate),
     Command("verify", "verify every rule of a file; exit 1 if any is unsound", _add_verify, _verify),
+    Command("minimize", "drop every rule the others derive by bounded equality saturation", _add_minimize,
+            _minimize),
     Command("collisions", "fingerprint collision rate of relu(C) vs A*relu(C) on 4x4 ints", _add_collisions,
             _collisions),
 )

@@ -75,17 +75,18 @@ class Domain:
     def contract(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """A bilinear contraction ``fn(a, b)`` (matmul, a conv's einsum) computed exactly in this domain.
 
-        Residues in int64 are split into 12-bit limbs and contracted in float64 (BLAS), which is exact
-        while a sum has fewer than 2^29 terms; the four partial products are recombined mod p.
+        Residues in int64 (below 2^23) have ``a`` split into 12-bit limbs and each limb contracted with
+        ``b`` in float64 (BLAS): a product is below 2^35, so a sum is exact while it has fewer than
+        2^18 terms, more than the int64 bound the evaluator already enforces (``INT64_SAFE_TERMS``);
+        the two partial products are recombined mod p.
         """
         if not self.int64:
             return fn(a, b)
         p = self.modulus
-        a_lo, a_hi = (a & 0xFFF).astype(np.float64), (a >> 12).astype(np.float64)
-        b_lo, b_hi = (b & 0xFFF).astype(np.float64), (b >> 12).astype(np.float64)
-        part = lambda x, y: fn(x, y).astype(np.int64) % p  # noqa: E731
-        low, mid, high = part(a_lo, b_lo), (part(a_lo, b_hi) + part(a_hi, b_lo)) % p, part(a_hi, b_hi)
-        return (low + (mid << 12) % p + ((high << 12) % p << 12) % p) % p
+        bf = b.astype(np.float64)
+        low = fn((a & 0xFFF).astype(np.float64), bf).astype(np.int64) % p
+        high = fn((a >> 12).astype(np.float64), bf).astype(np.int64) % p
+        return (low + (high << 12) % p) % p
 
     def random(self, shape: tuple[int, ...], rng: np.random.Generator, low: int = -50, high: int = 50) -> np.ndarray:
         """Random values: uniform [-1, 1] floats, ints in [low, high], or uniform residues mod p."""

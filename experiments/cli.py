@@ -16,7 +16,8 @@ from pathlib import Path
 
 from .command import Command, add_subcommands
 
-COMMAND_MODULES = ("compare", "optimize", "cost", "table", "models", "dot", "rules", "experiment", "tune", "pet")
+COMMAND_MODULES = ("compare", "optimize", "cost", "table", "models", "dot", "rules", "extract", "experiment", "tune",
+                   "pet")
 
 
 def commands() -> list[Command]:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
@@ -101,6 +104,20 @@ def add_sweep_options(p: argparse.ArgumentParser, out: str, device: bool = True,
         p.add_argument("--seed", type=int, default=0, help="seed of the numerical checks' random inputs")
     p.add_argument("--workers", type=int, default=1, help="local processes running cells (timings are fairest at 1)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="run cells locally or on Ray")
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: from /proc; elsewhere since this module loaded),
+    so a phase report's start-up includes the interpreter and every import."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - _LOADED
+
+
+_LOADED = time.perf_counter()
 
 
 def command_line() -> str:

@@ -337,3 +337,37 @@ def to_graph(
         else:
             built[c] = node(n.op, *(built[d] for d in n.children), **dict(n.attrs))
     return Graph(tuple(built[r] for r in roots), template.dtype, template.name)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """An extractor's answer: a node per e-class, its cost, the greedy cost it started from, the
+    method that produced it, the ILP's gap and status, and the seconds it took."""
+
+    choice: dict[Any, int]
+    cost: float
+    greedy_cost: float
+    method: str
+    gap: float
+    status: str
+    seconds: float
+
+
+def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str = "ilp",
+            seconds: float = 60.0) -> Extraction:
+    """The DAG greedy choice, improved by the exact ILP (warm bound: the greedy cost) with
+    ``extractor="ilp"``; the ILP's answer is kept only when it is no worse."""
+    if extractor not in ("ilp", "greedy"):
+        raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
+    start = time.perf_counter()
+    choice = greedy_dag(view, costs, roots)
+    greedy = selection_cost(view, costs, choice, roots)
+    method, gap, status, cost = "greedy", 0.0, "not run", greedy
+    if extractor == "ilp":
+        removed = filter_cycles(view, choice, roots, costs)
+        ilp = ilp_extract(view, costs, roots, choice, upper=greedy, time_limit=seconds, removed=removed)
+        if ilp is not None and ilp.cost <= greedy + 1e-9:
+            choice, method, gap, status, cost = ilp.choice, "ilp", ilp.gap, ilp.status, ilp.cost
+        else:
+            status = "no better solution within the time limit" if ilp is None else "worse than greedy"
+    return Extraction(choice, cost, greedy, method, gap, status, time.perf_counter() - start)

@@ -12,19 +12,11 @@ from ..devices import Device
 from ..graph import Graph
 from ..rules import Rule
 from ..search import SearchResult
-from .extract import (
-    EGraphView,
-    filter_cycles,
-    greedy_dag,
-    ilp_extract,
-    node_costs,
-    read_egraph,
-    selection_cost,
-    to_graph,
-)
+from .extract import EGraphView, extract, node_costs, read_egraph, to_graph
 from .relevance import relevant_rules
 from .rewrites import COMPILED, Compiled, compile_rules
 from .runner import EGraphRunner, Limits, RunReport
+from .serialize import write_json as write_egraph_json
 
 
 @dataclass(frozen=True)
@@ -147,17 +139,11 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     t1 = time.perf_counter()
     roots = [view.lets[r] for r in roots_let]
     costs = node_costs(view, model, graph.dtype)
-    choice = greedy_dag(view, costs, roots)
-    greedy_us = selection_cost(view, costs, choice, roots)
-    method, gap, status = "greedy", 0.0, "not run"
-    removed: set[int] = set()
-    if limits.extract == "ilp":
-        removed = filter_cycles(view, choice, roots, costs)
-        ilp = ilp_extract(view, costs, roots, choice, upper=greedy_us, time_limit=limits.ilp_seconds, removed=removed)
-        if ilp is not None and ilp.cost <= greedy_us + 1e-9:
-            choice, method, gap, status = ilp.choice, "ilp", ilp.gap, ilp.status
-        else:
-            status = "no better solution within the time limit" if ilp is None else "worse than greedy"
+    if limits.dump_egraph:
+        write_egraph_json(view, costs, roots, limits.dump_egraph)
+    extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds)
+    choice, greedy_us = extraction.choice, extraction.greedy_cost
+    method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)
     best_us = model.graph_time_us(best)
     if best_us > original:

@@ -38,6 +38,7 @@ class Limits:
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"
     ilp_seconds: float = 60.0
+    dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
 
     def __post_init__(self) -> None:
         if self.extract not in ("ilp", "greedy"):

@@ -6,12 +6,13 @@ overrides one field of one search's limits, as listed in ``LIMIT_FLAGS``.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..command import Command, add_device, finite_float, non_negative, parse_params
+from ..command import Command, add_device, finite_float, non_negative, parse_params, process_age_s
 from ..output import write_json
 from ..searches import SEARCHES
 
@@ -31,6 +32,7 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--seconds", "eqsat", "seconds", non_negative(float), "saturation time limit (preset 120)"),
     ("--k-multi", "eqsat", "k_multi", non_negative(int), "iterations that run multi-pattern rules (preset 1)"),
     ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
+    ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
     ("--multi", "taso", "multi", True, "also apply the two-output rules"),
@@ -105,9 +107,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         graph = build(args.model, **parse_params(args.param))
     limits = limits_from(args)
-    result = run_verified(
-        get_search(args.search), graph, default_rules(args.rules), cost_model(args.device), limits, args.seed
-    )
+    startup_s = process_age_s()
+    parse_start = time.perf_counter()
+    rules = default_rules(args.rules)
+    parse_s = time.perf_counter() - parse_start
+    result = run_verified(get_search(args.search), graph, rules, cost_model(args.device), limits, args.seed)
     print(result.summary())
     for line in result.work.detail_lines():
         print("  " + line)
@@ -115,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         f"verified against the input ({result.verified.method}): max relative error {result.verified.max_rel_error:.2g}"
     )
     payload = result.to_dict()
+    payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
+    print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out)
     if args.json_out:

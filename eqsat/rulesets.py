@@ -34,8 +34,11 @@ RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
     RuleSet("matrix", "matrix.rules", "generated: matrix world, graphs of up to 3 ops"),
     RuleSet("conv", "conv.rules", "generated: conv world, graphs of up to 3 ops"),
     RuleSet("epilogue", "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
+    RuleSet("matrix-min", "matrix.min.rules", "the matrix set less every rule the others derive (rules minimize)"),
+    RuleSet("conv-min", "conv.min.rules", "the conv set less every rule the others derive (rules minimize)"),
 )}
-DEFAULT_RULE_SETS = ("matrix", "conv", "epilogue")
+DEFAULT_RULE_SETS = ("matrix-min", "conv-min", "epilogue")
+FULL_RULE_SETS = ("matrix", "conv", "epilogue")  # the generated sets before minimization
 
 
 PARSED = DiskMemo("parsed-rules")

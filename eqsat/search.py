@@ -80,12 +80,13 @@ class SearchResult:
 
 class Search(Protocol):
     """A graph search: a name, named presets of its limits (``default_preset`` reproduces its
-    paper), and ``run``. ``limits(preset, model)`` may specialize a preset per model (TASO's
-    example scripts set per-model budgets)."""
+    paper), the shipped rule sets it reads by default, and ``run``. ``limits(preset, model)`` may
+    specialize a preset per model (TASO's example scripts set per-model budgets)."""
 
     name: str
     presets: Mapping[str, Any]
     default_preset: str
+    default_rule_sets: tuple[str, ...]  # the shipped sets it reads when the user names none
 
     def limits(self, preset: str, model: str = "") -> Any: ...
 

@@ -62,7 +62,7 @@ def prepare_rules(search: str) -> float:
 
     if search not in _PREPARED:
         t0 = time.perf_counter()
-        rules = default_rules()
+        rules = default_rules(get_search(search).default_rule_sets)
         if search == "eqsat":
             compile_rules(rules, multi=True)
             for rule in rules:
@@ -97,7 +97,8 @@ def search_graph(graph: Graph, model: str, search: str, device: str = "h100", se
     engine = get_search(search)
     limits = limits if limits is not None else limits_for(engine, model, quick)
     prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
-    result = run_verified(engine, graph, default_rules(), cost_model(device), limits, seed)
+    rules = default_rules(engine.default_rule_sets)
+    result = run_verified(engine, graph, rules, cost_model(device), limits, seed)
     return result_row(result, graph, prepare_s) | {"model": model}, result.best
 
 

@@ -11,12 +11,12 @@ from eqsat.rulesets import default_rules
 from eqsat.search import verify as verify_result
 from experiments.cli import main
 from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
-from taso_baseline.search import AlphaLimits, Expander, alpha_search
+from taso_baseline.search import AlphaLimits, AlphaSearch, Expander, alpha_search
 
 
 @pytest.fixture(scope="module")
 def expander():
-    return Expander(default_rules())
+    return Expander(default_rules(AlphaSearch.default_rule_sets))
 
 
 _RUNS: dict = {}

@@ -13,7 +13,7 @@ from experiments.budget import curve_rows
 from experiments.cli import main
 from experiments.hardware import penalty_rows
 from experiments.sweep import Cell, run_cells
-from taso_baseline.search import AlphaLimits, alpha_search
+from taso_baseline.search import AlphaLimits, AlphaSearch, alpha_search
 
 
 def _cells(n: int) -> list[Cell]:
@@ -90,7 +90,7 @@ def test_bad_executor_and_workers_are_rejected(tmp_path):
 
 def test_alpha_trace_gives_every_smaller_budget():
     """The α search with budget B is a prefix of a longer run: its trace answers every budget."""
-    rules = default_rules()
+    rules = default_rules(AlphaSearch.default_rule_sets)
     graph = build("resnet_block")
     long = alpha_search(graph, rules, "h100", AlphaLimits(alpha=1.5, budget=400))
     bests = [t.best_us for t in long.work.trace]

@@ -353,3 +353,27 @@ def test_out_equal_to_the_input_is_refused_and_leaves_it_untouched(tmp_path, cap
     before = src.read_bytes()
     assert main(["optimize", str(src), "--search", "taso", "--out", str(src)]) == 2
     assert "is the input model" in capsys.readouterr().err and src.read_bytes() == before
+
+
+def test_integer_and_bool_inputs_keep_their_types_and_outputs_may_be_inputs(tmp_path):
+    """Regression: every graph input was declared float on export (a Gather's int64 indices made
+    an invalid model); an output that is also an input broke SSA."""
+    from experiments.cli import main
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [3])
+    flag = helper.make_tensor_value_info("flag", TensorProto.BOOL, [2])
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8]),
+            helper.make_tensor_value_info("rows", TensorProto.FLOAT, [3, 8]),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, [2])]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"]),
+             helper.make_node("Gather", ["emb", "idx"], ["rows"], axis=0)]
+    src = _model(nodes, [x, idx, flag], outs, [_w("w", 8, 8), _w("emb", 10, 8)], tmp_path / "typed.onnx")
+    out = tmp_path / "typed.opt.onnx"
+    assert main(["optimize", str(src), "--search", "taso", "--preset", "quick", "--out", str(out)]) == 0
+    model = onnx.load(str(out))
+    types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.input) + list(model.graph.output)}
+    assert types == {"x": TensorProto.FLOAT, "idx": TensorProto.INT64, "flag": TensorProto.BOOL,
+                     "y": TensorProto.FLOAT, "rows": TensorProto.FLOAT}
+    assert eo.max_difference(src, out) < 1e-5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["typed.onnx", "typed.opt.onnx"]  # no temporary left

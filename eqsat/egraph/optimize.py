@@ -11,6 +11,7 @@ from ..cost import CostModel, cost_model
 from ..devices import Device
 from ..graph import Graph
 from ..rules import Rule
+from ..rulesets import DEFAULT_RULE_SETS
 from ..search import SearchResult
 from .extract import EGraphView, extract, node_costs, read_egraph, to_graph
 from .relevance import relevant_rules
@@ -161,6 +162,7 @@ class EGraphSearch:
     120 s), ``quick`` (a smoke test)."""
 
     name = "eqsat"
+    default_rule_sets = DEFAULT_RULE_SETS  # minimized: saturation derives what minimization dropped
     presets: Mapping[str, Limits] = {"tensat-paper": Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1),
                                      "quick": Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1)}
     default_preset = "tensat-paper"

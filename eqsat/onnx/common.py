@@ -42,6 +42,7 @@ class Imported:
     ops: dict[str, int] = field(default_factory=dict)
     opaque: list[str] = field(default_factory=list)  # "op_type (node name: reason)" of every opaque node
     opset: int = OPSET
+    elem_types: dict[str, int] = field(default_factory=dict)  # ONNX element type of each graph input and output
 
 
 

@@ -300,7 +300,8 @@ def load(path: str | Path, batch: int = 1) -> Imported:
     if missing:
         raise OnnxError(f"{path}: graph output(s) {', '.join(missing)} are never computed")
     graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
-    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset)
+    elem_types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.input) + list(model.graph.output)}
+    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types)
 
 
 def _opset(path: str, model: Any) -> int:

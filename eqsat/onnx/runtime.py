@@ -27,16 +27,29 @@ def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: in
 
 
 def random_feeds(session: Any, seed: int = 0, input_scale: float = 1.0, like: Any = None) -> dict[str, np.ndarray]:
-    """Standard normal inputs times ``input_scale`` for an onnxruntime session, in each input's
-    float type; a dynamic dimension takes ``like``'s size (another session), else 1."""
+    """Inputs for an onnxruntime session: standard normal times ``input_scale`` in each float
+    input's type; zeros for integer inputs (always a valid index or count) and random bools; a
+    dynamic dimension takes ``like``'s size (another session), else 1."""
     rng = np.random.default_rng(seed)
     fixed = {i.name: i.shape for i in (like or session).get_inputs()}
     feeds = {}
     for i in session.get_inputs():
         dims = [d if isinstance(d, int) else (e if isinstance(e, int) else 1) for d, e in zip(i.shape, fixed[i.name])]
-        x = input_scale * rng.standard_normal(dims)
-        feeds[i.name] = x.astype(np.float64 if i.type == "tensor(double)" else np.float32)
+        kind = _FEED_TYPES.get(i.type)
+        if kind is None:
+            raise OnnxError(f"input {i.name}: element type {i.type} is not supported by the onnxruntime check")
+        if kind is np.bool_:
+            feeds[i.name] = rng.integers(0, 2, dims).astype(np.bool_)
+        elif np.issubdtype(kind, np.integer):
+            feeds[i.name] = np.zeros(dims, dtype=kind)
+        else:
+            feeds[i.name] = (input_scale * rng.standard_normal(dims)).astype(kind)
     return feeds
+
+
+_FEED_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+               "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+               "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
 
 
 def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: float = 1.0) -> float:
@@ -52,8 +65,10 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
     if not all(np.isfinite(x).all() for x in xa):
         raise OnnxError(f"{a}: outputs overflow in onnxruntime ({', '.join(i.type for i in sa.get_inputs())}); "
                         f"compare float64 exports instead")
-    scale = max(1.0, max(float(np.abs(x).max()) for x in xa))
-    return max(float(np.abs(x - y).max()) for x, y in zip(xa, xb)) / scale
+    xa = [np.asarray(x, dtype=np.float64) for x in xa]
+    xb = [np.asarray(x, dtype=np.float64) for x in xb]
+    scale = max([1.0] + [float(np.abs(x).max()) for x in xa if x.size])
+    return max([0.0] + [float(np.abs(x - y).max()) for x, y in zip(xa, xb) if x.size]) / scale
 
 
 set_opaque_runner(run_node)

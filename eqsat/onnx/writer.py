@@ -164,15 +164,25 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
         else:
             raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
+    def elem_type(name: str) -> int:
+        """The imported element type, a float one in the export's float width (ints, bools stay)."""
+        t = imported.elem_types.get(name, 1)
+        return onnx_float if t in _FLOAT_ELEM_TYPES else t
+
     outputs = []
     for name, o in zip(imported.output_names, graph.outputs):
-        w.nodes.append(h.make_node("Identity", [names[o][0]], [name]))
-        outputs.append(h.make_tensor_value_info(name, onnx_float, list(o.shape)))
-    inputs = [h.make_tensor_value_info(n.attr("name"), onnx_float, list(n.shape)) for n in graph.leaves("input")]
+        if names[o][0] != name:  # an output that is an input keeps its name: no node to write
+            w.nodes.append(h.make_node("Identity", [names[o][0]], [name]))
+        outputs.append(h.make_tensor_value_info(name, elem_type(name), list(o.shape)))
+    inputs = [h.make_tensor_value_info(n.attr("name"), elem_type(n.attr("name")), list(n.shape))
+              for n in graph.leaves("input")]
     model = h.make_model(h.make_graph(w.nodes, graph.name or "eqsat", inputs, outputs, w.inits),
                          opset_imports=[h.make_opsetid("", imported.opset)])
     onnx.checker.check_model(model)
     replace_atomic(path, lambda tmp: onnx.save(model, tmp))
+
+
+_FLOAT_ELEM_TYPES = {1, 10, 11, 16}  # float, float16, double, bfloat16
 
 
 def random_weights(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:

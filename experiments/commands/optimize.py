@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rules",
         nargs="+",
         metavar="SET_OR_FILE",
-        help="shipped rule sets (matrix, conv, epilogue) or rule files (default: the default sets)",
+        help="shipped rule sets (names in eqsat/rulesets.py) or rule files (default: the search's own; eqsat: "
+        "matrix-min conv-min epilogue, taso: matrix conv epilogue)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     limits = limits_from(args)
     startup_s = process_age_s()
     parse_start = time.perf_counter()
-    rules = default_rules(args.rules)
+    rules = default_rules(args.rules or get_search(args.search).default_rule_sets)
     parse_s = time.perf_counter() - parse_start
     result = run_verified(get_search(args.search), graph, rules, cost_model(args.device), limits, args.seed)
     print(result.summary())

@@ -125,6 +125,9 @@ def tensor_names(rule: Rule) -> set[str]:
     return set().union(*(tensor_vars(p) for p in rule.lhs + rule.rhs))
 
 
+UNIFORM_SIZES = (4, 5, 2, 1, 6)  # the free sizes tried all at once by rules without a world
+
+
 def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, tuple[int, ...]] | None = None,
                        alt_dims: Mapping[str, Sequence[Sequence[int]]] | None = None,
                        want: int = 3, tries: int = 24) -> list[tuple[Assignment, Sides]]:
@@ -149,15 +152,28 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
             found.append((a, sides))
 
     attr_choices = [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
+    uniform: list[dict[str, tuple[int, ...]]] = []
     if base is None or any(t not in base for t in tensors):
         base = _vars_shapes(rule, tensors, attr_choices) or _find_ranks(rule, tensors, attr_choices)
         if base is None:
             return []
         alt_dims = {t: [(2, 3, 4, 5)] * len(s) for t, s in base.items()}
+        # every free size at once even, odd, 1 and above a 3x3 kernel: independent random sizes rarely
+        # type-check where sizes are coupled, and strides and SAME padding treat parities differently
+        dims = rule.var_dims or {t: (None,) * len(s) for t, s in base.items()}
+        uniform = [{t: tuple(v if d is None else d for d in dims.get(t, (None,) * len(base[t]))) for t in tensors}
+                   for v in UNIFORM_SIZES]
+        want += len(UNIFORM_SIZES)
     for extra in attr_choices:  # the base shapes at the first two attribute choices that type-check
         if len(found) >= 2:
             break
         add({**{t: tuple(base[t]) for t in tensors}, **extra})
+    for shapes in uniform:
+        for extra in attr_choices:
+            before = len(found)
+            add({**shapes, **extra})
+            if len(found) > before:
+                break
     alt_dims = alt_dims or {}
     for _ in range(tries):
         if len(found) >= want:

@@ -377,3 +377,26 @@ def test_integer_and_bool_inputs_keep_their_types_and_outputs_may_be_inputs(tmp_
                      "y": TensorProto.FLOAT, "rows": TensorProto.FLOAT}
     assert eo.max_difference(src, out) < 1e-5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["typed.onnx", "typed.opt.onnx"]  # no temporary left
+
+
+def test_linear_on_a_batch_and_flatten_import_as_table_ops(tmp_path):
+    """Regression: the MatMul every nn.Linear on a batch exports ((64, 1, 256) x (256, 768), numpy
+    broadcasting) failed the import with "batch dimensions differ"; a static Flatten was opaque.
+    Both now map to op-table ops; a broadcast the table cannot express stays opaque, with its reason."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 1, 256])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 768])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4, 1, 16])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("Flatten", ["r"], ["y"]),
+             helper.make_node("MatMul", ["x4", "w4"], ["z0"]), helper.make_node("Relu", ["z0"], ["z"])]
+    x4 = helper.make_tensor_value_info("x4", TensorProto.FLOAT, [2, 4, 1, 64])
+    src = _model(nodes, [x, x4], [y, z], [_w("w", 256, 768), _vec("b", 768), _w("w4", 4, 64, 16)],
+                 tmp_path / "linear.onnx")
+    imp = eo.load(src)
+    assert imp.ops["MatMul"] == 2 and [o.split(" ")[0] for o in imp.opaque] == ["MatMul"]
+    assert "broadcast batch dimensions" in imp.opaque[0]
+    ops = {n.op for n in imp.graph.nodes()}
+    assert {"matmul", "reshape", "chadd", "relu"} <= ops
+    out = tmp_path / "linear.opt.onnx"
+    eo.save(imp, imp.graph, out)
+    assert eo.max_difference(src, out) < 1e-5

@@ -208,3 +208,18 @@ def test_cli_verify_catches_a_planted_unsound_rule(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "UNSOUND" in text and "planted" in text and "relative error" in text
     assert "ok:" not in text.split("UNSOUND")[1] and "2/3 rules verified" in text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_verifier_tries_even_sizes_where_strides_make_parity_matter(seed):
+    """Regression: SAME padding with stride 2 pads 0 before and 1 after on even sizes, so enlarging a
+    1x1 kernel to 3x3 shifts the windows; the verifier only ever tried odd sizes and passed it. The
+    stride-1 rule is sound and still passes."""
+    from taso_baseline.verify import verify_rules
+
+    bad = parse_rule("enlarge-s2: (conv2d :stride [2 2] :pad same ?X (enlarge :size [3 3] ?K)) <=> "
+                     "(conv2d :stride [2 2] :pad same ?X ?K) ; vars=X:?x?x?x?,K:?x?x1x1")
+    good = parse_rule("enlarge-s1: (conv2d :pad same ?X (enlarge :size [3 3] ?K)) <=> "
+                      "(conv2d :pad same ?X ?K) ; vars=X:?x?x?x?,K:?x?x1x1")
+    report = verify_rules([bad, good], seed=seed)
+    assert [v.rule for v in report.unsound] == ["enlarge-s2"]

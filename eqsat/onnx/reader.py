@@ -97,6 +97,28 @@ def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)))]
 
 
+def _matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """ONNX MatMul (numpy broadcasting): equal batch dimensions map to ``matmul``; an N-D
+    activation times a 2-D weight (every ``nn.Linear`` on a batch) folds its batch into the rows
+    (reshape, 2-D matmul, reshape back); other broadcasts and 1-D operands decline."""
+    x, w = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+    if len(x.shape) < 2 or len(w.shape) < 2:
+        raise Decline("a 1-D MatMul operand")
+    if len(x.shape) == len(w.shape) and x.shape[:-2] == w.shape[:-2]:
+        return [node("matmul", x, w)]
+    if len(w.shape) == 2 and x.shape[-1] == w.shape[0]:
+        rows = int(np.prod(x.shape[:-1]))
+        flat = node("matmul", node("reshape", x, shape=(rows, x.shape[-1])), w)
+        return [node("reshape", flat, shape=tuple(x.shape[:-1]) + (w.shape[1],))]
+    raise Decline(f"broadcast batch dimensions {x.shape} x {w.shape}")
+
+
+def _flatten(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    axis = int(a.get("axis", 1)) % (len(x.shape) + 1) if x.shape else 0
+    return [node("reshape", x, shape=(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))]
+
+
 def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
         raise Decline("alpha, beta or transA")
@@ -218,7 +240,8 @@ def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Conv": _conv,
-    "MatMul": lambda imp, n, a: [node("matmul", imp.value(n, n.input[0]), imp.value(n, n.input[1]))],
+    "MatMul": _matmul,
+    "Flatten": _flatten,
     "Gemm": _gemm,
     "Add": _binary("ewadd", "chadd"),
     "Mul": _binary("ewmul", "chmul"),
@@ -285,6 +308,10 @@ def load(path: str | Path, batch: int = 1) -> Imported:
                     outs = importer(imp, n, _attrs(n))
                 except Decline as exc:
                     reason = str(exc)
+                except EqsatError as exc:  # the op table rejects this use: keep the node exactly
+                    if isinstance(exc, OnnxError):
+                        raise
+                    reason = f"not expressible in the op table: {exc}"
             if outs is None:
                 outs = _opaque(imp, n, shapes, types)
                 opaque.append(f"{n.op_type} ({n.name or n.output[0]}: {reason})")

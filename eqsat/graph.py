@@ -15,8 +15,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 from .errors import ShapeError
 from .ops import Shape, get_op, numel
 
@@ -265,8 +263,10 @@ class Graph:
                 users[x].append(n)
         return users
 
-    def to_networkx(self) -> nx.MultiDiGraph:
+    def to_networkx(self) -> Any:
         """A networkx view: node ids are digests, edges point from input to user with the input slot."""
+        import networkx as nx  # only here: the saturation process never needs it
+
         g = nx.MultiDiGraph(name=self.name, dtype=self.dtype)
         for n in self.nodes():
             g.add_node(n.digest, op=n.op, attrs=dict(n.attrs), shapes=n.shapes, const=n.is_const)

@@ -18,10 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from ..cost import CostModel
 from ..graph import Graph, Node, node
@@ -170,6 +167,8 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
     is cut (its nodes removed), so cheap views such as a split projection survive.
     """
     removed: set[int] = set()
+    import networkx as nx  # imported where used: the saturation process reads e-graphs, never extracts
+
     g = nx.DiGraph()
     edge_nodes: dict[tuple[Any, Any], list[int]] = {}
     for c in _reachable(view, roots, removed):
@@ -198,7 +197,7 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
     return removed
 
 
-def _cyclic(g: nx.DiGraph, comp: set) -> bool:
+def _cyclic(g: Any, comp: set) -> bool:
     return len(comp) > 1 or any(g.has_edge(n, n) for n in comp)
 
 
@@ -224,6 +223,9 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], constant
     Weight-only e-classes cost nothing whichever node computes them (they fold), so they are not
     variables: they take their node from ``constants`` (an acyclic choice, e.g. the greedy one).
     """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
     start = time.perf_counter()
     removed = removed or set()
     reach = _reachable(view, roots, removed)
@@ -287,6 +289,8 @@ def _class_cycle_cut(view: EGraphView, col: dict[int, int],
 
 def _find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], most: int = 50) -> list[list[int]]:
     """Up to ``most`` cycles among the chosen nodes reachable from the roots (as node lists)."""
+    import networkx as nx
+
     g = nx.DiGraph()
     seen: set = set()
     stack = list(roots)

@@ -1,7 +1,9 @@
 """``optimize(graph, rules, cost, limits)``: TENSAT-style equality saturation on egglog."""
 from __future__ import annotations
 
+import importlib
 import multiprocessing
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -69,50 +71,71 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits,
     return read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0
 
 
-def _child(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
+def _worker(conn: Any) -> None:
+    """The saturation process: import everything, then wait for one job and run it."""
+    try:
+        rules, graph, limits = conn.recv()
+    except EOFError:  # the parent gave up before sending a job
+        return
     try:
         conn.send(("done", _saturate(rules, graph, limits, lambda it: conn.send(("iteration", it)))))
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def saturate_isolated(rules: Compiled, graph: Graph, limits: Limits,
-                      grace_s: float = 90.0) -> tuple[EGraphView, list[str], RunReport, float]:
-    """Saturate in a child process that is killed if it overruns ``limits.seconds + grace_s``
-    (the grace covers starting the process and loading the rules).
+class SaturationWorker:
+    """A spawned process (fork would copy egglog's worker threads' locks) that starts, and imports
+    the e-graph code, while this process selects and compiles the rules; it then saturates one job
+    under a hard deadline."""
 
-    egglog cannot interrupt an iteration, so one exploding iteration could run (and grow) without
-    bound. On a kill the run is replayed here with only the iterations the child finished in time,
-    which is deterministic (none finished: the input graph alone), and the report says so.
-    """
-    ctx = multiprocessing.get_context("spawn")  # fork would copy egglog's worker threads' locks
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, rules, graph, limits), daemon=True)
-    proc.start()
-    child.close()
-    finished: list[Any] = []
-    deadline = time.perf_counter() + limits.seconds + grace_s
-    try:
-        while True:
-            left = deadline - time.perf_counter()
-            if left <= 0 or not parent.poll(left):
-                break
-            kind, payload = parent.recv()
-            if kind == "iteration":
-                finished.append(payload)
-            elif kind == "done":
-                proc.join()
-                return payload
-            else:
-                raise RuntimeError(f"saturation failed in the child process: {payload}")
-    except EOFError:
-        pass
-    proc.kill()
-    proc.join()
-    replay = replace(limits, iterations=len(finished))
-    view, roots, report, seconds = _saturate(rules, graph, replay)
-    report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
-    return view, roots, report, seconds
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def saturate(self, rules: Compiled, graph: Graph, limits: Limits,
+                 grace_s: float = 90.0) -> tuple[EGraphView, list[str], RunReport, float]:
+        """Saturate in the worker, which is killed if it overruns ``limits.seconds + grace_s`` (the
+        grace covers loading the rules).
+
+        egglog cannot interrupt an iteration, so one exploding iteration could run (and grow)
+        without bound. On a kill the run is replayed here with only the iterations the worker
+        finished in time, which is deterministic (none finished: the input graph alone), and the
+        report says so."""
+        finished: list[Any] = []
+        deadline = time.perf_counter() + limits.seconds + grace_s
+        # the extractor's solver loads while this process would only wait for the worker
+        threading.Thread(target=importlib.import_module, args=("scipy.optimize",), daemon=True).start()
+        try:
+            self.conn.send((rules, graph, limits))
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0 or not self.conn.poll(left):
+                    break
+                kind, payload = self.conn.recv()
+                if kind == "iteration":
+                    finished.append(payload)
+                elif kind == "done":
+                    self.proc.join()
+                    return payload
+                else:
+                    raise RuntimeError(f"saturation failed in the child process: {payload}")
+        except (EOFError, BrokenPipeError):
+            pass
+        finally:
+            self.close()
+        replay = replace(limits, iterations=len(finished))
+        view, roots, report, seconds = _saturate(rules, graph, replay)
+        report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
+        return view, roots, report, seconds
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
 
 
 def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel = "h100",
@@ -122,18 +145,24 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     (unverified: see :func:`eqsat.search.run_verified`).
 
     With ``isolate`` the saturation runs in a child process with a hard timeout (see
-    :func:`saturate_isolated`); ``rewrite_constants`` also rewrites weight-only subgraphs (off, as
+    :class:`SaturationWorker`); ``rewrite_constants`` also rewrites weight-only subgraphs (off, as
     in the α search)."""
     limits = limits if limits is not None else Limits()
     model = cost_model(cost)
     original = model.graph_time_us(graph)
     start = time.perf_counter()
-    chosen = relevant_rules(rules, graph, rewrite_constants)
-    compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
+    worker = SaturationWorker() if isolate else None  # starts up while the rules are compiled
+    try:
+        chosen = relevant_rules(rules, graph, rewrite_constants)
+        compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
-    if isolate:
-        view, roots_let, report, saturate_s = saturate_isolated(compiled, graph, limits, hard_grace_s)
+    if worker is not None:
+        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s)
     else:
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits)
     leaves = {n.attr("name"): n for n in graph.leaves()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+from collections.abc import Callable
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -79,6 +80,14 @@ class DiskMemo:
             self.misses += 1
         else:
             self.hits += 1
+        return found
+
+    def get_or_compute(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """The stored value of ``key``, or ``compute()``, stored."""
+        found = self.get(key)
+        if found is None:
+            found = compute()
+            self.put(key, found)
         return found
 
     def put(self, key: Any, value: Any) -> None:

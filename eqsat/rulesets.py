@@ -46,13 +46,8 @@ PARSED = DiskMemo("parsed-rules")
 
 @lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
-    data = Path(path).read_bytes()
-    key = (content_key(data), path)
-    rules = PARSED.get(key)
-    if rules is None:
-        rules = tuple(load_rules(path))
-        PARSED.put(key, rules)
-        PARSED.save()
+    rules = PARSED.get_or_compute((content_key(Path(path).read_bytes()), path), lambda: tuple(load_rules(path)))
+    PARSED.save()
     if not rules:
         raise ValueError(f"{path}: the rule file has no rules")
     return rules

@@ -53,12 +53,8 @@ def rule_signatures(rule: Rule, rewrite_constants: bool = False
                     ) -> tuple[tuple[tuple[frozenset[Signature], ...], tuple[frozenset[Signature], ...]], ...]:
     """Per direction of ``rule`` (constant-only ones left out unless ``rewrite_constants``): the
     signatures each source and each target pattern holds (memoized on disk with the compiled rules)."""
-    key = ("signatures", format_rule(rule), rewrite_constants)
-    found = COMPILED.get(key)
-    if found is None:
-        found = _rule_signatures(rule, rewrite_constants)
-        COMPILED.put(key, found)
-    return found
+    return COMPILED.get_or_compute(("signatures", format_rule(rule), rewrite_constants),
+                                   lambda: _rule_signatures(rule, rewrite_constants))
 
 
 def _rule_signatures(rule: Rule, rewrite_constants: bool

@@ -314,12 +314,8 @@ def compile_rule(rule: Rule, rewrite_constants: bool = False) -> CompiledRule:
     Directions that only rewrite weight-only subgraphs are skipped unless ``rewrite_constants``:
     those subgraphs are folded at compile time and cost nothing in any form (the α search skips
     them too), and they are half of the conv world's directions."""
-    key = ("compile", format_rule(rule), rewrite_constants)
-    found = COMPILED.get(key)
-    if found is None:
-        found = _compile_rule(rule, rewrite_constants)
-        COMPILED.put(key, found)
-    return found
+    return COMPILED.get_or_compute(("compile", format_rule(rule), rewrite_constants),
+                                   lambda: _compile_rule(rule, rewrite_constants))
 
 
 COMPILED = DiskMemo("compiled-rules")  # compile_rule and rule_signatures results, by rule text

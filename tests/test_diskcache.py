@@ -1,0 +1,38 @@
+"""The disk cache of parsed and compiled rules: reused by a second process, never trusted when torn."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from eqsat.diskcache import DiskMemo
+
+PROBE = """
+from eqsat.rulesets import default_rules
+from eqsat.egraph.rewrites import COMPILED, compile_rules
+compile_rules(default_rules(["epilogue", "matrix-min"]), multi=True)
+COMPILED.save()
+print(COMPILED.hits, COMPILED.misses)
+"""
+
+
+def test_a_second_process_compiles_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout.split()
+            for _ in range(2)]
+    (hits1, misses1), (hits2, misses2) = [tuple(map(int, r)) for r in runs]
+    assert misses1 > 100 and hits2 == hits1 + misses1 and misses2 == 0
+
+
+def test_a_torn_cache_file_is_ignored_and_off_disables(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(tmp_path))
+    memo = DiskMemo("probe")
+    memo.put("k", 1)
+    memo.save()
+    assert DiskMemo("probe").get("k") == 1
+    memo.path.write_bytes(b"\x80\x04 torn")
+    assert DiskMemo("probe").get("k") is None
+    monkeypatch.setenv("EQSAT_LAB_CACHE", "off")
+    off = DiskMemo("probe")
+    off.put("k", 2)
+    off.save()
+    assert off.path is None and DiskMemo("probe").get("k") is None

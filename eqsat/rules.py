@@ -346,6 +346,30 @@ def _check_vars(rule: Rule, p: _Parser, col: int) -> None:
             )
     if not any(True for _ in rule.directions()):
         raise p.error("no usable direction: a rewrite cannot start from a bare variable", col)
+    _check_vars_meta(rule, tensor_l | tensor_r, p, col)
+
+
+_DIMS = re.compile(r"^(\?|\d+)(x(\?|\d+))*$")
+
+
+def _check_vars_meta(rule: Rule, tensors: set[str], p: _Parser, col: int) -> None:
+    """``vars=`` names each tensor variable once with its dims (``?`` or a size, joined by ``x``)."""
+    text = dict(rule.meta).get("vars")
+    if not text:
+        return
+    seen: set[str] = set()
+    for part in text.split(","):
+        name, colon, dims = part.partition(":")
+        if not colon or not _DIMS.match(dims):
+            raise p.error(f"vars= entry {part!r}: write NAME:DIMS with DIMS like ?x?x3x3", col)
+        if name not in tensors:
+            raise p.error(f"vars= names {name!r}, which is not a tensor variable of the rule", col)
+        if name in seen:
+            raise p.error(f"vars= names {name!r} twice", col)
+        seen.add(name)
+    missing = tensors - seen
+    if missing:
+        raise p.error(f"vars= leaves out {', '.join('?' + v for v in sorted(missing))}", col)
 
 
 def parse_rules(text: str, filename: str = "<string>") -> list[Rule]:

@@ -154,7 +154,9 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
     attr_choices = [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
     uniform: list[dict[str, tuple[int, ...]]] = []
     if base is None or any(t not in base for t in tensors):
-        base = _vars_shapes(rule, tensors, attr_choices) or _find_ranks(rule, tensors, attr_choices)
+        # a rule's own vars= must type it (wrong metadata is an error, not a reason to guess)
+        base = _vars_shapes(rule, tensors, attr_choices) if rule.var_dims is not None else \
+            _find_ranks(rule, tensors, attr_choices)
         if base is None:
             return []
         alt_dims = {t: [(2, 3, 4, 5)] * len(s) for t, s in base.items()}

@@ -10,8 +10,16 @@ from eqsat.rulesets import RULE_SETS, default_rules
 from taso_baseline.minimize import MinimizeSettings, derivable, minimize
 from taso_baseline.verify import sample_assignments
 
-META = " ; origin=generated world=matrix vars=A:?x?,B:?x?,C:?x?"
-SMALL = parse_rules("\n".join(line + META for line in (
+SHAPES = {"A": "?x?", "B": "?x?", "C": "?x?", "X": "?x?x?x?", "W": "?x?x3x3", "V": "?x?x3x3", "K": "?x?x1x1"}
+
+
+def with_meta(text: str, world: str) -> str:
+    """``text`` with generated-rule metadata naming exactly its own variables."""
+    names = sorted({c for c in SHAPES if f"?{c}" in text})
+    return f"{text} ; origin=generated world={world} vars=" + ",".join(f"{n}:{SHAPES[n]}" for n in names)
+
+
+SMALL = parse_rules("\n".join(with_meta(line, "matrix") for line in (
     "comm: (ewadd ?B ?A) <=> (ewadd ?A ?B)",
     "assoc: (ewadd ?A (ewadd ?B ?C)) <=> (ewadd (ewadd ?A ?B) ?C)",
     "variant: (ewadd (ewadd ?C ?B) ?A) <=> (ewadd (ewadd ?A ?B) ?C)",
@@ -42,10 +50,9 @@ def test_shipped_minimized_sets_derive_every_textbook_rule(world, textbook):
     kept = default_rules([f"{world}-min"])
     assert len(kept) < len(default_rules([world])) // 5
     from numpy.random import default_rng
-    shapes = {"matrix": "A:?x?,B:?x?,C:?x?", "conv": "X:?x?x?x?,W:?x?x3x3,V:?x?x3x3,K:?x?x1x1"}[world]
     candidates = []
     for text in textbook.values():
-        rule = parse_rule(f"{text} ; origin=generated world={world} vars={shapes}")
+        rule = parse_rule(with_meta(text, world))
         candidates.append((rule, [s for _, s in sample_assignments(rule, default_rng(0), want=2)]))
     assert all(sides for _, sides in candidates)
     assert derivable(kept, candidates, MinimizeSettings(iterations=4)) == [True] * len(candidates)

@@ -219,3 +219,24 @@ def test_attribute_variables_are_grounded_on_the_graph():
     assert {dict(r.lhs[0].args[0].attrs)["stride"] for r in grounded} == {(1, 1), (2, 2)}
     assert {r.name for r in relevant_rules(fold, g)} == {r.name for r in grounded}
     assert relevant_rules(fold, Graph([c2])) == []  # no affine node: the fold cannot match
+
+
+@pytest.mark.parametrize("meta,message", [
+    ("vars=A:zz", "vars= entry 'A:zz'"),
+    ("vars=A:?x?,Z:?x?", "vars= names 'Z', which is not a tensor variable"),
+    ("vars=A:?x?,A:?x?", "vars= names 'A' twice"),
+])
+def test_malformed_vars_metadata_is_a_parse_error_naming_file_and_line(meta, message):
+    with pytest.raises(RuleParseError, match=message) as exc:
+        parse_rules(f"\nr: (relu (relu ?A)) => (relu ?A) ; {meta}\n", "mine.rules")
+    assert str(exc.value).startswith("mine.rules:2:")
+
+
+def test_vars_of_the_wrong_rank_fail_verification():
+    """Regression: a vars= that names the wrong rank passed `rules verify` (the verifier guessed
+    other ranks) and failed later inside optimize without a rule name."""
+    from taso_baseline.verify import verify_rules
+
+    rule = parse_rules("badrank: (matmul ?A (matmul ?B ?C)) <=> (matmul (matmul ?A ?B) ?C) ; "
+                       "vars=A:?x?x?x?x?,B:?x?,C:?x?")
+    assert [v.rule for v in verify_rules(rule).unsound] == ["badrank"]

@@ -39,6 +39,10 @@ def speedup_pct(original_us: float, best_us: float) -> float:
 class Work(Protocol):
     """A search's own record of what it did (queue pops, iterations, extraction...)."""
 
+    def summary(self) -> str: ...
+
+    def detail_lines(self) -> list[str]: ...
+
     def to_dict(self) -> dict[str, Any]: ...
 
 
@@ -56,7 +60,7 @@ class SearchResult:
     best: Graph
     search_s: float
     stop: str
-    work: Any
+    work: Work
     timings: Mapping[str, float] = field(default_factory=dict)
     verified: Comparison | None = None
 
@@ -73,9 +77,8 @@ class SearchResult:
 
     def summary(self) -> str:
         """One line: costs, time, the work record's own summary and the stop reason."""
-        work = self.work.summary() if hasattr(self.work, "summary") else ""
         return (f"{self.model} on {self.device}: {self.original_us:.2f} -> {self.best_us:.2f} µs "
-                f"({self.speedup_pct:+.1f}%) in {self.search_s:.2f} s, {work}, stop: {self.stop}")
+                f"({self.speedup_pct:+.1f}%) in {self.search_s:.2f} s, {self.work.summary()}, stop: {self.stop}")
 
 
 class Search(Protocol):

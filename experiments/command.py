@@ -34,6 +34,11 @@ class Command:
 Experiment = Command  # an experiment is a row of the same shape under `eqsat-lab experiment`
 
 
+def dispatched_by_subcommand(args: argparse.Namespace) -> int:  # pragma: no cover - never called
+    """The ``run`` of a command whose subcommands set their own (``add_subcommands`` does)."""
+    raise AssertionError("a subcommand always sets its own run")
+
+
 def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command], dest: str) -> None:
     """One subparser per row, with the row's help and arguments, dispatching to its ``run``."""
     sub = parser.add_subparsers(dest=dest, required=True, metavar="{" + ",".join(r.name for r in rows) + "}")

@@ -18,10 +18,9 @@ from typing import Any
 
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import COMPARE_MODELS, check_models
+from .onnx_io import TOLERANCE
 from .output import write_table
 from .sweep import Cell, run_cells
-
-TOLERANCE = 1e-3  # relative to the largest output magnitude; onnxruntime runs float32
 
 
 def round_trip(model: str, search: str, device: str, seed: int, out: str, quick: bool = False) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 ``SEARCHES`` maps a name to a :class:`eqsat.search.Search`; the CLI, every experiment and the
 tests read it. Each search carries named presets (``taso-paper``, ``tensat-paper``, ``quick``)
-so defaults live in one place. Both searches read the same rule files and price graphs with the
-same cost model; every result is verified once, here, by :func:`eqsat.search.run_verified`.
+and its default rule sets, so defaults live in one place. Both searches price graphs with the same
+cost model; every result is verified once, here, by :func:`eqsat.search.run_verified`.
 """
 from __future__ import annotations
 
@@ -32,12 +32,16 @@ def get_search(name: str) -> Search:
     return getattr(importlib.import_module(module), cls)()
 
 
-def limits_for(search: Search, model: str = "", quick: bool = False, **overrides: Any) -> Any:
-    """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
-    name = "quick" if quick else search.default_preset
+def preset_limits(search: Search, name: str, model: str = "") -> Any:
+    """The search's preset ``name`` for ``model``, or a clear error listing its presets."""
     if name not in search.presets:
         raise ValueError(f"search {search.name!r} has no preset {name!r} (it has: {', '.join(search.presets)})")
-    base = search.limits(name, model)
+    return search.limits(name, model)
+
+
+def limits_for(search: Search, model: str = "", quick: bool = False, **overrides: Any) -> Any:
+    """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
+    base = preset_limits(search, "quick" if quick else search.default_preset, model)
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return replace(base, **given)

@@ -58,12 +58,10 @@ class TracePoint:
 
 @dataclass(frozen=True)
 class AlphaWork:
-    """What the α search did: its settings, graphs popped (``expanded``) and generated, the rewrite
+    """What the α search did: its limits, graphs popped (``expanded``) and generated, the rewrite
     path to the best graph, the best-cost trace and how often each rule matched."""
 
-    alpha: float
-    budget: int
-    time_limit: float | None
+    limits: AlphaLimits
     expanded: int
     generated: int
     path: tuple[Step, ...]
@@ -79,7 +77,8 @@ class AlphaWork:
                 for i, s in enumerate(self.path, start=1)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "budget": self.budget, "time_limit": self.time_limit,
+        lim = self.limits
+        return {"alpha": lim.alpha, "budget": lim.budget, "time_limit": lim.time_limit,
                 "expanded": self.expanded, "generated": self.generated,
                 "path": [asdict(s) for s in self.path],
                 "trace": [[t.seconds, t.expanded, t.best_us] for t in self.trace],
@@ -205,7 +204,7 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
                 heapq.heappush(heap, (new.cost, next(tie), new))
     bar.close()
     elapsed = time.perf_counter() - start
-    work = AlphaWork(alpha, budget, time_limit, expanded, generated, tuple(_path(parent, best.graph)),
+    work = AlphaWork(limits, expanded, generated, tuple(_path(parent, best.graph)),
                      tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches)
     return SearchResult("taso", graph.name, model.name, root.cost, best.cost, best.graph, elapsed, stop, work,
                         {"search": elapsed})

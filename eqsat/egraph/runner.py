@@ -148,6 +148,14 @@ class EGraphRunner:
         return self.roots
 
     # ------------------------------------------------------------------ running
+    def equal(self, a: str, b: str) -> bool:
+        """Whether two let names (as :meth:`insert` returns them) are in one e-class."""
+        try:
+            self._send(f"(check (= {a} {b}))")
+        except Exception:  # egglog reports a failed check as an error
+            return False
+        return True
+
     def size(self) -> int:
         sizes = dict(self._send("(print-size)")[0].sizes)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")

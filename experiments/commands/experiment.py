@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ..command import Command, Experiment, add_subcommands
+from ..command import Command, Experiment, add_subcommands, dispatched_by_subcommand
 
 EXPERIMENT_MODULES = ["experiments.budget", "experiments.alpha", "experiments.hardware", "experiments.onnx_roundtrip",
                       "experiments.tuning"]
@@ -23,9 +23,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_subcommands(p, experiments(), "experiment")
 
 
-def run(args: argparse.Namespace) -> int:  # pragma: no cover - the subparser sets its row's run
-    raise AssertionError("an experiment subcommand always sets its own run")
-
-
 COMMAND = Command("experiment", "resumable experiments: " + ", ".join(e.name for e in experiments()),
-                  add_arguments, run)
+                  add_arguments, dispatched_by_subcommand)

@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def limits_from(args: argparse.Namespace) -> Any:
     """The search's preset (``--preset``, default its paper preset, specialized to the model) with
     the limit flags given on the command line applied."""
-    from ..searches import get_search
+    from ..searches import get_search, preset_limits
 
     engine = get_search(args.search)
     given = {
@@ -82,10 +82,7 @@ def limits_from(args: argparse.Namespace) -> Any:
     wrong = [f for f, (search, _, _) in given.items() if search != args.search]
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
-    name = args.preset or engine.default_preset
-    if name not in engine.presets:
-        raise ValueError(f"search {args.search!r} has no preset {name!r} (it has: {', '.join(engine.presets)})")
-    base = engine.limits(name, Path(args.model).stem)
+    base = preset_limits(engine, args.preset or engine.default_preset, Path(args.model).stem)
     return replace(base, **{field: value for _, field, value in given.values()})
 
 

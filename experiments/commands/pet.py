@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command, add_device, add_subcommands
+from ..command import Command, add_device, add_subcommands, dispatched_by_subcommand
 
 
 def _add_problem(p: argparse.ArgumentParser) -> None:
@@ -61,4 +61,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command("pet", "partially-equivalent transformations: region table, verification, correction, optimizer",
-                  add_arguments, _lazy("run_demo"))
+                  add_arguments, dispatched_by_subcommand)

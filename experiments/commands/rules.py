@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command, add_subcommands, progress
+from ..command import Command, add_subcommands, dispatched_by_subcommand, progress
 from ..output import write_json
 
 
@@ -149,8 +149,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_subcommands(p, ACTIONS, "rules_cmd")
 
 
-def _unreachable(args: argparse.Namespace) -> int:  # pragma: no cover - every action sets its own run
-    raise AssertionError("a rules action always sets its own run")
-
-
-COMMAND = Command("rules", "generate, verify, check and format rule files", add_arguments, _unreachable)
+COMMAND = Command("rules", "generate, verify, check and format rule files", add_arguments, dispatched_by_subcommand)

@@ -8,9 +8,9 @@ whose children are all weight-only is free (folded).
 
 Two extractors: a DAG-aware greedy one (each e-class keeps the cheapest node
 by the cost of the *set* of e-classes below it, so shared subgraphs count
-once) and an exact ILP (``scipy.optimize.milp``/HiGHS, one binary per e-node,
-costs in µs) that forbids cycles by lazy cuts found with networkx, starts from
-the greedy cost as an upper bound and reports its optimality gap.
+once; settled from a priority queue, so it is order-independent and acyclic)
+and the exact ILP of :mod:`.ilp`, started from the greedy answer, which reports
+its proved bound and gap.
 """
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..cost import CostModel
 from ..graph import Graph, Node, node
+from .ilp import ILPSettings, ilp_extract, selection_cost
 from .language import Language
 
 
@@ -95,220 +94,61 @@ def node_costs(view: EGraphView, model: CostModel, dtype: str) -> list[float]:
 
 # --------------------------------------------------------------------------- greedy (DAG-aware)
 def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any]) -> dict[Any, int]:
-    """Per e-class, the node whose sub-DAG (a set of e-classes, shared ones once) is cheapest."""
-    best: dict[Any, tuple[float, int, dict[Any, float]]] = {}
+    """Per e-class, the node whose sub-DAG (a set of e-classes, shared ones once) is cheapest,
+    settled cheapest-first from a priority queue (Dijkstra on the e-graph's hypergraph).
+
+    An e-class is settled once, by its cheapest candidate whose children are all settled, so the
+    answer does not depend on the order nodes are stored in, and it is acyclic by construction
+    (a node only ever reads e-classes settled before its own). Sub-DAGs are bit sets of e-classes.
+    """
+    import heapq
+
+    bit = {c: k for k, c in enumerate(view.classes)}
     parents: dict[Any, list[int]] = {}
+    waiting = []
     for i, n in enumerate(view.nodes):
-        for c in n.children:
+        kids = set(n.children)
+        waiting.append(len(kids))
+        for c in kids:
             parents.setdefault(c, []).append(i)
-    pending = [i for i, n in enumerate(view.nodes) if not n.children]
-    queued = set(pending)
-    while pending:
-        i = pending.pop()
-        queued.discard(i)
-        n = view.nodes[i]
-        if any(c not in best for c in n.children):
+    chosen: dict[Any, int] = {}
+    below: dict[Any, int] = {}  # e-class -> bit set of the e-classes of its settled sub-DAG
+    total: dict[Any, float] = {}
+    price: list[float] = [0.0] * len(bit)  # by bit: the settled node's own cost
+
+    def candidate(i: int) -> tuple[float, int]:
+        kids = list(dict.fromkeys(view.nodes[i].children))
+        if not kids:
+            return costs[i], 1 << bit[view.nodes[i].eclass]
+        base = max(kids, key=lambda c: total[c])
+        union = below[base]
+        for c in kids:
+            union |= below[c]
+        extra, t = union & ~below[base], total[base]
+        while extra:
+            low = extra & -extra
+            t += price[low.bit_length() - 1]
+            extra ^= low
+        return t + costs[i], union | (1 << bit[view.nodes[i].eclass])
+
+    heap = [(costs[i], i) for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(heap)
+    while heap:
+        t, i = heapq.heappop(heap)
+        c = view.nodes[i].eclass
+        if c in chosen:
             continue
-        merged: dict[Any, float] = {}
-        for c in n.children:
-            merged.update(best[c][2])
-        if n.eclass in merged:
-            continue  # would make a cycle
-        merged[n.eclass] = costs[i]
-        total = sum(merged.values())
-        old = best.get(n.eclass)
-        if old is None or total < old[0] - 1e-9:
-            best[n.eclass] = (total, i, merged)
-            for p in parents.get(n.eclass, ()):
-                if p not in queued:
-                    queued.add(p)
-                    pending.append(p)
-    missing = [r for r in roots if r not in best]
+        chosen[c], total[c] = i, t
+        below[c] = candidate(i)[1]
+        price[bit[c]] = costs[i]
+        for p in parents.get(c, ()):
+            waiting[p] -= 1
+            if waiting[p] == 0 and view.nodes[p].eclass not in chosen:
+                heapq.heappush(heap, (candidate(p)[0], p))
+    missing = [r for r in roots if r not in chosen]
     if missing:
         raise RuntimeError(f"greedy extraction found no acyclic term for {len(missing)} root e-class(es)")
-    return {c: v[1] for c, v in best.items()}
-
-
-def selection_cost(view: EGraphView, costs: list[float], choice: dict[Any, int], roots: list[Any]) -> float:
-    """Cost of the DAG a choice induces from the roots (each reachable e-class once)."""
-    seen: set = set()
-    stack = list(roots)
-    total = 0.0
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        i = choice[c]
-        total += costs[i]
-        stack.extend(view.nodes[i].children)
-    return total
-
-
-# --------------------------------------------------------------------------- ILP
-TIE_BREAK_US = 1e-6  # added to every node's cost: among equal-cost choices, prefer fewer nodes
-
-
-@dataclass
-class ILPResult:
-    choice: dict[Any, int]
-    cost: float
-    gap: float
-    status: str
-    cuts: int
-    seconds: float
-
-
-def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], costs: list[float]) -> set[int]:
-    """Remove e-nodes until the e-class graph below the roots is acyclic (TENSAT's cycle filter).
-
-    ``keep`` (an acyclic choice such as the greedy one) stays: on every cycle some edge is not
-    realized by a kept node; of those edges, the one whose cheapest realizing node costs most
-    is cut (its nodes removed), so cheap views such as a split projection survive.
-    """
-    removed: set[int] = set()
-    import networkx as nx  # imported where used: the saturation process reads e-graphs, never extracts
-
-    g = nx.DiGraph()
-    edge_nodes: dict[tuple[Any, Any], list[int]] = {}
-    for c in _reachable(view, roots, removed):
-        for i in view.classes[c]:
-            for d in view.nodes[i].children:
-                if d not in view.const:
-                    g.add_edge(c, d)
-                    edge_nodes.setdefault((c, d), []).append(i)
-    # cycles live inside strongly connected components: cut them one component at a time, so each
-    # search is local instead of over the whole e-class graph
-    work = [comp for comp in nx.strongly_connected_components(g) if _cyclic(g, comp)]
-    while work:
-        comp = work.pop()
-        try:
-            cycle = nx.find_cycle(g.subgraph(comp))
-        except nx.NetworkXNoCycle:
-            continue
-        options = [(c, d) for c, d in cycle if keep.get(c) not in edge_nodes[(c, d)]]
-        if not options:  # cannot happen when ``keep`` is acyclic
-            raise RuntimeError("cycle filter: every edge of a cycle is used by the kept choice")
-        c, d = max(options, key=lambda e: min(costs[i] for i in edge_nodes[e]))
-        removed.update(edge_nodes[(c, d)])
-        g.remove_edge(c, d)
-        sub = g.subgraph(comp)
-        work.extend(part for part in nx.strongly_connected_components(sub) if _cyclic(sub, part))
-    return removed
-
-
-def _cyclic(g: Any, comp: set) -> bool:
-    return len(comp) > 1 or any(g.has_edge(n, n) for n in comp)
-
-
-def _reachable(view: EGraphView, roots: list[Any], removed: set[int]) -> set:
-    reach: set = set()
-    stack = [r for r in roots if r not in view.const]
-    while stack:
-        c = stack.pop()
-        if c in reach:
-            continue
-        reach.add(c)
-        for i in view.classes[c]:
-            if i not in removed:
-                stack.extend(d for d in view.nodes[i].children if d not in view.const)
-    return reach
-
-
-def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], constants: dict[Any, int],
-                upper: float | None = None, time_limit: float = 60.0,
-                removed: set[int] | None = None) -> ILPResult | None:
-    """Exact extraction (minimal total cost, shared e-classes once), acyclic by lazy cycle cuts.
-
-    Weight-only e-classes cost nothing whichever node computes them (they fold), so they are not
-    variables: they take their node from ``constants`` (an acyclic choice, e.g. the greedy one).
-    """
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
-
-    start = time.perf_counter()
-    removed = removed or set()
-    reach = _reachable(view, roots, removed)
-    # a node reading its own e-class can never be part of an acyclic choice
-    idx = [i for c in reach for i in view.classes[c] if c not in view.nodes[i].children and i not in removed]
-    col = {i: k for k, i in enumerate(idx)}
-    rows: list[tuple[dict[int, float], float, float]] = []
-    for r in roots:  # every root e-class picks a node
-        if r in reach:
-            rows.append(({col[i]: 1.0 for i in view.classes[r] if i in col}, 1.0, np.inf))
-    for i in idx:  # a picked node needs a picked node in each (non-constant) child e-class
-        for c in set(view.nodes[i].children) - view.const:
-            coefs = {col[j]: 1.0 for j in view.classes[c] if j in col}
-            coefs[col[i]] = coefs.get(col[i], 0.0) - 1.0
-            rows.append((coefs, 0.0, np.inf))
-    c_vec = np.array([costs[i] for i in idx]) + TIE_BREAK_US
-    if upper is not None:
-        rows.append(({k: float(c_vec[k]) for k in range(len(idx))}, -np.inf, upper + 1e-3 + 1e-6 * len(idx)))
-    cuts = 0
-    while True:
-        remaining = time_limit - (time.perf_counter() - start)
-        if remaining <= 0:
-            return None
-        r_idx, c_idx, vals = [], [], []
-        lo, hi = np.empty(len(rows)), np.empty(len(rows))
-        for k, (coefs, lb, ub) in enumerate(rows):
-            r_idx.extend([k] * len(coefs))
-            c_idx.extend(coefs)
-            vals.extend(coefs.values())
-            lo[k], hi[k] = lb, ub
-        a = coo_matrix((vals, (r_idx, c_idx)), shape=(len(rows), len(idx)))
-        res = milp(c_vec, constraints=LinearConstraint(a.tocsr(), lo, hi), integrality=np.ones(len(idx)),
-                   bounds=Bounds(0, 1), options={"time_limit": remaining, "disp": False})
-        if res.x is None:
-            return None
-        picked = [idx[k] for k in range(len(idx)) if res.x[k] > 0.5]
-        choice: dict[Any, int] = {c: i for c, i in constants.items() if c in view.const}
-        for i in sorted(picked, key=lambda i: costs[i]):
-            choice.setdefault(view.nodes[i].eclass, i)
-        cycles = _find_cycles(view, choice, roots)
-        if not cycles:
-            gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
-            status = "optimal" if res.status == 0 else f"status {res.status}: {res.message}"
-            return ILPResult(choice, selection_cost(view, costs, choice, roots), gap, status, cuts,
-                             time.perf_counter() - start)
-        for cycle in cycles:
-            rows.append(_class_cycle_cut(view, col, [view.nodes[i].eclass for i in cycle]))
-            cuts += 1
-
-
-def _class_cycle_cut(view: EGraphView, col: dict[int, int],
-                     classes: list[Any]) -> tuple[dict[int, float], float, float]:
-    """At most k-1 of the k edges of an e-class cycle may be used, by whichever nodes."""
-    coefs: dict[int, float] = {}
-    for c, d in zip(classes, classes[1:] + classes[:1]):
-        for j in view.classes[c]:
-            if j in col and d in view.nodes[j].children:
-                coefs[col[j]] = 1.0
-    return coefs, -np.inf, len(classes) - 1.0
-
-
-def _find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], most: int = 50) -> list[list[int]]:
-    """Up to ``most`` cycles among the chosen nodes reachable from the roots (as node lists)."""
-    import networkx as nx
-
-    g = nx.DiGraph()
-    seen: set = set()
-    stack = list(roots)
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        for d in view.nodes[choice[c]].children:
-            if d not in view.const:
-                g.add_edge(c, d)
-                stack.append(d)
-    out = []
-    for cyc in nx.simple_cycles(g):
-        out.append([choice[u] for u in cyc])
-        if len(out) >= most:
-            break
-    return out
+    return chosen
 
 
 # --------------------------------------------------------------------------- back to the IR
@@ -343,35 +183,45 @@ def to_graph(
     return Graph(tuple(built[r] for r in roots), template.dtype, template.name)
 
 
+EXTRACTORS = ("ilp", "greedy")
+
+
 @dataclass(frozen=True)
 class Extraction:
     """An extractor's answer: a node per e-class, its cost, the greedy cost it started from, the
-    method that produced it, the ILP's gap and status, and the seconds it took."""
+    method that produced it, the ILP's proved lower bound, gap and status, the seconds it took,
+    the seconds until the first feasible answer (the greedy one), and the ILP's problem sizes.
+    ``selection_cost`` is re-exported for callers that price a choice."""
 
     choice: dict[Any, int]
     cost: float
     greedy_cost: float
     method: str
-    gap: float
+    gap: float | None  # None: no ILP answer (greedy only)
     status: str
     seconds: float
+    bound: float | None = None
+    first_incumbent_s: float = 0.0
+    stats: dict[str, int] = field(default_factory=dict)
 
 
 def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str = "ilp",
-            seconds: float = 60.0) -> Extraction:
-    """The DAG greedy choice, improved by the exact ILP (warm bound: the greedy cost) with
-    ``extractor="ilp"``; the ILP's answer is kept only when it is no worse."""
-    if extractor not in ("ilp", "greedy"):
+            seconds: float = 60.0, settings: ILPSettings | None = None) -> Extraction:
+    """The greedy choice, improved by the exact ILP (started from the greedy choice, which stays
+    the upper bound) with ``extractor="ilp"``; the ILP's answer is kept only when no worse."""
+    if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()
     choice = greedy_dag(view, costs, roots)
     greedy = selection_cost(view, costs, choice, roots)
-    method, gap, status, cost = "greedy", 0.0, "not run", greedy
-    if extractor == "ilp":
-        removed = filter_cycles(view, choice, roots, costs)
-        ilp = ilp_extract(view, costs, roots, choice, upper=greedy, time_limit=seconds, removed=removed)
-        if ilp is not None and ilp.cost <= greedy + 1e-9:
-            choice, method, gap, status, cost = ilp.choice, "ilp", ilp.gap, ilp.status, ilp.cost
-        else:
-            status = "no better solution within the time limit" if ilp is None else "worse than greedy"
-    return Extraction(choice, cost, greedy, method, gap, status, time.perf_counter() - start)
+    greedy_s = time.perf_counter() - start
+    if extractor == "greedy":
+        return Extraction(choice, greedy, greedy, "greedy", None, "not run", greedy_s, first_incumbent_s=greedy_s)
+    ilp = ilp_extract(view, costs, roots, choice, greedy, settings or ILPSettings(), max(seconds - greedy_s, 0.01))
+    seconds_taken = time.perf_counter() - start
+    if ilp is None or ilp.cost > greedy + 1e-9:
+        status = "no solution within the time limit" if ilp is None else "worse than greedy"
+        return Extraction(choice, greedy, greedy, "greedy", None, status, seconds_taken,
+                          first_incumbent_s=greedy_s)
+    return Extraction(ilp.choice, ilp.cost, greedy, "ilp", ilp.gap, ilp.status, seconds_taken, ilp.bound,
+                      greedy_s, ilp.stats)

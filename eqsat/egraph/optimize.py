@@ -16,6 +16,7 @@ from ..rules import Rule
 from ..rulesets import DEFAULT_RULE_SETS
 from ..search import SearchResult
 from .extract import EGraphView, extract, node_costs, read_egraph, to_graph
+from .ilp import ILPSettings
 from .relevance import relevant_rules
 from .rewrites import COMPILED, Compiled, compile_rules
 from .runner import EGraphRunner, Limits, RunReport
@@ -32,7 +33,7 @@ class EGraphWork:
     eclasses: int
     greedy_us: float
     extract: str
-    gap: float
+    gap: float | None  # None: greedy only
     ilp_status: str
 
     @property
@@ -41,7 +42,7 @@ class EGraphWork:
 
     def summary(self) -> str:
         return (f"{self.enodes} e-nodes, {len(self.report.iterations)} iterations, extraction {self.extract} "
-                f"(gap {self.gap:.2g})")
+                f"({'gap ' + format(self.gap, '.2g') if self.gap is not None else self.ilp_status})")
 
     def detail_lines(self) -> list[str]:
         """One line per iteration: e-nodes, seconds and the rules that matched most."""
@@ -171,7 +172,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     costs = node_costs(view, model, graph.dtype)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
-    extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds)
+    extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, ILPSettings(solver=limits.ilp_solver))
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)

@@ -38,11 +38,16 @@ class Limits:
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"
     ilp_seconds: float = 60.0
+    ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
     dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
 
     def __post_init__(self) -> None:
         if self.extract not in ("ilp", "greedy"):
             raise ValueError(f"extract must be ilp or greedy, got {self.extract!r}")
+        from .solvers import SOLVERS
+
+        if self.ilp_solver not in SOLVERS:
+            raise ValueError(f"ilp_solver must be one of {', '.join(SOLVERS)}, got {self.ilp_solver!r}")
         if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0:
             raise ValueError(
                 f"e-graph limits must be >= 0 iterations, >= 1 e-node and k_multi >= 0; got "

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import argparse
 
+from eqsat.egraph.ilp import ACYCLIC
+from eqsat.egraph.solvers import DEFAULT_SOLVER, SOLVERS
+
 from ..command import Command, non_negative
 from ..output import write_json
 
@@ -11,22 +14,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="an egraph-serialize JSON file (nodes with op, children, eclass, cost; root_eclasses)")
     p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="exact ILP (default) or DAG greedy")
     p.add_argument("--seconds", type=non_negative(float), default=60.0, help="ILP time limit (default 60)")
+    p.add_argument("--solver", choices=tuple(SOLVERS), default=DEFAULT_SOLVER,
+                   help=f"ILP solver (default {DEFAULT_SOLVER}; scip and cpsat: pip install '.[ilp]')")
+    p.add_argument("--acyclic", choices=ACYCLIC, default="filter",
+                   help="filter: TENSAT's cycle filter, then exact (default); lazy: exact on the whole e-graph")
     p.add_argument("--json", dest="json_out", help="write the result (cost, gap, chosen node per e-class) here")
+
+
+def _gap(gap: float | None) -> str:
+    return "n/a" if gap is None else f"{gap:.2g}"
 
 
 def run(args: argparse.Namespace) -> int:
     from eqsat.egraph.extract import extract, selection_cost
+    from eqsat.egraph.ilp import ILPSettings
     from eqsat.egraph.serialize import read_json
+    from eqsat.egraph.solvers import get_solver
 
+    get_solver(args.solver)  # a missing package is named before the file is read
     view, costs, roots = read_json(args.file)
-    result = extract(view, costs, roots, args.extractor, args.seconds)
+    result = extract(view, costs, roots, args.extractor, args.seconds,
+                     ILPSettings(solver=args.solver, acyclic=args.acyclic))
     cost = selection_cost(view, costs, result.choice, roots)
+    bound = "n/a" if result.bound is None else f"{result.bound:.6g}"
     print(f"{args.file}: {len(view.nodes)} e-nodes, {len(view.classes)} e-classes; {result.method} cost {cost:.6g} "
-          f"(greedy {result.greedy_cost:.6g}, gap {result.gap:.2g}, {result.status}) in {result.seconds:.2f} s")
+          f"(greedy {result.greedy_cost:.6g}, bound {bound}, gap {_gap(result.gap)}, {result.status}) "
+          f"in {result.seconds:.2f} s")
+    if result.stats:
+        s = result.stats
+        print(f"reduced to {s['enodes_after']} e-nodes in {s['eclasses_after']} e-classes "
+              f"(from {s['enodes_before']} in {s['eclasses_before']} reachable)")
     if args.json_out:
         ids = {c: i for i, c in enumerate(view.classes)}
         write_json(args.json_out, {"file": args.file, "extractor": result.method, "cost": cost,
                                    "greedy_cost": result.greedy_cost, "gap": result.gap, "status": result.status,
+                                   "bound": result.bound, "solver": args.solver, "acyclic": args.acyclic,
+                                   "reduction": result.stats, "first_incumbent_s": result.first_incumbent_s,
                                    "seconds": result.seconds, "enodes": len(view.nodes), "eclasses": len(view.classes),
                                    "choice": {str(ids[c]): i for c, i in result.choice.items()}})
     return 0

@@ -32,6 +32,7 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--seconds", "eqsat", "seconds", non_negative(float), "saturation time limit (preset 120)"),
     ("--k-multi", "eqsat", "k_multi", non_negative(int), "iterations that run multi-pattern rules (preset 1)"),
     ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
+    ("--ilp-solver", "eqsat", "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help

@@ -1,0 +1,217 @@
+"""Mixed 0/1 programs and the solvers that can answer them, as one table.
+
+Extraction states its problem once (:class:`Program`: minimize ``cost @ x`` subject to
+``lower <= matrix @ x <= upper``, each variable an integer in its bounds or continuous) and any
+row of :data:`SOLVERS` solves it. HiGHS through ``highspy`` is the default: it installs from the
+package index, accepts a starting solution (the greedy extraction) and reports its bound.
+``scipy`` runs the same HiGHS without a start; SCIP (``pyscipopt``, TENSAT's solver) and OR-Tools'
+CP-SAT are optional extras measured side by side in ``experiments/bench_extraction.py``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+REL_GAP = 1e-4  # "optimal" means proved within 0.01% (HiGHS's default)
+
+
+@dataclass(frozen=True)
+class Program:
+    """``min cost @ x`` s.t. ``lower <= matrix @ x <= upper``; ``integer[k]`` marks integer variables."""
+
+    cost: np.ndarray
+    matrix: object  # scipy.sparse.csr_matrix, rows x variables
+    lower: np.ndarray
+    upper: np.ndarray
+    var_lower: np.ndarray
+    var_upper: np.ndarray
+    integer: np.ndarray
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A solver's answer: values (None when it found none), objective, proved lower bound, whether
+    it proved optimality, its status in words, and seconds until its first feasible solution."""
+
+    x: np.ndarray | None
+    objective: float
+    bound: float
+    optimal: bool
+    status: str
+    first_incumbent_s: float | None
+
+
+@contextlib.contextmanager
+def _stdout_silenced() -> Iterator[None]:
+    """File descriptor 1 to /dev/null for a moment (C++ code prints past ``sys.stdout``)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
+    """HiGHS through ``highspy``: warm-started from ``start``, first incumbent timed by callback."""
+    import highspy
+
+    with _stdout_silenced():  # highspy's wrapper prints a banner from C++ when it is built
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", max(seconds, 0.01))
+    h.setOptionValue("mip_rel_gap", REL_GAP)
+    h.setOptionValue("threads", 1)
+    lp = highspy.HighsLp()
+    csc = p.matrix.tocsc()
+    lp.num_col_, lp.num_row_ = p.cost.size, p.matrix.shape[0]
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = p.cost, p.var_lower, p.var_upper
+    lp.row_lower_, lp.row_upper_ = p.lower, p.upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = csc.indptr, csc.indices, csc.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in p.integer]
+    h.passModel(lp)
+    began = time.perf_counter()
+    first: list[float] = []
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = list(start)
+        sol.value_valid = True
+        h.setSolution(sol)
+    h.cbMipImprovingSolution.subscribe(lambda *_: first or first.append(time.perf_counter() - began))
+    h.run()
+    status = h.getModelStatus()
+    info = h.getInfo()
+    solved = h.getSolution()
+    has_x = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x = np.asarray(solved.col_value) if has_x else None
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return Solution(x, float(info.objective_function_value) if has_x else float("inf"),
+                    float(info.mip_dual_bound), optimal, h.modelStatusToString(status),
+                    0.0 if start is not None else (first[0] if first else None))
+
+
+def solve_scipy(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
+    """HiGHS through ``scipy.optimize.milp``, which takes no starting solution."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    began = time.perf_counter()
+    res = milp(p.cost, constraints=LinearConstraint(p.matrix, p.lower, p.upper), integrality=p.integer.astype(int),
+               bounds=Bounds(p.var_lower, p.var_upper),
+               options={"time_limit": max(seconds, 0.01), "disp": False, "mip_rel_gap": REL_GAP})
+    elapsed = time.perf_counter() - began
+    bound = float(getattr(res, "mip_dual_bound", np.nan) or np.nan)
+    return Solution(res.x, float(res.fun) if res.x is not None else float("inf"), bound, res.status == 0,
+                    res.message, elapsed if res.x is not None else None)
+
+
+def solve_scip(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
+    """SCIP through ``pyscipopt`` (an optional extra), warm-started from ``start``."""
+    from pyscipopt import Model, quicksum
+
+    m = Model()
+    m.hideOutput()
+    m.setParam("limits/time", max(seconds, 0.01))
+    m.setParam("limits/gap", REL_GAP)
+    xs = [m.addVar(vtype="B" if p.integer[k] and p.var_upper[k] <= 1 else ("I" if p.integer[k] else "C"),
+                   lb=p.var_lower[k], ub=p.var_upper[k], obj=float(p.cost[k])) for k in range(p.cost.size)]
+    for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
+        a, b = p.matrix.indptr[r], p.matrix.indptr[r + 1]
+        expr = quicksum(v * xs[k] for k, v in zip(p.matrix.indices[a:b], p.matrix.data[a:b]))
+        if np.isfinite(lo):
+            m.addCons(expr >= lo)
+        if np.isfinite(hi):
+            m.addCons(expr <= hi)
+    if start is not None:
+        sol = m.createSol()
+        for v, val in zip(xs, start):
+            m.setSolVal(sol, v, float(val))
+        m.addSol(sol)
+    m.optimize()
+    sols = m.getSols()
+    x = np.array([m.getVal(v) for v in xs]) if sols else None
+    first = min((m.getSolTime(s) for s in sols), default=None) if start is None else 0.0
+    proved = m.getStatus() in ("optimal", "gaplimit")  # gaplimit: within REL_GAP
+    return Solution(x, m.getObjVal() if sols else float("inf"), m.getDualbound(), proved, m.getStatus(), first)
+
+
+CPSAT_SCALE = 1e4  # CP-SAT takes integer objectives: costs in units of 1e-4 µs
+
+
+def solve_cpsat(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
+    """OR-Tools' CP-SAT (an optional extra) on costs scaled to integers, hinted with ``start``."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    xs = [m.new_int_var(int(np.ceil(p.var_lower[k])), int(np.floor(p.var_upper[k])), f"x{k}")
+          for k in range(p.cost.size)]
+    for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
+        a, b = p.matrix.indptr[r], p.matrix.indptr[r + 1]
+        expr = sum(int(v) * xs[k] for k, v in zip(p.matrix.indices[a:b], p.matrix.data[a:b]))
+        if np.isfinite(lo):
+            m.add(expr >= int(np.ceil(lo)))
+        if np.isfinite(hi):
+            m.add(expr <= int(np.floor(hi)))
+    m.minimize(sum(int(round(c * CPSAT_SCALE)) * x for c, x in zip(p.cost, xs)))
+    if start is not None:
+        for x, val in zip(xs, start):
+            m.add_hint(x, int(round(val)))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(seconds, 0.01)
+    solver.parameters.num_workers = 2
+    solver.parameters.relative_gap_limit = REL_GAP
+    began = time.perf_counter()
+    first: list[float] = []
+
+    class _First(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            if not first:
+                first.append(time.perf_counter() - began)
+
+    status = solver.solve(m, _First())
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    x = np.array([solver.value(v) for v in xs], dtype=float) if found else None
+    return Solution(x, solver.objective_value / CPSAT_SCALE if found else float("inf"),
+                    solver.best_objective_bound / CPSAT_SCALE, status == cp_model.OPTIMAL,
+                    solver.status_name(status), first[0] if first else None)
+
+
+@dataclass(frozen=True)
+class SolverRow:
+    name: str
+    package: str  # the import that must succeed
+    takes_start: bool
+    solve: Callable[[Program, float, np.ndarray | None], Solution]
+
+
+SOLVERS: dict[str, SolverRow] = {r.name: r for r in (
+    SolverRow("highs", "highspy", True, solve_highs),
+    SolverRow("scipy", "scipy", False, solve_scipy),
+    SolverRow("scip", "pyscipopt", True, solve_scip),
+    SolverRow("cpsat", "ortools", True, solve_cpsat),
+)}
+DEFAULT_SOLVER = "highs"
+
+
+def available(name: str) -> bool:
+    """Whether solver ``name``'s package imports here."""
+    import importlib.util
+
+    return importlib.util.find_spec(SOLVERS[name].package) is not None
+
+
+def get_solver(name: str) -> SolverRow:
+    if name not in SOLVERS:
+        raise ValueError(f"unknown ILP solver {name!r}; choose one of {', '.join(SOLVERS)}")
+    if not available(name):
+        raise ValueError(f"ILP solver {name!r} needs the package {SOLVERS[name].package!r} (pip install it)")
+    return SOLVERS[name]

@@ -7,7 +7,7 @@ from eqsat.cost import RooflineCost
 from eqsat.egraph import Limits
 from eqsat.egraph import optimize as _optimize
 from eqsat.egraph.extract import read_egraph
-from eqsat.egraph.runner import EGraphRunner
+from eqsat.egraph.runner import NODE_SLACK, EGraphRunner
 from eqsat.models import build
 from eqsat.ops import get_op
 from eqsat.rules import parse_rules
@@ -70,7 +70,7 @@ tt: (transpose (transpose ?A)) <=> (matmul ?A (transpose (transpose ?A))) ; vars
 """)
 
 
-def test_node_limit_stops_saturation_and_holds_roughly():
+def test_node_limit_holds_within_its_slack_inside_an_iteration():
     from eqsat.graph import Graph, input_, node
 
     x = input_("x0", (4, 4))
@@ -80,13 +80,16 @@ def test_node_limit_stops_saturation_and_holds_roughly():
     r = optimize(Graph((x,)), CHAIN[:1], "h100", Limits(iterations=30, nodes=limit, extract="greedy"))
     assert r.work.report.stop == "node limit"
     sizes = [it.enodes for it in r.work.report.iterations]
-    assert sizes[-2] <= limit < sizes[-1]  # checked after every iteration; one iteration may overshoot
+    assert max(sizes) <= limit * (1 + NODE_SLACK)  # an overshooting pass is undone and stepped in batches
+    unlimited = optimize(Graph((x,)), CHAIN[:1], "h100", Limits(iterations=len(sizes), extract="greedy"))
+    assert unlimited.work.enodes > limit * (1 + NODE_SLACK)  # the same iterations uncapped do overshoot
     assert r.verified is not None and r.verified.equal
 
 
 def test_an_overrunning_saturation_is_killed_and_replayed():
-    """The child process is killed at limits.seconds + grace; the run is replayed with the
-    iterations that finished (possibly none) and the report says so. The overrun is certain, not
+    """The child process is killed just past limits.seconds (once it has loaded the rules; the grace
+    covers loading); the result is its last snapshot or the run replayed with the iterations that
+    finished (possibly none), and the report says so. The overrun is certain, not
     hoped for: associativity on a chain of 60 matmuls needs far more than the 0.3 s allowed (the
     e-graph grows to about 36,000 e-nodes), whatever the machine's speed."""
     from eqsat.graph import Graph, input_, node

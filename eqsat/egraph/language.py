@@ -24,8 +24,6 @@ HEADER = """
 (function dim (T i64) i64 :merge old)
 (relation const (T))
 (ruleset analysis)
-(ruleset rw)
-(ruleset multi)
 """
 
 

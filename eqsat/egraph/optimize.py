@@ -19,7 +19,7 @@ from .extract import EGraphView, extract, node_costs, read_egraph, to_graph
 from .ilp import ILPSettings
 from .relevance import relevant_rules
 from .rewrites import COMPILED, Compiled, compile_rules
-from .runner import EGraphRunner, Limits, RunReport
+from .runner import EGraphRunner, Iteration, Limits, RunReport
 from .serialize import write_json as write_egraph_json
 
 
@@ -72,14 +72,38 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits,
     return read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0
 
 
+TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
+
+
 def _worker(conn: Any) -> None:
-    """The saturation process: import everything, then wait for one job and run it."""
+    """The saturation process: import everything, then wait for one job and run it. After an
+    iteration that leaves too little time for another like it, it sends a snapshot of the
+    e-graph, so a kill during the next one loses nothing already done."""
     try:
         rules, graph, limits = conn.recv()
     except EOFError:  # the parent gave up before sending a job
         return
     try:
-        conn.send(("done", _saturate(rules, graph, limits, lambda it: conn.send(("iteration", it)))))
+        runner = EGraphRunner(rules)
+        roots = runner.insert(graph)
+        conn.send(("started", None))
+        t0 = time.perf_counter()
+        size, risky = [runner.size()], [False]
+
+        def on_iteration(it: Iteration) -> None:
+            conn.send(("iteration", it))
+            growth = max(it.enodes / max(size[0], 1), 1.0)  # the runner's own forecast of the next one
+            size[0] = it.enodes
+            elapsed = time.perf_counter() - t0
+            forecast = elapsed + it.seconds * growth * growth
+            risky[0] = risky[0] or forecast > limits.seconds or elapsed > limits.seconds / 2
+            if risky[0]:  # from the first risky iteration on, every one leaves a snapshot
+                report = replace(runner.report, iterations=list(runner.report.iterations))
+                conn.send(("snapshot", (read_egraph(runner.egraph, runner.lang), roots, report,
+                                        time.perf_counter() - t0)))
+
+        report = runner.run(limits, on_iteration)
+        conn.send(("done", (read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0)))
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -98,15 +122,17 @@ class SaturationWorker:
 
     def saturate(self, rules: Compiled, graph: Graph, limits: Limits,
                  grace_s: float = 90.0) -> tuple[EGraphView, list[str], RunReport, float]:
-        """Saturate in the worker, which is killed if it overruns ``limits.seconds + grace_s`` (the
-        grace covers loading the rules).
+        """Saturate in the worker, which is killed ``TIME_SLACK`` past ``limits.seconds`` after it
+        has loaded the rules (loading may take up to ``grace_s``).
 
         egglog cannot interrupt an iteration, so one exploding iteration could run (and grow)
-        without bound. On a kill the run is replayed here with only the iterations the worker
-        finished in time, which is deterministic (none finished: the input graph alone), and the
-        report says so."""
+        without bound. On a kill the result is the worker's last snapshot (see :func:`_worker`)
+        or, without one, the run replayed here with only the iterations the worker finished in
+        time, which is deterministic (none finished: the input graph alone); the report says so."""
         finished: list[Any] = []
-        deadline = time.perf_counter() + limits.seconds + grace_s
+        snapshot = None
+        began = time.perf_counter()
+        deadline = began + limits.seconds + grace_s
         # the extractor's solver loads while this process would only wait for the worker
         threading.Thread(target=importlib.import_module, args=("scipy.optimize",), daemon=True).start()
         try:
@@ -116,8 +142,13 @@ class SaturationWorker:
                 if left <= 0 or not self.conn.poll(left):
                     break
                 kind, payload = self.conn.recv()
-                if kind == "iteration":
+                if kind == "started":
+                    began = time.perf_counter()
+                    deadline = began + limits.seconds * (1 + TIME_SLACK)
+                elif kind == "iteration":
                     finished.append(payload)
+                elif kind == "snapshot":
+                    snapshot = payload
                 elif kind == "done":
                     self.proc.join()
                     return payload
@@ -127,10 +158,15 @@ class SaturationWorker:
             pass
         finally:
             self.close()
+        if snapshot is not None:
+            view, roots, report, _ = snapshot
+            report.stop = (f"hard time limit (iteration {len(finished)} overran; kept the e-graph after "
+                           f"{len(report.iterations)} iterations)")
+            return view, roots, report, time.perf_counter() - began
         replay = replace(limits, iterations=len(finished))
-        view, roots, report, seconds = _saturate(rules, graph, replay)
+        view, roots, report, _ = _saturate(rules, graph, replay)
         report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
-        return view, roots, report, seconds
+        return view, roots, report, time.perf_counter() - began
 
     def close(self) -> None:
         if self.proc.is_alive():

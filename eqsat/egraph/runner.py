@@ -5,11 +5,19 @@ iteration, so iterations are driven from here: every iteration saturates the
 constness analysis, then runs the rewrite ruleset once (and the multi-pattern
 ruleset in the first ``k_multi`` iterations), optionally under a back-off
 scheduler that bans rules with too many matches in an iteration, and the
-e-graph's size and the clock are checked after it. An iteration cannot be
-interrupted, so the node cap holds up to one iteration's growth. Rules are sent to egglog one
-per call: parsing many rules in one program costs memory superlinearly in 13.2.
-"""
+e-graph's size and the clock are checked after it.
 
+Caps hold inside an iteration too: the rules are loaded as :data:`BATCHES` rulesets, which
+together make ``rw`` (and ``multi``), so an iteration is one simultaneous pass (egg's
+semantics) unless it would break a cap. An iteration that may overshoot the node limit (a
+multi-pattern one, or one the last growth predicts past it) is run after saving the e-graph
+(egglog's push); if it leaves more than ``nodes x (1 + NODE_SLACK)`` e-nodes it is undone (pop)
+and run again batch by batch, checking after each batch. An iteration predicted to overrun
+the clock runs batch by batch from the start. Batches see each other's results, so a stepped
+iteration is not the simultaneous pass: it happens only where a cap stops the run anyway.
+Rules are sent to egglog one per call: parsing many rules in one program costs memory
+superlinearly in 13.2.
+"""
 from __future__ import annotations
 
 import math
@@ -24,6 +32,9 @@ from ..graph import Graph, Node
 from ..rules import Rule
 from .language import HEADER, egg_string, split_proj_attrs
 from .rewrites import Compiled, compile_rules
+
+BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration
+NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
 
 
 @dataclass(frozen=True)
@@ -98,8 +109,14 @@ class EGraphRunner:
         self.egraph = egglog.EGraph()
         start = time.perf_counter()
         self._send(HEADER)
+        for kind in ("rw", "multi"):
+            names = " ".join(f"{kind}_{b}" for b in range(BATCHES))
+            self._send(" ".join(f"(ruleset {kind}_{b})" for b in range(BATCHES)) +
+                       f" (unstable-combined-ruleset {kind} {names})")
         self._send(compiled.declarations)
-        for rule in compiled.rules:
+        for k, rule in enumerate(compiled.rules):
+            for kind in ("rw", "multi"):
+                rule = rule.replace(f":ruleset {kind} :name", f":ruleset {kind}_{k % BATCHES} :name")
             self._send(rule)
         self.groups = compiled.groups
         self.report = RunReport(
@@ -165,23 +182,61 @@ class EGraphRunner:
         sizes = dict(self._send("(print-size)")[0].sizes)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
 
+    def _schedule(self, sets: list[str], limits: Limits) -> list[Any]:
+        """Run ``sets`` (ruleset names) once, then the constness analysis to saturation."""
+        if limits.match_limit is None:
+            runs = " ".join(f"(run {r})" for r in sets)
+            return self._send(f"(run-schedule {runs} (saturate (run analysis)))")
+        runs = " ".join(f"(run-with bo {r})" for r in sets)  # a rule over the threshold is banned (back-off)
+        return self._send(f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
+                          f"{runs} (saturate (run analysis)))")
+
+    def _batched(self, multi: bool, limits: Limits, start: float) -> tuple[list[Any], str]:
+        """One iteration batch by batch; returns its outputs and the cap that stopped or trimmed
+        it ("" when every batch ran). The e-graph is saved (push) before each batch and restored
+        (pop) when the batch leaves more than ``nodes x (1 + NODE_SLACK)`` e-nodes; the other
+        batches still run, so the e-graph fills up to the cap with what fits."""
+        out: list[Any] = []
+        ceiling = limits.nodes * (1 + NODE_SLACK)
+        cap = ""
+        for kind in ("multi", "rw") if multi else ("rw",):
+            for b in range(BATCHES):
+                self._send("(push)")
+                step = self._schedule([f"{kind}_{b}"], limits)
+                enodes = self.size()
+                if enodes > ceiling:
+                    self._send("(pop)")  # this batch alone overshot: undo it, try the others
+                    cap = "node limit"
+                    continue
+                out += step
+                if enodes >= limits.nodes:
+                    return out, "node limit"
+                if time.perf_counter() - start > limits.seconds:
+                    return out, "time limit"
+        return out, cap
+
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None) -> RunReport:
         """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends."""
         start = time.perf_counter()
         self._send("(run-schedule (saturate (run analysis)))")
         stop = "iteration limit"
+        before = self.size()
+        growth, last_s = 10.0, 0.0  # the first iteration's growth is a guess; it has no history
         for i in range(limits.iterations):
             t0 = time.perf_counter()
             multi = i < limits.k_multi
-            if limits.match_limit is None:
-                sets = "(run multi) (run rw)" if multi else "(run rw)"
-                out = self._send(f"(run-schedule {sets} (saturate (run analysis)))")
-            else:  # a rule over the threshold is banned for this iteration (egglog's back-off)
-                sets = "(run-with bo multi) (run-with bo rw)" if multi else "(run-with bo rw)"
-                out = self._send(
-                    f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
-                    f"{sets} (saturate (run analysis)))"
-                )
+            sets = ["multi", "rw"] if multi else ["rw"]
+            cap = ""
+            if t0 - start + last_s * growth * growth > limits.seconds:  # may overrun the clock: step
+                out, cap = self._batched(multi, limits, start)
+            elif multi or before * growth * growth > limits.nodes:  # may overshoot the node cap
+                self._send("(push)")
+                out = self._schedule(sets, limits)
+                if self.size() > limits.nodes * (1 + NODE_SLACK):
+                    self._send("(pop)")  # it did: undo the pass and step up to the cap instead
+                    out, cap = self._batched(multi, limits, start)
+            else:
+                out = self._schedule(sets, limits)
             matches: dict[str, int] = {}
             updated = False
             for o in out:
@@ -193,9 +248,15 @@ class EGraphRunner:
                     for member in self.groups.get(name, (name,)):  # a shared query's matches are each member's
                         matches[member] = matches.get(member, 0) + count
             enodes = self.size()
-            self.report.iterations.append(Iteration(i, enodes, time.perf_counter() - t0, matches, multi))
+            last_s = time.perf_counter() - t0
+            growth = max(enodes / max(before, 1), 1.0)
+            before = enodes
+            self.report.iterations.append(Iteration(i, enodes, last_s, matches, multi))
             if on_iteration is not None:
                 on_iteration(self.report.iterations[-1])
+            if cap:
+                stop = cap
+                break
             if enodes > limits.nodes:
                 stop = "node limit"
                 break

@@ -160,6 +160,13 @@ def rebuild(x: Node, inputs: tuple[Node, ...]) -> Node:
     return made
 
 
+def _graph_from_flat(flat: tuple, outputs: tuple[int, ...], dtype: str, name: str) -> Graph:
+    built: list[Node] = []
+    for op, attrs, inputs in flat:
+        built.append(node(op, *(built[k] for k in inputs), **dict(attrs)))
+    return Graph(tuple(built[k] for k in outputs), dtype, name)
+
+
 # --------------------------------------------------------------------------- convenience builders
 def input_(name: str, shape: Iterable[int]) -> Node:
     return node("input", name=name, shape=tuple(shape))
@@ -230,6 +237,14 @@ class Graph:
 
     def __hash__(self) -> int:
         return hash((self.outputs, self.dtype))
+
+    def __reduce__(self) -> tuple:
+        """Pickle as a flat node list: nodes nest, so the default pickle recurses once per layer
+        and a deep model (BERT with 48 layers) overflows Python's stack on its way to a worker."""
+        order = self.nodes()
+        index = {n: k for k, n in enumerate(order)}
+        flat = tuple((n.op, n.attrs, tuple(index[x] for x in n.inputs)) for n in order)
+        return _graph_from_flat, (flat, tuple(index[o] for o in self.outputs), self.dtype, self.name)
 
     @property
     def digest(self) -> str:

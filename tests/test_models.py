@@ -80,3 +80,17 @@ def test_unknown_model_or_parameter_is_a_clear_error():
     with pytest.raises(ValueError, match="no parameter.*width"):
         build("qkv", width=3)
     assert model_params("bert") == dict(seq=64, hidden=1024, heads=16, layers=8, dtype="bf16")
+
+
+def test_a_deep_graph_pickles_without_recursion():
+    """Graphs go to the saturation worker by pickle; a nested pickle overflowed on deep models."""
+    import pickle
+
+    from eqsat.graph import Graph, input_, node
+
+    x = input_("x", (4, 4))
+    for _ in range(3000):
+        x = node("relu", x)
+    g = Graph((x,), "f32", "chain")
+    back = pickle.loads(pickle.dumps(g))
+    assert back == g and back.name == "chain" and back.dtype == "f32"

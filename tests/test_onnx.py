@@ -400,3 +400,31 @@ def test_linear_on_a_batch_and_flatten_import_as_table_ops(tmp_path):
     out = tmp_path / "linear.opt.onnx"
     eo.save(imp, imp.graph, out)
     assert eo.max_difference(src, out) < 1e-5
+
+
+def _symbolic_model(path, dims_x, dims_m):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims_x)
+    m = helper.make_tensor_value_info("m", TensorProto.FLOAT, dims_m)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [dims_x[0], dims_x[1], 8])
+    w = numpy_helper.from_array(np.ones((16, 8), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "m"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x, m], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_only_the_batch_takes_batch_other_symbolic_dims_are_named(tmp_path):
+    path = _symbolic_model(tmp_path / "s.onnx", ["N", "seq", 16], ["N", "seq", 8])
+    with pytest.raises(eo.OnnxError, match=r"input 'x' axis 1 is a symbolic dimension named 'seq'.*--dim seq=N"):
+        eo.load(path, batch=2)
+    imported = eo.load(path, batch=2, dims={"seq": 5})
+    assert [n.shape for n in imported.graph.leaves("input")] in ([(2, 5, 16), (2, 5, 8)], [(2, 5, 8), (2, 5, 16)])
+    with pytest.raises(eo.OnnxError, match="--dim sq: no graph input has a symbolic dimension of that name"):
+        eo.load(path, batch=2, dims={"seq": 5, "sq": 3})
+
+
+def test_the_batch_name_is_the_batch_on_any_axis(tmp_path):
+    path = _symbolic_model(tmp_path / "b.onnx", ["B", 3, 16], [3, "B", 8])  # m's axis 1 is named like x's batch
+    imported = eo.load(path, batch=3)
+    assert sorted(n.shape for n in imported.graph.leaves("input")) == [(3, 3, 8), (3, 3, 16)]

@@ -2,7 +2,7 @@
 makes it opaque, with its reason."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -277,8 +277,43 @@ def _topological_order(path: str, model: Any) -> list[int]:
         raise OnnxError(f"{path}: the graph has a cycle") from None
 
 
-def load(path: str | Path, batch: int = 1) -> Imported:
-    """Read an ONNX model into the IR (see the module docstring)."""
+def fix_input_dims(path: str, model: Any, batch: int, dims: Mapping[str, int]) -> None:
+    """Give every symbolic dimension of the graph inputs a size, in place: a name in ``dims``
+    takes that size; the first axis, and any dimension sharing its name, is the batch; any other
+    symbolic dimension is an error naming the input, the axis and the flag that sizes it. Shape
+    inference then sees concrete inputs, so every inner shape follows from them."""
+    inputs = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    batch_names: set[str] = set()
+    for inp in inputs:
+        first = list(inp.type.tensor_type.shape.dim)[:1]
+        for d in first:
+            if not (d.HasField("dim_value") and d.dim_value > 0) and d.dim_param and d.dim_param not in dims:
+                batch_names.add(d.dim_param)
+    used: set[str] = set()
+    for inp in inputs:
+        for axis, d in enumerate(inp.type.tensor_type.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            name = d.dim_param
+            if name in dims:
+                size = dims[name]
+                used.add(name)
+            elif axis == 0 or name in batch_names:
+                size = batch
+            else:
+                label = f"named {name!r}" if name else "without a name"
+                flag = f"--dim {name}=N" if name else "a fixed size in the file"
+                raise OnnxError(f"{path}: input {inp.name!r} axis {axis} is a symbolic dimension {label}; "
+                                f"only the first axis is the batch (--batch), so give it {flag}")
+            d.dim_value = size
+    unused = sorted(set(dims) - used)
+    if unused:
+        raise OnnxError(f"{path}: --dim {unused[0]}: no graph input has a symbolic dimension of that name")
+
+
+def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None) -> Imported:
+    """Read an ONNX model into the IR (see the module docstring); symbolic input dimensions are
+    sized by :func:`fix_input_dims`."""
     onnx = _onnx()
     path = str(path)
     try:
@@ -294,6 +329,7 @@ def load(path: str | Path, batch: int = 1) -> Imported:
     except Exception as exc:
         raise OnnxError(f"{path}: not a valid ONNX model: {_first_line(exc)}") from None
     opset = _opset(path, model)
+    fix_input_dims(path, model, batch, dims or {})
     imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}
     shapes, types = _inferred_shapes(model, batch)

@@ -45,10 +45,34 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    """``--dim NAME=N`` values as a mapping; a malformed one is a user error naming it."""
+    dims: dict[str, int] = {}
+    for item in items:
+        name, eq, size = item.partition("=")
+        if not eq or not name or not size.isdigit() or int(size) < 1:
+            raise ValueError(f"--dim {item}: expected NAME=N with N a positive integer")
+        dims[name] = int(size)
+    return dims
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
     p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
-    p.add_argument("--batch", type=int, default=1, help="onnx: size of a dynamic batch dimension")
+    p.add_argument("--batch", type=positive_int, default=1,
+                   help="onnx: size of the batch (the first axis of the inputs, when symbolic)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="onnx: size of another symbolic input dimension, by its name in the file")
     p.add_argument("--search", choices=list(SEARCHES), default="taso", help="the search (default taso)")
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
     add_device(p)
@@ -101,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         from eqsat import onnx as onnx_io
 
         check_out_path(args.model, args.out)
-        imported = onnx_io.load(args.model, batch=args.batch)
+        imported = onnx_io.load(args.model, batch=args.batch, dims=parse_dims(args.dim))
         graph = imported.graph
     else:
         graph = build(args.model, **parse_params(args.param))

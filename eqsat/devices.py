@@ -67,4 +67,6 @@ def get_device(name_or_path: str | Device) -> Device:
             raise ValueError(
                 f"{path}: not a device profile ({exc}); fields: name, peak_flops, bandwidth, launch_us"
             ) from None
+        except ValueError as exc:  # a field out of range: name the file, not only the profile
+            raise ValueError(f"{path}: {exc}") from None
     raise KeyError(f"unknown device {name_or_path!r} (built in: {', '.join(DEVICES)}; or a .json profile)")

@@ -26,7 +26,7 @@ def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str,
     checked: dict[str, float] = {}
 
     def write_and_check(tmp: str) -> None:
-        onnx_io.save(imported, best, tmp)
+        onnx_io.save(imported, best, tmp, dtype=onnx_io.interface_dtype(imported))
         checked["diff"] = diff = onnx_io.max_difference(model, tmp)
         if not diff <= TOLERANCE:
             raise ValueError(f"{out}: the optimized model differs from {model} by {diff:.3g} (relative) in "

@@ -20,7 +20,7 @@ onnxruntime on the same random inputs.
 from .common import MIN_OPSET, OPSET, Imported, OnnxError
 from .reader import IMPORTERS, load
 from .runtime import max_difference, random_feeds, run_node
-from .writer import EXPORTERS, export_graph, random_weights, save
+from .writer import EXPORTERS, export_graph, interface_dtype, random_weights, save
 
 __all__ = ["EXPORTERS", "IMPORTERS", "MIN_OPSET", "OPSET", "Imported", "OnnxError", "export_graph", "load",
-           "max_difference", "random_feeds", "random_weights", "run_node", "save"]
+           "interface_dtype", "max_difference", "random_feeds", "random_weights", "run_node", "save"]

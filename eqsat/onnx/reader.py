@@ -333,6 +333,8 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}
     shapes, types = _inferred_shapes(model, batch)
+    for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
+        types.setdefault(init.name, init.data_type)
     opaque: list[str] = []
     for n in model.graph.node:
         importer = IMPORTERS.get(n.op_type)

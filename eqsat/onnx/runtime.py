@@ -38,12 +38,12 @@ def random_feeds(session: Any, seed: int = 0, input_scale: float = 1.0, like: An
         kind = _FEED_TYPES.get(i.type)
         if kind is None:
             raise OnnxError(f"input {i.name}: element type {i.type} is not supported by the onnxruntime check")
-        if kind is np.bool_:
-            feeds[i.name] = rng.integers(0, 2, dims).astype(np.bool_)
+        if kind is np.bool_:  # np.asarray: a rank-0 draw is a numpy scalar, which onnxruntime refuses
+            feeds[i.name] = np.asarray(rng.integers(0, 2, dims), dtype=np.bool_)
         elif np.issubdtype(kind, np.integer):
             feeds[i.name] = np.zeros(dims, dtype=kind)
         else:
-            feeds[i.name] = (input_scale * rng.standard_normal(dims)).astype(kind)
+            feeds[i.name] = np.asarray(input_scale * rng.standard_normal(dims), dtype=kind)
     return feeds
 
 

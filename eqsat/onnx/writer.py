@@ -25,7 +25,16 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
     return [both[0][0], both[1][0], both[0][1], both[1][1]]
 
 
-_FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11)}  # numpy type, TensorProto type
+_FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11), "float16": (np.float16, 10)}
+"""dtype name -> (numpy type, TensorProto type) of the float tensors a saved model uses."""
+_DTYPE_OF_ELEM = {1: "float32", 11: "float64", 10: "float16"}
+
+
+def interface_dtype(imported: Imported) -> str:
+    """The float type of the model's inputs and outputs when they share one (else float32), so the
+    optimized file takes and returns what the original did."""
+    kinds = {_DTYPE_OF_ELEM.get(t, "float32") for t in imported.elem_types.values() if t in _FLOAT_ELEM_TYPES}
+    return kinds.pop() if len(kinds) == 1 else "float32"
 
 
 class _Writer:

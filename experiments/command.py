@@ -138,3 +138,45 @@ def progress() -> bool:
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments every experiment's ``run`` takes from the sweep options."""
     return {"workers": args.workers, "executor": args.executor, "progress": progress(), "command": command_line()}
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    """``--dim NAME=N`` values as a mapping; a malformed one is a user error naming it."""
+    dims: dict[str, int] = {}
+    for item in items:
+        name, eq, size = item.partition("=")
+        if not eq or not name or not size.isdigit() or int(size) < 1:
+            raise ValueError(f"--dim {item}: expected NAME=N with N a positive integer")
+        dims[name] = int(size)
+    return dims
+
+
+def add_onnx_input(p: argparse.ArgumentParser) -> None:
+    """``--batch`` and ``--dim``: the sizes of an ONNX model's symbolic input dimensions."""
+    p.add_argument("--batch", type=positive_int, default=1,
+                   help="onnx: size of the batch (the first axis of the inputs, when symbolic)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
+                   help="onnx: size of another symbolic input dimension, by its name in the file")
+
+
+def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The graph ``args.model`` names: a benchmark builder (with ``--param``) or an ``.onnx`` file
+    (with ``--batch``/``--dim``); the second value is the ONNX import, or None."""
+    if args.model.endswith(".onnx"):
+        from eqsat import onnx as onnx_io
+
+        imported = onnx_io.load(args.model, batch=args.batch, dims=parse_dims(args.dim))
+        return imported.graph, imported
+    from eqsat.models import build
+
+    return build(args.model, **parse_params(args.param)), None

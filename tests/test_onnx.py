@@ -166,6 +166,29 @@ def test_cli_optimizes_an_onnx_file(tmp_path, capsys):
     assert main(["optimize", str(src), "--search", "taso"]) == 2  # --out is required for a file
 
 
+def test_a_fused_activation_is_written_as_one_kernel_and_the_file_costs_what_was_reported(tmp_path, capsys):
+    """The phantom-gain regression: conv+relu fusion used to be written back as Conv and Relu, so
+    the file cost the input's price. Now it is onnxruntime's FusedConv, and re-importing the file
+    prices it at the search's best."""
+    import json
+
+    from experiments.cli import main
+
+    src = resnet_block(tmp_path / "rb.onnx")
+    out, report = tmp_path / "rb_opt.onnx", tmp_path / "r.json"
+    assert main(["optimize", str(src), "--search", "eqsat", "--out", str(out), "--json", str(report)]) == 0
+    assert "agrees" in capsys.readouterr().out
+    payload = json.loads(report.read_text())
+    assert payload["onnx"]["written_agrees"] and payload["onnx"]["written_us"] == pytest.approx(payload["best_us"],
+                                                                                               rel=0.01)
+    model = onnx.load(str(out))
+    assert any(n.op_type == "FusedConv" and n.domain == "com.microsoft" for n in model.graph.node)
+    relus = lambda m: sum(n.op_type == "Relu" for n in m.graph.node)  # noqa: E731
+    assert relus(model) < relus(onnx.load(str(src)))  # the relus after convs went into them
+    assert main(["cost", str(out), "--json", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["total_us"] == pytest.approx(payload["best_us"], rel=0.01)
+
+
 def _vec(name, c, lo=-1.0, hi=1.0):
     return numpy_helper.from_array(RNG.uniform(lo, hi, c).astype(np.float32), name)
 
@@ -198,7 +221,7 @@ def test_inference_batchnorm_folds_into_the_conv_by_rule(tmp_path, strided):
     assert "affine" not in ops and ops.count("conv2d") == 2
     assert r.best_us < r.original_us and diff < 1e-4
     exported = onnx.load(str(tmp_path / "opt.onnx"))
-    assert [n.op_type for n in exported.graph.node if n.op_type != "Identity"] == ["Conv", "Relu", "Conv"]
+    assert [n.op_type for n in exported.graph.node if n.op_type != "Identity"] == ["FusedConv", "Conv"]
 
 
 def test_training_mode_batchnorm_is_never_folded(tmp_path):

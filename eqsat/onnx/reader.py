@@ -94,7 +94,17 @@ def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     bias = [imp.value(n, n.input[2])] if len(_inputs(n)) > 2 else []
     stride, dilation = tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1]))
     pad = _canonical_pad(_pads(imp, n, a), x.shape, w.shape[2:], stride, dilation)
-    return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)))]
+    act = "none"
+    if n.op_type == "FusedConv":  # onnxruntime's conv with a fused activation (com.microsoft)
+        act = _FUSED_ACT.get(a.get("activation", b"").decode() if isinstance(a.get("activation"), bytes)
+                             else str(a.get("activation", "")))
+        if act is None:
+            raise Decline(f"FusedConv activation {a.get('activation')!r}")
+    return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)),
+                 act=act)]
+
+
+_FUSED_ACT = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "": "none"}
 
 
 def _matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
@@ -240,6 +250,7 @@ def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Conv": _conv,
+    "FusedConv": _conv,
     "MatMul": _matmul,
     "Flatten": _flatten,
     "Gemm": _gemm,

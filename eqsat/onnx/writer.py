@@ -47,6 +47,7 @@ class _Writer:
         self.taken = taken
         self.counter = iter(range(1 << 30))
         self.opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        self.domains: set[str] = set()  # operator domains besides ONNX's own that the model uses
 
     def fresh(self) -> str:
         """A new tensor name, never one of the model's own (an import may hold "t5")."""
@@ -62,9 +63,11 @@ class _Writer:
     def ints(self, values: Any) -> str:
         return self.init(values, np.int64)
 
-    def node(self, op_type: str, ins: list[str], n_out: int = 1, **attrs: Any) -> list[str]:
+    def node(self, op_type: str, ins: list[str], n_out: int = 1, domain: str = "", **attrs: Any) -> list[str]:
         outs = [self.fresh() for _ in range(n_out)]
-        self.nodes.append(self.h.make_node(op_type, ins, outs, **attrs))
+        self.nodes.append(self.h.make_node(op_type, ins, outs, domain=domain or None, **attrs))
+        if domain:
+            self.domains.add(domain)
         return outs
 
     def activation(self, outs: list[str], act: str) -> list[str]:
@@ -76,9 +79,16 @@ Exporter = Callable[[_Writer, Node, list[str], dict[str, Any]], list[str]]
 
 
 def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """A conv; with a fused activation, onnxruntime's FusedConv (one kernel, as the cost model
+    priced it) where the runtime has one: float32 (its CPU kernel's only type)."""
     pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
-    return w.activation(w.node("Conv", ins, strides=list(a["stride"]), pads=pads, dilations=list(a["dilation"]),
-                               group=a["groups"]), a["act"])
+    conv = {"strides": list(a["stride"]), "pads": pads, "dilations": list(a["dilation"]), "group": a["groups"]}
+    if a["act"] != "none" and w.np_float is np.float32:
+        return w.node("FusedConv", ins, domain=FUSED_DOMAIN, activation=_ACT[a["act"]], **conv)
+    return w.activation(w.node("Conv", ins, **conv), a["act"])
+
+
+FUSED_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 
 
 def _channel_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
@@ -185,8 +195,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
         outputs.append(h.make_tensor_value_info(name, elem_type(name), list(o.shape)))
     inputs = [h.make_tensor_value_info(n.attr("name"), elem_type(n.attr("name")), list(n.shape))
               for n in graph.leaves("input")]
+    opsets = [h.make_opsetid("", imported.opset)] + [h.make_opsetid(d, 1) for d in sorted(w.domains)]
     model = h.make_model(h.make_graph(w.nodes, graph.name or "eqsat", inputs, outputs, w.inits),
-                         opset_imports=[h.make_opsetid("", imported.opset)])
+                         opset_imports=opsets)
     onnx.checker.check_model(model)
     replace_atomic(path, lambda tmp: onnx.save(model, tmp))
 

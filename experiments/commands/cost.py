@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command, add_device, parse_params
+from ..command import Command, add_device, add_onnx_input, load_model
 from ..output import write_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="benchmark name (see `eqsat-lab models`)")
+    p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
+    add_onnx_input(p)
     add_device(p)
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
     p.add_argument("--json", dest="json_out", help="write the report as JSON here")
@@ -17,9 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eqsat.cost import RooflineCost
-    from eqsat.models import build
 
-    graph = build(args.model, **parse_params(args.param))
+    graph, _ = load_model(args)
     report = RooflineCost(args.device).report(graph)
     print(f"{graph.name} on {report.device} ({graph.dtype}): {report.total_us:.2f} µs, {graph.op_count()} ops")
     print(f"{'op':10s} {'output shape':>22s} {'GFLOP':>9s} {'MB':>9s} {'µs':>8s}  bound")
@@ -32,4 +32,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("cost", "roofline cost of one benchmark graph, per op", add_arguments, run)
+COMMAND = Command("cost", "roofline cost of one benchmark graph or ONNX model, per op", add_arguments, run)

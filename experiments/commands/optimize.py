@@ -12,7 +12,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..command import Command, add_device, finite_float, non_negative, parse_params, process_age_s
+from ..command import (
+    Command,
+    add_device,
+    add_onnx_input,
+    finite_float,
+    load_model,
+    non_negative,
+    process_age_s,
+)
 from ..output import write_json
 from ..searches import SEARCHES
 
@@ -45,34 +53,10 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def parse_dims(items: list[str]) -> dict[str, int]:
-    """``--dim NAME=N`` values as a mapping; a malformed one is a user error naming it."""
-    dims: dict[str, int] = {}
-    for item in items:
-        name, eq, size = item.partition("=")
-        if not eq or not name or not size.isdigit() or int(size) < 1:
-            raise ValueError(f"--dim {item}: expected NAME=N with N a positive integer")
-        dims[name] = int(size)
-    return dims
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
     p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
-    p.add_argument("--batch", type=positive_int, default=1,
-                   help="onnx: size of the batch (the first axis of the inputs, when symbolic)")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help="onnx: size of another symbolic input dimension, by its name in the file")
+    add_onnx_input(p)
     p.add_argument("--search", choices=list(SEARCHES), default="taso", help="the search (default taso)")
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
     add_device(p)
@@ -113,22 +97,15 @@ def limits_from(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from eqsat.cost import cost_model
-    from eqsat.models import build
     from eqsat.rulesets import default_rules
     from eqsat.search import run_verified
 
-    from ..onnx_io import check_out_path, write_optimized
+    from ..onnx_io import check_out_path, price_written, write_optimized
     from ..searches import get_search
 
-    imported = None
     if args.model.endswith(".onnx"):
-        from eqsat import onnx as onnx_io
-
         check_out_path(args.model, args.out)
-        imported = onnx_io.load(args.model, batch=args.batch, dims=parse_dims(args.dim))
-        graph = imported.graph
-    else:
-        graph = build(args.model, **parse_params(args.param))
+    graph, imported = load_model(args)
     limits = limits_from(args)
     startup_s = process_age_s()
     parse_start = time.perf_counter()
@@ -146,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out)
+        payload["onnx"] |= price_written(args, result.best_us)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0

@@ -451,3 +451,30 @@ def test_the_batch_name_is_the_batch_on_any_axis(tmp_path):
     path = _symbolic_model(tmp_path / "b.onnx", ["B", 3, 16], [3, "B", 8])  # m's axis 1 is named like x's batch
     imported = eo.load(path, batch=3)
     assert sorted(n.shape for n in imported.graph.leaves("input")) == [(3, 3, 8), (3, 3, 16)]
+
+
+def test_constants_and_static_shape_chains_fold_instead_of_going_opaque(tmp_path):
+    """What PyTorch's exporters emit around a flatten: Shape -> Gather -> Unsqueeze -> Concat ->
+    Reshape, Constant nodes for indices and scales. All of it folds at import: nothing is opaque,
+    the reshape is static and the Constant scale becomes a weight (an initializer when written)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 24])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["i0"], value=numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+        helper.make_node("Constant", [], ["m1"], value=numpy_helper.from_array(np.array([-1], np.int64))),
+        helper.make_node("Concat", ["n1", "m1"], ["shp"], axis=0),
+        helper.make_node("Reshape", ["x", "shp"], ["r"]),
+        helper.make_node("Constant", [], ["sc"], value=numpy_helper.from_array(np.full((24,), 2.0, np.float32))),
+        helper.make_node("Mul", ["r", "sc"], ["y"]),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(np.array([0], np.int64),
+                                                                                                 "ax")]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "f.onnx"))
+    imp = eo.load(str(tmp_path / "f.onnx"), batch=3)
+    assert imp.opaque == []
+    assert sorted(n.op for n in imp.graph.nodes()) == ["chmul", "input", "reshape", "weight"]
+    assert "sc" in imp.weights and imp.ops["Constant"] == 3 and imp.ops["Shape"] == 1

@@ -348,6 +348,9 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
         types.setdefault(init.name, init.data_type)
     opaque: list[str] = []
     for n in model.graph.node:
+        if _fold(imp, n):  # constants, shapes of static tensors and what only reads them
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+            continue
         importer = IMPORTERS.get(n.op_type)
         try:
             reason = "no mapping"
@@ -408,6 +411,48 @@ def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]]
                 d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch for d in t.shape.dim
             )
     return shapes, types
+
+
+_RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                         "Bernoulli"})
+FOLD_MAX_ELEMENTS = 1 << 26  # a folded tensor larger than this stays a computation
+
+
+def _fold(imp: _Importer, n: Any) -> bool:
+    """Evaluate ``n`` now when its value does not depend on the inputs' data: ``Constant`` nodes,
+    ``Shape`` of a tensor whose shape is static, and any deterministic ONNX op all of whose inputs
+    are constants (the ``Shape -> Gather -> Concat -> Reshape`` chains exporters emit). Float
+    results become weights (so they are written back as initializers), others stay constants."""
+    onnx = _onnx()
+    if n.domain not in ("", "ai.onnx") or n.op_type in _RANDOM_OPS or not n.output:
+        return False
+    names = [i for i in n.input if i]
+    if n.op_type == "Shape" and names and names[0] in imp.values and names[0] not in imp.consts:
+        a = _attrs(n)
+        shape = np.array(imp.values[names[0]].shape, dtype=np.int64)
+        outs = [shape[a.get("start", 0): a["end"] if "end" in a else None]]
+    elif all(i in imp.consts for i in names) and (names or n.op_type == "Constant"):
+        from onnx.reference import ReferenceEvaluator
+
+        h = onnx.helper
+        inits = [onnx.numpy_helper.from_array(np.asarray(imp.consts[i]), i) for i in names]
+        graph = h.make_graph([n], "fold", [], [h.make_empty_tensor_value_info(o) for o in n.output if o], inits)
+        model = h.make_model(graph, opset_imports=[h.make_opsetid("", imp.opset)])
+        try:
+            outs = ReferenceEvaluator(model).run(None, {})
+        except Exception:  # an op the reference evaluator lacks: map or keep it as usual
+            return False
+    else:
+        return False
+    if any(np.asarray(o).size > FOLD_MAX_ELEMENTS for o in outs):
+        return False
+    for name, value in zip((o for o in n.output if o), outs):
+        arr = np.asarray(value)
+        imp.consts[name] = arr
+        if arr.dtype.kind == "f":
+            imp.weights[name] = arr.astype(np.float64)
+            imp.values[name] = weight(name, arr.shape)
+    return True
 
 
 def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: dict[str, int]) -> list[Node]:

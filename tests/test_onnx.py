@@ -262,6 +262,8 @@ def test_conv_bias_broadcast_add_and_gemm_bias_are_mapped(tmp_path):
     convs = [n for n in r.best.nodes() if n.op == "conv2d"]
     assert len(convs) == 1 and len(convs[0].inputs) == 3 and convs[0].attr("act") == "relu"
     assert r.best_us < r.original_us and diff < 1e-4
+    written = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    assert "Gemm" in written and "MatMul" not in written  # Gemm stays one node
 
 
 def test_unmappable_broadcasting_becomes_opaque_with_its_reason(tmp_path):

@@ -169,8 +169,14 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
     needed |= {o for o in graph.outputs if o.is_const}
     values = evaluate_nodes(Graph([n for n in graph.nodes() if n in needed]), imported.weights) if needed else {}
+    gemms = _gemm_pairs(graph)
     for n in graph.nodes():
-        if n.op == "input":
+        if n in gemms.values():
+            continue  # written as part of its Gemm
+        if n in gemms:
+            mm = gemms[n]
+            names[n] = w.node("Gemm", [names[x][0] for x in mm.inputs] + [names[n.inputs[1]][0]])
+        elif n.op == "input":
             names[n] = [n.attr("name")]
         elif n.is_const:
             if n in needed:
@@ -200,6 +206,20 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                          opset_imports=opsets)
     onnx.checker.check_model(model)
     replace_atomic(path, lambda tmp: onnx.save(model, tmp))
+
+
+def _gemm_pairs(graph: Graph) -> dict[Node, Node]:
+    """Bias adds (``chadd`` on the columns of a 2-D product) whose input is a plain ``matmul`` read
+    by nothing else: each pair is written as one ONNX Gemm, as the importer read it."""
+    users = graph.users()
+    pairs = {}
+    for n in graph.nodes():
+        if n.op == "chadd" and len(n.shape) == 2 and n.attr("axis") == 1:
+            mm = n.inputs[0]
+            if (mm.op == "matmul" and len(mm.shape) == 2 and mm.attr("act") == "none" and not mm.is_const
+                    and len(users[mm]) == 1 and mm not in graph.outputs):
+                pairs[n] = mm
+    return pairs
 
 
 _FLOAT_ELEM_TYPES = {1, 10, 11, 16}  # float, float16, double, bfloat16

@@ -2,6 +2,7 @@
 input before it appears under its name, never over the input, nothing left behind on failure."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +56,34 @@ def price_written(args: Any, best_us: float) -> dict[str, Any]:
     note = "agrees" if agrees else f"differs by {gap:+.1%}: part of the reported gain is not in the file"
     print(f"the written file, imported again, costs {written_us:.2f} µs (search's best {best_us:.2f} µs): {note}")
     return {"written_us": written_us, "written_vs_best": gap, "written_agrees": agrees}
+
+
+ORT_LEVELS = ("ENABLE_ALL", "DISABLE_ALL")
+
+
+def ort_latency_ms(before: str, after: str, level: str, runs: int = 15, seed: int = 0) -> tuple[float, float]:
+    """Median onnxruntime CPU latency (ms) of two models on the same inputs, one thread, with
+    graph optimizations ``ENABLE_ALL`` or ``DISABLE_ALL``, the two run alternately after a
+    warm-up so drift in the machine's speed hits both alike."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from eqsat.onnx import random_feeds
+
+    def session(path: str) -> Any:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
+        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+    a, b = session(before), session(after)
+    feeds = random_feeds(a, seed)
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(2):
+        a.run(None, feeds), b.run(None, feeds)
+    for _ in range(runs):
+        for s, out in ((a, times[0]), (b, times[1])):
+            start = time.perf_counter()
+            s.run(None, feeds)
+            out.append(time.perf_counter() - start)
+    return float(np.median(times[0])) * 1e3, float(np.median(times[1])) * 1e3

@@ -57,7 +57,7 @@ _elementwise("ewadd", 2, lambda a, b: a + b, ALL_DOMAINS, jointly_linear=True, c
              doc="Elementwise sum.")
 _elementwise("ewmul", 2, lambda a, b: a * b, ALL_DOMAINS, linear_in=(0, 1), commutative=True,
              doc="Elementwise product.")
-for _act in ("relu", "sigmoid", "tanh"):
+for _act in (a for a in ACTIVATIONS if a != "none"):
     _elementwise(_act, 1, ACTIVATIONS[_act].fn, ACTIVATIONS[_act].domains, doc=f"Elementwise {_act}.")
 
 

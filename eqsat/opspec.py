@@ -123,6 +123,7 @@ ACTIVATIONS: dict[str, Activation] = {
     "relu": Activation("relu", _relu, NO_MOD),
     "sigmoid": Activation("sigmoid", _sigmoid, FLOAT_ONLY),
     "tanh": Activation("tanh", np.tanh, FLOAT_ONLY),
+    "relu6": Activation("relu6", lambda x: np.clip(x, 0, 6), FLOAT_ONLY),  # MobileNet's; ONNX Clip(0, 6)
 }
 ACT_NAMES = tuple(ACTIVATIONS)
 

@@ -369,6 +369,10 @@ def test_relu6_clip_with_rank0_bounds_optimizes_and_exports(tmp_path, as_constan
     out = tmp_path / "relu6.opt.onnx"
     assert main(["optimize", str(src), "--search", "eqsat", "--out", str(out), "--preset", "quick"]) == 0
     assert eo.max_difference(src, out) < 1e-4
+    assert eo.load(str(src)).opaque == []  # Clip(0, 6) is the op table's relu6, not an opaque node
+    fused = [n for n in onnx.load(str(out)).graph.node if n.op_type == "FusedConv"]
+    attrs = {a.name: helper.get_attribute_value(a) for a in fused[0].attribute} if fused else {}
+    assert len(fused) == 1 and attrs["activation"] == b"Clip" and list(attrs["activation_params"]) == [0.0, 6.0]
 
 
 def test_out_equal_to_the_input_is_refused_and_leaves_it_untouched(tmp_path, capsys):

@@ -96,10 +96,13 @@ def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     pad = _canonical_pad(_pads(imp, n, a), x.shape, w.shape[2:], stride, dilation)
     act = "none"
     if n.op_type == "FusedConv":  # onnxruntime's conv with a fused activation (com.microsoft)
-        act = _FUSED_ACT.get(a.get("activation", b"").decode() if isinstance(a.get("activation"), bytes)
-                             else str(a.get("activation", "")))
+        name = a.get("activation", b"")
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        act = _FUSED_ACT.get(name)
+        if name == "Clip":
+            act = "relu6" if [float(v) for v in a.get("activation_params", [])] == [0.0, 6.0] else None
         if act is None:
-            raise Decline(f"FusedConv activation {a.get('activation')!r}")
+            raise Decline(f"FusedConv activation {name!r} {list(a.get('activation_params', []))}")
     return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)),
                  act=act)]
 
@@ -248,6 +251,23 @@ def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     return [node("pool_avg", x, kernel=x.shape[2:], stride=(1, 1), pad=(0, 0))]
 
 
+def _clip(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Clip with constant bounds: [0, 6] is relu6 (MobileNet's ReLU6), [0, +inf) is relu."""
+    ins = list(n.input) + ["", ""]
+    bounds = []
+    for k, attr, default in ((1, "min", -np.inf), (2, "max", np.inf)):
+        if ins[k]:
+            bounds.append(float(np.asarray(imp.const(n, ins[k])).reshape(())))
+        else:
+            bounds.append(float(a.get(attr, default)))  # opset < 11 kept the bounds as attributes
+    x = imp.value(n, n.input[0])
+    if bounds == [0.0, 6.0]:
+        return [node("relu6", x)]
+    if bounds == [0.0, np.inf]:
+        return [node("relu", x)]
+    raise Decline(f"Clip bounds {bounds} (only [0, 6] and [0, inf) are in the op table)")
+
+
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Conv": _conv,
     "FusedConv": _conv,
@@ -259,6 +279,7 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Relu": _unary("relu"),
     "Sigmoid": _unary("sigmoid"),
     "Tanh": _unary("tanh"),
+    "Clip": _clip,
     "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
     "Split": _split,
     "Reshape": _reshape,

@@ -14,7 +14,8 @@ from ..graph import Graph, Node
 from ..ops import conv_pads
 from .common import Imported, OnnxError, _onnx
 
-_ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+_ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "relu6": "Clip"}
+_ACT_BOUNDS = {"relu6": (0.0, 6.0)}  # the extra operands (and FusedConv activation_params) of an activation
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
@@ -71,8 +72,11 @@ class _Writer:
         return outs
 
     def activation(self, outs: list[str], act: str) -> list[str]:
-        """A fused activation written after its kernel (ONNX has no fused form)."""
-        return outs if act == "none" else self.node(_ACT[act], outs)
+        """A fused activation written after its kernel (plain ONNX has no fused form)."""
+        if act == "none":
+            return outs
+        bounds = [self.init(b) for b in _ACT_BOUNDS.get(act, ())]
+        return self.node(_ACT[act], outs + bounds)
 
 
 Exporter = Callable[[_Writer, Node, list[str], dict[str, Any]], list[str]]
@@ -84,7 +88,8 @@ def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[st
     pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
     conv = {"strides": list(a["stride"]), "pads": pads, "dilations": list(a["dilation"]), "group": a["groups"]}
     if a["act"] != "none" and w.np_float is np.float32:
-        return w.node("FusedConv", ins, domain=FUSED_DOMAIN, activation=_ACT[a["act"]], **conv)
+        params = {"activation_params": list(_ACT_BOUNDS[a["act"]])} if a["act"] in _ACT_BOUNDS else {}
+        return w.node("FusedConv", ins, domain=FUSED_DOMAIN, activation=_ACT[a["act"]], **params, **conv)
     return w.activation(w.node("Conv", ins, **conv), a["act"])
 
 
@@ -139,7 +144,7 @@ EXPORTERS: dict[str, Exporter] = {
     "ewadd": lambda w, n, ins, a: w.node("Add", ins),
     "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
     "smul": lambda w, n, ins, a: w.node("Mul", ins),
-    **{act: (lambda w, n, ins, a, _op=onnx_op: w.node(_op, ins)) for act, onnx_op in _ACT.items()},
+    **{act: (lambda w, n, ins, a, _act=act: w.activation(ins, _act)) for act in _ACT},
     "chadd": _channel_out, "chmul": _channel_out, "affine": _channel_out,
     "transpose": lambda w, n, ins, a: w.node("Transpose", ins, perm=list(a["perm"])),
     "pad": lambda w, n, ins, a: w.node("Pad", ins + [w.ints(a["pads"])]),

@@ -484,3 +484,18 @@ def test_constants_and_static_shape_chains_fold_instead_of_going_opaque(tmp_path
     assert imp.opaque == []
     assert sorted(n.op for n in imp.graph.nodes()) == ["chmul", "input", "reshape", "weight"]
     assert "sc" in imp.weights and imp.ops["Constant"] == 3 and imp.ops["Shape"] == 1
+
+
+def test_a_matmul_with_a_fused_relu_is_written_as_one_fused_gemm_and_read_back(tmp_path):
+    """VGG's fully connected layers: matmul+relu was written as MatMul and Relu, so the written file
+    cost more than the search's best; it is onnxruntime's FusedGemm now, read back as one node."""
+    from eqsat.graph import Graph, input_, node, weight
+
+    g = Graph((node("matmul", input_("x", (4, 8)), weight("w", (8, 5)), act="relu"),), name="mm")
+    eo.export_graph(g, tmp_path / "mm.onnx")
+    model = onnx.load(str(tmp_path / "mm.onnx"))
+    assert [(n.op_type, n.domain) for n in model.graph.node if n.op_type != "Identity"] == [("FusedGemm",
+                                                                                          "com.microsoft")]
+    back = eo.load(str(tmp_path / "mm.onnx"))
+    assert [dict(n.attrs)["act"] for n in back.graph.nodes() if n.op == "matmul"] == ["relu"]
+    assert RooflineCost("h100").graph_time_us(back.graph) == pytest.approx(RooflineCost("h100").graph_time_us(g))

@@ -138,7 +138,14 @@ def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     b = imp.value(n, n.input[1])
     if a.get("transB", 0):
         b = node("transpose", b, perm=(1, 0))
-    y = node("matmul", imp.value(n, n.input[0]), b)
+    act = "none"
+    if n.op_type == "FusedGemm":  # onnxruntime's Gemm with a fused activation (com.microsoft)
+        name = a.get("activation", b"")
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        act = _FUSED_ACT.get(name)
+        if act is None or len(_inputs(n)) > 2:  # the activation follows the bias there
+            raise Decline(f"FusedGemm activation {name!r} or bias")
+    y = node("matmul", imp.value(n, n.input[0]), b, act=act)
     if len(_inputs(n)) > 2:
         return [_broadcast(imp, n, "chadd", y, imp.value(n, n.input[2]))]
     return [y]
@@ -274,6 +281,7 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "MatMul": _matmul,
     "Flatten": _flatten,
     "Gemm": _gemm,
+    "FusedGemm": _gemm,
     "Add": _binary("ewadd", "chadd"),
     "Mul": _binary("ewmul", "chmul"),
     "Relu": _unary("relu"),

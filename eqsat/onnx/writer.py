@@ -96,6 +96,13 @@ def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[st
 FUSED_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 
 
+def _matmul_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """A product; a 2-D one with a fused activation is onnxruntime's FusedGemm (one kernel)."""
+    if a["act"] != "none" and len(n.shape) == 2 and w.np_float is np.float32 and a["act"] not in _ACT_BOUNDS:
+        return w.node("FusedGemm", ins, domain=FUSED_DOMAIN, activation=_ACT[a["act"]])
+    return w.activation(w.node("MatMul", ins), a["act"])
+
+
 def _channel_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
     """chadd/chmul/affine: one BatchNormalization (mean 0, variance 1) for an affine along axis 1,
     else Mul/Add with each vector reshaped to broadcast along its axis."""
@@ -140,7 +147,7 @@ def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[
 
 EXPORTERS: dict[str, Exporter] = {
     "conv2d": _conv_out,
-    "matmul": lambda w, n, ins, a: w.activation(w.node("MatMul", ins), a["act"]),
+    "matmul": lambda w, n, ins, a: _matmul_out(w, n, ins, a),
     "ewadd": lambda w, n, ins, a: w.node("Add", ins),
     "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
     "smul": lambda w, n, ins, a: w.node("Mul", ins),

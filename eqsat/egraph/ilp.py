@@ -232,16 +232,8 @@ def find_cycles(view: Any, choice: dict[Any, int], roots: list[Any], most: int =
     import networkx as nx
 
     g = nx.DiGraph()
-    seen: set = set()
-    stack = [r for r in roots if r not in view.const]
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        for d in _kids(view, choice[c]):
-            g.add_edge(c, d)
-            stack.append(d)
+    for c in reachable(view, roots, {c: [i] for c, i in choice.items()}):
+        g.add_edges_from((c, d) for d in _kids(view, choice[c]))
     out = []
     for cyc in nx.simple_cycles(g):
         out.append(cyc)

@@ -143,6 +143,8 @@ def onnx_models(draw: st.DrawFn) -> tuple[bytes, str]:
             inits.append(numpy_helper.from_array(np.eye(shape[-1], dtype=DTYPES[elem]), c))
             nodes.append(helper.make_node(op, [cur, c], [out]))
         elif op == "Transpose":
+            if rank < 1:  # a rank-0 Transpose has no perm to write
+                continue
             nodes.append(helper.make_node(op, [cur], [out], perm=list(reversed(range(rank)))))
             shape = list(reversed(shape))
         else:

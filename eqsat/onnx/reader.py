@@ -132,6 +132,32 @@ def _flatten(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     return [node("reshape", x, shape=(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))]
 
 
+def _fused_matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """onnxruntime's FusedMatMul (com.microsoft, what its optimizer makes of a transpose feeding a
+    MatMul): the transposes come back as nodes, alpha as a scalar weight."""
+    if a.get("transBatchA", 0) or a.get("transBatchB", 0):
+        raise Decline("transBatchA/transBatchB")
+    xs = []
+    for k, flag in ((0, "transA"), (1, "transB")):
+        x = imp.value(n, n.input[k])
+        if a.get(flag, 0):
+            r = len(x.shape)
+            if r < 2:
+                raise Decline(f"{flag} of a rank-{r} operand")
+            x = node("transpose", x, perm=tuple(range(r - 2)) + (r - 1, r - 2))
+        xs.append(x)
+    names = [f"{n.output[0]}:a", f"{n.output[0]}:b"]
+    for name, x in zip(names, xs):
+        imp.values[name] = x
+    y = _matmul(imp, type(n)(input=names, output=list(n.output), op_type="MatMul"), {})[0]
+    alpha = float(a.get("alpha", 1.0))
+    if alpha != 1.0:
+        scale = f"{n.output[0]}:alpha"
+        imp.weights[scale] = np.array(alpha)
+        y = node("smul", y, weight(scale, ()))
+    return [y]
+
+
 def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
         raise Decline("alpha, beta or transA")
@@ -282,6 +308,7 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Flatten": _flatten,
     "Gemm": _gemm,
     "FusedGemm": _gemm,
+    "FusedMatMul": _fused_matmul,
     "Add": _binary("ewadd", "chadd"),
     "Mul": _binary("ewmul", "chmul"),
     "Relu": _unary("relu"),

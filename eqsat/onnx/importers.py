@@ -1,0 +1,329 @@
+"""ONNX ops to op-table nodes, one importer per ONNX op type (the :data:`IMPORTERS` table).
+
+An importer returns the IR nodes of its ONNX node's outputs, or raises :class:`Decline` with the
+reason the node stays an opaque node (kept exactly, not optimized).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..graph import Node, input_, node, weight
+from ..ops import conv_pads
+from .common import Decline, OnnxError, _onnx
+
+
+def _attrs(n: Any) -> dict[str, Any]:
+    onnx = _onnx()
+    return {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+
+
+class _Importer:
+    def __init__(self, path: str, model: Any, batch: int, opset: int):
+        onnx = _onnx()
+        self.path = path
+        self.opset = opset
+        self.values: dict[str, Node] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.weights: dict[str, np.ndarray] = {}
+        g = model.graph
+        for init in g.initializer:
+            arr = onnx.numpy_helper.to_array(init)
+            self.consts[init.name] = arr
+            if arr.dtype.kind == "f":
+                self.weights[init.name] = arr.astype(np.float64)
+                self.values[init.name] = weight(init.name, arr.shape)
+        self.input_names = []
+        for inp in g.input:
+            if inp.name in self.consts:
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch
+                    for d in inp.type.tensor_type.shape.dim]
+            self.values[inp.name] = input_(inp.name, tuple(dims))
+            self.input_names.append(inp.name)
+
+    def where(self, n: Any) -> str:
+        return f"{self.path}: node {n.name or '?'} ({n.op_type})"
+
+    def value(self, n: Any, name: str) -> Node:
+        if name not in self.values:
+            raise OnnxError(f"{self.where(n)}: input {name!r} is neither a graph input, an initializer "
+                            f"nor the output of another node")
+        return self.values[name]
+
+    def const(self, n: Any, name: str) -> np.ndarray:
+        if name not in self.consts:
+            raise Decline(f"input {name!r} is computed, not an initializer")
+        return self.consts[name]
+
+
+def _pads(imp: _Importer, n: Any, a: dict[str, Any]) -> tuple[int, int, int, int]:
+    """ONNX's 2-D pads: (top, left, bottom, right)."""
+    pads = tuple(int(p) for p in a.get("pads", [0, 0, 0, 0]))
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise Decline("auto_pad")
+    if len(pads) != 4:
+        raise Decline(f"non-2-D pads {list(pads)}")
+    return pads  # type: ignore[return-value]
+
+
+def _canonical_pad(pads: tuple[int, int, int, int], x: tuple[int, ...], kernel: tuple[int, ...],
+                   stride: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+    """``"same"`` when the pads are exactly SAME padding (the rule files' form; with a stride it
+    may put one more row or column after than before), the symmetric pads, or a Decline."""
+    same = all(conv_pads("same", size, k, st, d)[:2] == (before, after)
+               for before, after, size, k, st, d in zip(pads[:2], pads[2:], x[2:], kernel, stride, dilation))
+    if same:
+        return "same"
+    if pads[:2] != pads[2:]:
+        raise Decline(f"asymmetric pads {list(pads)} that are not SAME padding")
+    return pads[:2]
+
+
+def _inputs(n: Any) -> list[str]:
+    return [i for i in n.input if i]
+
+
+def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    if len(imp.value(n, n.input[0]).shape) != 4:
+        raise Decline("only 2-D convolutions are mapped")
+    x, w = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+    bias = [imp.value(n, n.input[2])] if len(_inputs(n)) > 2 else []
+    stride, dilation = tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1]))
+    pad = _canonical_pad(_pads(imp, n, a), x.shape, w.shape[2:], stride, dilation)
+    act = "none"
+    if n.op_type == "FusedConv":  # onnxruntime's conv with a fused activation (com.microsoft)
+        name = a.get("activation", b"")
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        act = _FUSED_ACT.get(name)
+        if name == "Clip":
+            act = "relu6" if [float(v) for v in a.get("activation_params", [])] == [0.0, 6.0] else None
+        if act is None:
+            raise Decline(f"FusedConv activation {name!r} {list(a.get('activation_params', []))}")
+    return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)),
+                 act=act)]
+
+
+_FUSED_ACT = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "": "none"}
+
+
+def _matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """ONNX MatMul (numpy broadcasting): equal batch dimensions map to ``matmul``; an N-D
+    activation times a 2-D weight (every ``nn.Linear`` on a batch) folds its batch into the rows
+    (reshape, 2-D matmul, reshape back); other broadcasts and 1-D operands decline."""
+    x, w = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+    if len(x.shape) < 2 or len(w.shape) < 2:
+        raise Decline("a 1-D MatMul operand")
+    if len(x.shape) == len(w.shape) and x.shape[:-2] == w.shape[:-2]:
+        return [node("matmul", x, w)]
+    if len(w.shape) == 2 and x.shape[-1] == w.shape[0]:
+        rows = int(np.prod(x.shape[:-1]))
+        flat = node("matmul", node("reshape", x, shape=(rows, x.shape[-1])), w)
+        return [node("reshape", flat, shape=tuple(x.shape[:-1]) + (w.shape[1],))]
+    raise Decline(f"broadcast batch dimensions {x.shape} x {w.shape}")
+
+
+def _flatten(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    axis = int(a.get("axis", 1)) % (len(x.shape) + 1) if x.shape else 0
+    return [node("reshape", x, shape=(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))]
+
+
+def _fused_matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """onnxruntime's FusedMatMul (com.microsoft, what its optimizer makes of a transpose feeding a
+    MatMul): the transposes come back as nodes, alpha as a scalar weight."""
+    if a.get("transBatchA", 0) or a.get("transBatchB", 0):
+        raise Decline("transBatchA/transBatchB")
+    xs = []
+    for k, flag in ((0, "transA"), (1, "transB")):
+        x = imp.value(n, n.input[k])
+        if a.get(flag, 0):
+            r = len(x.shape)
+            if r < 2:
+                raise Decline(f"{flag} of a rank-{r} operand")
+            x = node("transpose", x, perm=tuple(range(r - 2)) + (r - 1, r - 2))
+        xs.append(x)
+    names = [f"{n.output[0]}:a", f"{n.output[0]}:b"]
+    for name, x in zip(names, xs):
+        imp.values[name] = x
+    y = _matmul(imp, type(n)(input=names, output=list(n.output), op_type="MatMul"), {})[0]
+    alpha = float(a.get("alpha", 1.0))
+    if alpha != 1.0:
+        scale = f"{n.output[0]}:alpha"
+        imp.weights[scale] = np.array(alpha)
+        y = node("smul", y, weight(scale, ()))
+    return [y]
+
+
+def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+        raise Decline("alpha, beta or transA")
+    b = imp.value(n, n.input[1])
+    if a.get("transB", 0):
+        b = node("transpose", b, perm=(1, 0))
+    act = "none"
+    if n.op_type == "FusedGemm":  # onnxruntime's Gemm with a fused activation (com.microsoft)
+        name = a.get("activation", b"")
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        act = _FUSED_ACT.get(name)
+        if act is None or len(_inputs(n)) > 2:  # the activation follows the bias there
+            raise Decline(f"FusedGemm activation {name!r} or bias")
+    y = node("matmul", imp.value(n, n.input[0]), b, act=act)
+    if len(_inputs(n)) > 2:
+        return [_broadcast(imp, n, "chadd", y, imp.value(n, n.input[2]))]
+    return [y]
+
+
+def _vector_axis(x: tuple[int, ...], y: tuple[int, ...]) -> int | None:
+    """The axis of ``x`` along which ``y`` broadcasts as a vector (ONNX's right-aligned
+    broadcasting with exactly one size above 1, equal to ``x``'s), or None."""
+    if len(y) > len(x) or not y:
+        return None
+    big = [k for k, d in enumerate(y) if d != 1]
+    if len(big) != 1:
+        return None
+    axis = len(x) - len(y) + big[0]
+    return axis if x[axis] == y[big[0]] else None
+
+
+def _broadcast(imp: _Importer, n: Any, op: str, x: Node, y: Node) -> Node:
+    """``x op y`` where ``y`` is a per-channel vector in broadcasting form: the vector op
+    (``chadd``/``chmul``) on ``y`` reshaped to 1-D (a view)."""
+    axis = _vector_axis(x.shape, y.shape)
+    if axis is None:
+        raise Decline(f"broadcasting {x.shape} with {y.shape}")
+    vector = y if len(y.shape) == 1 else node("reshape", y, shape=(x.shape[axis],))
+    return node(op, x, vector, axis=axis)
+
+
+def _binary(op: str, vector_op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+    def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+        x, y = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+        if x.shape == y.shape:
+            return [node(op, x, y)]
+        if _vector_axis(y.shape, x.shape) is not None and _vector_axis(x.shape, y.shape) is None:
+            x, y = y, x  # both ops commute
+        return [_broadcast(imp, n, vector_op, x, y)]
+    return f
+
+
+def _pad(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    mode = a.get("mode", b"constant")
+    inputs = _inputs(n)
+    if mode not in (b"constant", "constant") or len(inputs) > 3:
+        raise Decline(f"mode {mode!r} or axes")
+    if len(inputs) > 2 and np.any(imp.const(n, n.input[2]) != 0):
+        raise Decline("a non-zero constant value")
+    return [node("pad", imp.value(n, n.input[0]), pads=tuple(int(v) for v in imp.const(n, n.input[1])))]
+
+
+def _batchnorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Inference BatchNormalization as one ``affine`` node: scale = gamma / sqrt(var + eps) and
+    shift = beta - mean * scale become weights (the op's two-parameter form). Folding into a
+    preceding conv is left to the rules. Training mode (batch statistics) is never mapped."""
+    if a.get("training_mode", 0) or len(n.output) > 1:
+        raise Decline("training mode")
+    x = imp.value(n, n.input[0])
+    try:
+        gamma, beta, mean, var = (imp.consts[i].astype(np.float64) for i in n.input[1:5])
+    except KeyError:
+        raise Decline("statistics are not initializers") from None
+    scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
+    shift = beta - mean * scale
+    base = n.name or n.output[0]
+    leaves = []
+    for suffix, data in (("scale", scale), ("shift", shift)):
+        name = f"{base}.bn_{suffix}"
+        imp.weights[name] = data
+        leaves.append(weight(name, data.shape))
+    return [node("affine", x, *leaves, axis=1)]
+
+
+def _unary(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+    return lambda imp, n, a: [node(op, imp.value(n, n.input[0]))]
+
+
+def _reshape(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    shape = [int(v) for v in imp.const(n, n.input[1])]
+    shape = [x.shape[i] if v == 0 else v for i, v in enumerate(shape)]
+    if -1 in shape:
+        known = int(np.prod([v for v in shape if v != -1]))
+        shape[shape.index(-1)] = int(np.prod(x.shape)) // known
+    return [node("reshape", x, shape=tuple(shape))]
+
+
+def _split(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    axis = int(a.get("axis", 0)) % len(x.shape)
+    if len(n.input) > 1 and n.input[1]:
+        sizes = tuple(int(v) for v in imp.const(n, n.input[1]))
+    else:
+        sizes = (x.shape[axis] // len(n.output),) * len(n.output)
+    sp = node("split", x, axis=axis, sizes=sizes)
+    return [node("proj", sp, index=i) for i in range(len(sizes))]
+
+
+def _pool(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+    def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+        if op == "pool_avg" and not a.get("count_include_pad", 0) and any(a.get("pads", [0])):
+            raise Decline("AveragePool without count_include_pad=1")
+        if len(n.output) > 1 or a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1])):
+            raise Decline("indices output, ceil_mode or dilations")
+        x, kernel, stride = imp.value(n, n.input[0]), tuple(a["kernel_shape"]), tuple(a.get("strides", [1, 1]))
+        pad = _canonical_pad(_pads(imp, n, a), x.shape, kernel, stride, (1, 1))
+        return [node(op, x, kernel=kernel, stride=stride, pad=pad)]
+    return f
+
+
+def _global_avg(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    return [node("pool_avg", x, kernel=x.shape[2:], stride=(1, 1), pad=(0, 0))]
+
+
+def _clip(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Clip with constant bounds: [0, 6] is relu6 (MobileNet's ReLU6), [0, +inf) is relu."""
+    ins = list(n.input) + ["", ""]
+    bounds = []
+    for k, attr, default in ((1, "min", -np.inf), (2, "max", np.inf)):
+        if ins[k]:
+            bounds.append(float(np.asarray(imp.const(n, ins[k])).reshape(())))
+        else:
+            bounds.append(float(a.get(attr, default)))  # opset < 11 kept the bounds as attributes
+    x = imp.value(n, n.input[0])
+    if bounds == [0.0, 6.0]:
+        return [node("relu6", x)]
+    if bounds == [0.0, np.inf]:
+        return [node("relu", x)]
+    raise Decline(f"Clip bounds {bounds} (only [0, 6] and [0, inf) are in the op table)")
+
+
+IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
+    "Conv": _conv,
+    "FusedConv": _conv,
+    "MatMul": _matmul,
+    "Flatten": _flatten,
+    "Gemm": _gemm,
+    "FusedGemm": _gemm,
+    "FusedMatMul": _fused_matmul,
+    "Add": _binary("ewadd", "chadd"),
+    "Mul": _binary("ewmul", "chmul"),
+    "Relu": _unary("relu"),
+    "Sigmoid": _unary("sigmoid"),
+    "Tanh": _unary("tanh"),
+    "Clip": _clip,
+    "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
+    "Split": _split,
+    "Reshape": _reshape,
+    "Transpose": lambda imp, n, a: [
+        node("transpose", imp.value(n, n.input[0]), perm=tuple(a["perm"]) if "perm" in a else None)
+    ],
+    "MaxPool": _pool("pool_max"),
+    "AveragePool": _pool("pool_avg"),
+    "GlobalAveragePool": _global_avg,
+    "Identity": lambda imp, n, a: [imp.value(n, n.input[0])],
+    "BatchNormalization": _batchnorm,
+    "Pad": _pad,
+}

@@ -41,8 +41,9 @@ class EGraphWork:
         return self.report.enodes
 
     def summary(self) -> str:
-        return (f"{self.enodes} e-nodes, {len(self.report.iterations)} iterations, extraction {self.extract} "
-                f"({'gap ' + format(self.gap, '.2g') if self.gap is not None else self.ilp_status})")
+        detail = (f" (gap {self.gap:.2g})" if self.gap is not None else
+                  "" if self.ilp_status == "not run" else f" ({self.ilp_status})")
+        return f"{self.enodes} e-nodes, {len(self.report.iterations)} iterations, extraction {self.extract}{detail}"
 
     def detail_lines(self) -> list[str]:
         """One line per iteration: e-nodes, seconds and the rules that matched most."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops_conv, ops_tensor  # noqa: F401  (the rows register themselves)
+from . import ops_conv, ops_norm, ops_tensor  # noqa: F401  (the rows register themselves)
 from .domains import Domain
 from .errors import UnknownOpError
 from .opspec import (

@@ -22,6 +22,7 @@ EXAMPLES = [
     ("relu", [(3, 4)], {}),
     ("tanh", [(3, 4)], {}),
     ("relu6", [(3, 4)], {}),
+    ("softmax", [(2, 3, 4)], {"axis": 1}),
     ("sigmoid", [(3, 4)], {}),
     ("transpose", [(3, 4)], {}),
     ("transpose", [(2, 3, 4)], {"perm": (1, 2, 0)}),
@@ -180,7 +181,7 @@ def test_attribute_and_op_errors():
     with pytest.raises(AttributeError_, match="act"):
         node("conv2d", x, input_("w", (2, 2, 1, 1)), act="gelu")
     with pytest.raises(UnknownOpError, match="known:"):
-        node("softmax", x)
+        node("layernorm", x)
     with pytest.raises(ShapeError, match="takes 2 input"):
         node("matmul", x)
     parts = node("split", input_("y", (2, 4)), axis=1, sizes=(2, 2))

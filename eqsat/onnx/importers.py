@@ -300,6 +300,28 @@ def _clip(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     raise Decline(f"Clip bounds {bounds} (only [0, 6] and [0, inf) are in the op table)")
 
 
+def _softmax(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Softmax along one axis (opset 13 on); before 13 it flattened the axes from ``axis`` on,
+    which is the same only when ``axis`` is the last."""
+    x = imp.value(n, n.input[0])
+    rank = len(x.shape)
+    axis = int(a.get("axis", -1 if imp.opset >= 13 else 1)) % max(rank, 1)
+    if imp.opset < 13 and axis != rank - 1:
+        raise Decline(f"opset {imp.opset} Softmax over axes {axis}.. (flattened), not one axis")
+    return [node("softmax", x, axis=axis)]
+
+
+def _div(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Division by a constant scalar (attention's 1/sqrt(d)): a product with its reciprocal."""
+    x = imp.value(n, n.input[0])
+    c = np.asarray(imp.const(n, n.input[1]))
+    if c.size != 1 or c.dtype.kind != "f" or float(c.reshape(())) == 0.0:
+        raise Decline("a divisor that is not a non-zero float scalar constant")
+    name = f"{n.output[0]}:reciprocal"
+    imp.weights[name] = np.array(1.0 / float(c.reshape(())))
+    return [node("smul", x, weight(name, ()))]
+
+
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Conv": _conv,
     "FusedConv": _conv,
@@ -314,6 +336,8 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Sigmoid": _unary("sigmoid"),
     "Tanh": _unary("tanh"),
     "Clip": _clip,
+    "Softmax": _softmax,
+    "Div": _div,
     "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
     "Split": _split,
     "Reshape": _reshape,

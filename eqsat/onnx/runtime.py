@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..ops import set_opaque_runner
-from .common import OPSET, OnnxError, _onnx
+from .common import OPSET, OnnxError, _first_line, _onnx
 
 
 def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: int = OPSET) -> np.ndarray:
@@ -59,7 +59,11 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
         import onnxruntime as ort
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
         raise OnnxError("checking with onnxruntime needs the optional extra: pip install 'eqsat-lab[onnx]'") from exc
-    sa, sb = ort.InferenceSession(str(a)), ort.InferenceSession(str(b))
+    try:
+        sa = ort.InferenceSession(str(a))
+    except Exception as exc:  # onnxruntime's own checks (e.g. node input types) are stricter than onnx's
+        raise OnnxError(f"{a}: onnxruntime cannot load this model: {_first_line(exc)}") from None
+    sb = ort.InferenceSession(str(b))
     feeds = random_feeds(sa, seed, input_scale, like=sb)
     xa, xb = sa.run(None, feeds), sb.run(None, feeds)
     if not all(np.isfinite(x).all() for x in xa):

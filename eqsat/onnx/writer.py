@@ -151,6 +151,7 @@ EXPORTERS: dict[str, Exporter] = {
     "ewadd": lambda w, n, ins, a: w.node("Add", ins),
     "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
     "smul": lambda w, n, ins, a: w.node("Mul", ins),
+    "softmax": lambda w, n, ins, a: w.node("Softmax", ins, axis=a["axis"]),
     **{act: (lambda w, n, ins, a, _act=act: w.activation(ins, _act)) for act in _ACT},
     "chadd": _channel_out, "chmul": _channel_out, "affine": _channel_out,
     "transpose": lambda w, n, ins, a: w.node("Transpose", ins, perm=list(a["perm"])),

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 from eqsat.egraph.extract import greedy_dag
-from eqsat.egraph.ilp import BASELINE, ILPSettings, ilp_extract, selection_cost
+from eqsat.egraph.ilp import BASELINE, ILPSettings, ilp_extract
 from eqsat.egraph.serialize import read_json
 from eqsat.egraph.solvers import SOLVERS, available
+from eqsat.egraph.view import selection_cost
 
 from .output import write_table
 

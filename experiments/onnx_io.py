@@ -40,22 +40,31 @@ def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str,
     return {"out": str(out), "max_rel_difference": checked["diff"], "opaque": list(imported.opaque)}
 
 
-def price_written(args: Any, best_us: float) -> dict[str, Any]:
-    """Import the file just written (``args.out``) again and price it as the search priced its
-    best graph: the gain a user gets is the file's, not the graph's. Differences over 1% are
-    reported (e.g. a fusion the ONNX export has to write as separate nodes)."""
+AGREE = 0.01  # a written file "agrees" with the search's best within 1%
+
+
+def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
+                 dims: dict[str, int] | None = None) -> dict[str, Any]:
+    """Import a written file again and price it as the search priced its best graph: the gain a
+    user gets is the file's, not the graph's (a fusion the export had to split shows here)."""
     from eqsat import onnx as onnx_io
     from eqsat.cost import cost_model
 
+    written_us = cost_model(device).graph_time_us(onnx_io.load(path, batch=batch, dims=dims).graph)
+    gap = (written_us - best_us) / best_us if best_us > 0 else 0.0
+    return {"written_us": written_us, "written_vs_best": gap, "written_agrees": abs(gap) <= AGREE}
+
+
+def price_written(args: Any, best_us: float) -> dict[str, Any]:
+    """:func:`written_cost` of ``args.out``, printed for the user."""
     from .command import parse_dims
 
-    written = onnx_io.load(args.out, batch=args.batch, dims=parse_dims(args.dim))
-    written_us = cost_model(args.device).graph_time_us(written.graph)
-    gap = (written_us - best_us) / best_us if best_us > 0 else 0.0
-    agrees = abs(gap) <= 0.01
-    note = "agrees" if agrees else f"differs by {gap:+.1%}: part of the reported gain is not in the file"
-    print(f"the written file, imported again, costs {written_us:.2f} µs (search's best {best_us:.2f} µs): {note}")
-    return {"written_us": written_us, "written_vs_best": gap, "written_agrees": agrees}
+    row = written_cost(args.out, best_us, args.device, args.batch, parse_dims(args.dim))
+    note = ("agrees" if row["written_agrees"] else
+            f"differs by {row['written_vs_best']:+.1%}: part of the reported gain is not in the file")
+    print(f"the written file, imported again, costs {row['written_us']:.2f} µs (search's best {best_us:.2f} µs): "
+          f"{note}")
+    return row
 
 
 ORT_LEVELS = ("ENABLE_ALL", "DISABLE_ALL")

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eqsat.egraph.extract import EGraphView, ENode, extract, greedy_dag
-from eqsat.egraph.ilp import ILPSettings, filter_cycles, find_cycles, ilp_extract, reduce, selection_cost
+from eqsat.egraph.ilp import ILPSettings, filter_cycles, find_cycles, ilp_extract, reduce
 from eqsat.egraph.solvers import SOLVERS, available
+from eqsat.egraph.view import selection_cost
 
 
 def make_view(spec: list[tuple[int, tuple[int, ...]]]) -> EGraphView:

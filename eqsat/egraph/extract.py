@@ -20,29 +20,9 @@ from typing import Any
 
 from ..cost import CostModel
 from ..graph import Graph, Node, node
-from .ilp import ILPSettings, ilp_extract, selection_cost
+from .ilp import ILPSettings, ilp_extract
 from .language import Language
-
-
-@dataclass(frozen=True)
-class ENode:
-    eclass: Any
-    op: str
-    attrs: tuple
-    children: tuple
-    sizes: tuple[int, ...] = ()
-    leaf: str = ""
-
-
-@dataclass
-class EGraphView:
-    """The frozen e-graph as plain data."""
-
-    classes: dict[Any, list[int]] = field(default_factory=dict)
-    nodes: list[ENode] = field(default_factory=list)
-    shapes: dict[Any, tuple[int, ...]] = field(default_factory=dict)
-    const: set = field(default_factory=set)
-    lets: dict[str, Any] = field(default_factory=dict)
+from .view import EGraphView, ENode, selection_cost
 
 
 def read_egraph(egraph: Any, lang: Language) -> EGraphView:
@@ -139,7 +119,7 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any]) -> dict[A
         if c in chosen:
             continue
         chosen[c], total[c] = i, t
-        below[c] = candidate(i)[1]
+        below[c] = candidate(i)[1]  # recomputed, not kept from the push: a bit set per queued node would not fit
         price[bit[c]] = costs[i]
         for p in parents.get(c, ()):
             waiting[p] -= 1
@@ -190,8 +170,7 @@ EXTRACTORS = ("ilp", "greedy")
 class Extraction:
     """An extractor's answer: a node per e-class, its cost, the greedy cost it started from, the
     method that produced it, the ILP's proved lower bound, gap and status, the seconds it took,
-    the seconds until the first feasible answer (the greedy one), and the ILP's problem sizes.
-    ``selection_cost`` is re-exported for callers that price a choice."""
+    the seconds until the first feasible answer (the greedy one), and the ILP's problem sizes."""
 
     choice: dict[Any, int]
     cost: float

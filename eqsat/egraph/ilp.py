@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from .solvers import Program, Solution, get_solver
+from .view import EGraphView, selection_cost
 
 TIE_BREAK_US = 1e-6  # added to every node's cost: among equal-cost choices, prefer fewer nodes
 ACYCLIC = ("filter", "lazy")
+Row = tuple[list[tuple[int, float]], float, float]  # a constraint: (column, coefficient) pairs, lower, upper
 
 
 @dataclass(frozen=True)
@@ -82,27 +84,7 @@ class ILPResult:
     stats: dict[str, int]
 
 
-def _kids(view: Any, i: int) -> frozenset:
-    return frozenset(view.nodes[i].children) - view.const
-
-
-def selection_cost(view: Any, costs: list[float], choice: dict[Any, int], roots: list[Any]) -> float:
-    """Cost of the DAG a choice induces from the roots (each reachable e-class once)."""
-    seen: set = set()
-    stack = list(roots)
-    total = 0.0
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        i = choice[c]
-        total += costs[i]
-        stack.extend(view.nodes[i].children)
-    return total
-
-
-def reachable(view: Any, roots: list[Any], candidates: dict[Any, list[int]]) -> set:
+def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]]) -> set:
     """Non-weight-only e-classes reachable from ``roots`` through ``candidates``."""
     reach: set = set()
     stack = [r for r in roots if r not in view.const]
@@ -112,30 +94,30 @@ def reachable(view: Any, roots: list[Any], candidates: dict[Any, list[int]]) -> 
             continue
         reach.add(c)
         for i in candidates.get(c, ()):
-            stack.extend(_kids(view, i))
+            stack.extend(view.kids[i])
     return reach
 
 
-def reduce(view: Any, costs: list[float], roots: list[Any], removed: set[int] = frozenset(),
+def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[int] = frozenset(),
            dominance: bool = True) -> Reduction:
     """Shrink the extraction problem without losing an optimum (see the module docstring)."""
-    cand = {c: [i for i in ns if i not in removed and c not in _kids(view, i)]
+    cand = {c: [i for i in ns if i not in removed and c not in view.kids[i]]
             for c, ns in view.classes.items() if c not in view.const}
     before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()})
     changed = True
     while changed:  # a node whose child e-class has no candidate left can never be picked
         changed = False
         for c, ns in cand.items():
-            keep = [i for i in ns if all(cand.get(d) for d in _kids(view, i))]
+            keep = [i for i in ns if all(cand.get(d) for d in view.kids[i])]
             if len(keep) != len(ns):
                 cand[c], changed = keep, True
     replacement: dict[int, int] = {}
     if dominance:
         for c, ns in cand.items():
             kept: list[int] = []
-            for i in sorted(ns, key=lambda i: (costs[i], len(_kids(view, i)), i)):
-                k = _kids(view, i)
-                dom = next((j for j in kept if _kids(view, j) <= k), None)
+            for i in sorted(ns, key=lambda i: (costs[i], len(view.kids[i]), i)):
+                k = view.kids[i]
+                dom = next((j for j in kept if view.kids[j] <= k), None)
                 if dom is None:
                     kept.append(i)
                 else:
@@ -151,19 +133,19 @@ def reduce(view: Any, costs: list[float], roots: list[Any], removed: set[int] = 
         if i in forced:
             continue
         forced.add(i)
-        stack.extend(d for d in _kids(view, i) if len(cand[d]) == 1)
+        stack.extend(d for d in view.kids[i] if len(cand[d]) == 1)
     stats = {"enodes_before": sum(len(view.classes[c]) for c in before), "eclasses_before": len(before),
              "enodes_after": sum(len(ns) for ns in cand.values()), "eclasses_after": len(cand),
              "forced": len(forced)}
     return Reduction(cand, frozenset(forced), replacement, stats)
 
 
-def _program(view: Any, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
+def _program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
              cutoff: float | None) -> tuple[Program, list]:
     """The 0/1 program over ``cols``; its rows are returned as lists too, so cycle cuts can be
     appended."""
     col = {i: k for k, i in enumerate(cols)}
-    rows: list[tuple[list[tuple[int, float]], float, float]] = []
+    rows: list[Row] = []
     for r in roots:
         if r in red.candidates:
             rows.append(([(col[i], 1.0) for i in red.candidates[r]], 1.0, np.inf))
@@ -171,23 +153,23 @@ def _program(view: Any, costs: list[float], roots: list[Any], red: Reduction, co
         if len(ns) > 1:
             rows.append(([(col[i], 1.0) for i in ns], -np.inf, 1.0))
         for i in ns:
-            for d in _kids(view, i):
+            for d in view.kids[i]:
                 rows.append(([(col[j], 1.0) for j in red.candidates[d]] + [(col[i], -1.0)], 0.0, np.inf))
     for c, d in _two_cycles(view, red.candidates):  # the commonest cycles (an op and its inverse): cut up front
         rows.append(_cycle_cut(view, col, [c, d]))
     cost = np.array([costs[i] + TIE_BREAK_US for i in cols])
     if cutoff is not None:  # keep the greedy bound when the solver cannot start from it
         rows.append(([(k, float(cost[k])) for k in range(len(cols))], -np.inf, cutoff))
-    return _as_program(rows, cost, [1.0 if i in red.forced else 0.0 for i in cols], [1.0] * len(cols)), rows
+    return _as_program(rows, cost, np.array([i in red.forced for i in cols], dtype=bool)), rows
 
 
-def _two_cycles(view: Any, cand: dict[Any, list[int]]) -> list[tuple[Any, Any]]:
+def _two_cycles(view: EGraphView, cand: dict[Any, list[int]]) -> list[tuple[Any, Any]]:
     """Pairs of e-classes that each have a candidate reading the other."""
-    edges = {(c, d) for c, ns in cand.items() for i in ns for d in _kids(view, i)}
+    edges = {(c, d) for c, ns in cand.items() for i in ns for d in view.kids[i]}
     return sorted((c, d) for c, d in edges if (d, c) in edges and repr(c) < repr(d))
 
 
-def _as_program(rows: list, cost: np.ndarray, var_lower: Any, var_upper: Any) -> Program:
+def _as_program(rows: list, cost: np.ndarray, fixed: np.ndarray) -> Program:
     from scipy.sparse import csr_matrix
 
     indptr = np.cumsum([0] + [len(r[0]) for r in rows])
@@ -195,11 +177,10 @@ def _as_program(rows: list, cost: np.ndarray, var_lower: Any, var_upper: Any) ->
     data = np.array([v for r in rows for _, v in r[0]], dtype=float)
     matrix = csr_matrix((data, indices, indptr), shape=(len(rows), cost.size))
     return Program(cost, matrix, np.array([r[1] for r in rows], dtype=float),
-                   np.array([r[2] for r in rows], dtype=float), np.asarray(var_lower, dtype=float),
-                   np.asarray(var_upper, dtype=float), np.ones(cost.size, dtype=bool))
+                   np.array([r[2] for r in rows], dtype=float), fixed)
 
 
-def _start(view: Any, roots: list[Any], red: Reduction, choice: dict[Any, int], cols: list[int]) -> np.ndarray:
+def _start(view: EGraphView, roots: list[Any], red: Reduction, choice: dict[Any, int], cols: list[int]) -> np.ndarray:
     """The greedy choice as a starting point, dominated picks swapped for their replacements."""
     def pick(c: Any) -> int:
         i = choice[c]
@@ -214,12 +195,13 @@ def _start(view: Any, roots: list[Any], red: Reduction, choice: dict[Any, int], 
         c = stack.pop()
         if c not in seen:
             seen.add(c)
-            picked.add(pick(c))
-            stack.extend(_kids(view, pick(c)))
+            i = pick(c)
+            picked.add(i)
+            stack.extend(view.kids[i])
     return np.array([1.0 if i in picked else 0.0 for i in cols])
 
 
-def _decode(view: Any, cols: list[int], x: np.ndarray, constants: dict[Any, int]) -> dict[Any, int]:
+def _decode(view: EGraphView, cols: list[int], x: np.ndarray, constants: dict[Any, int]) -> dict[Any, int]:
     choice: dict[Any, int] = {c: i for c, i in constants.items() if c in view.const}
     for k, i in enumerate(cols):
         if x[k] > 0.5:
@@ -227,13 +209,13 @@ def _decode(view: Any, cols: list[int], x: np.ndarray, constants: dict[Any, int]
     return choice
 
 
-def find_cycles(view: Any, choice: dict[Any, int], roots: list[Any], most: int = 50) -> list[list[Any]]:
+def find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], most: int = 50) -> list[list[Any]]:
     """Up to ``most`` cycles (as e-class lists) among the chosen nodes reachable from the roots."""
     import networkx as nx
 
     g = nx.DiGraph()
     for c in reachable(view, roots, {c: [i] for c, i in choice.items()}):
-        g.add_edges_from((c, d) for d in _kids(view, choice[c]))
+        g.add_edges_from((c, d) for d in view.kids[choice[c]])
     out = []
     for cyc in nx.simple_cycles(g):
         out.append(cyc)
@@ -242,7 +224,7 @@ def find_cycles(view: Any, choice: dict[Any, int], roots: list[Any], most: int =
     return out
 
 
-def _cycle_cut(view: Any, col: dict[int, int], classes: list[Any]) -> tuple[list[tuple[int, float]], float, float]:
+def _cycle_cut(view: EGraphView, col: dict[int, int], classes: list[Any]) -> Row:
     """At most k-1 of the k edges of an e-class cycle may be used, by whichever nodes."""
     coefs: dict[int, float] = {}
     for c, d in zip(classes, classes[1:] + classes[:1]):
@@ -252,7 +234,7 @@ def _cycle_cut(view: Any, col: dict[int, int], classes: list[Any]) -> tuple[list
     return list(coefs.items()), -np.inf, len(classes) - 1.0
 
 
-def filter_cycles(view: Any, keep: dict[Any, int], roots: list[Any], costs: list[float]) -> set[int]:
+def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], costs: list[float]) -> set[int]:
     """Remove e-nodes until the e-class graph below the roots is acyclic (TENSAT's cycle filter).
 
     ``keep`` (an acyclic choice such as the greedy one) stays: on every cycle some edge is not
@@ -265,7 +247,7 @@ def filter_cycles(view: Any, keep: dict[Any, int], roots: list[Any], costs: list
     for c in reachable(view, roots, view.classes):
         out = edges.setdefault(c, {})
         for i in view.classes[c]:
-            for d in _kids(view, i):
+            for d in view.kids[i]:
                 out.setdefault(d, []).append(i)
     removed: set[int] = set()
     state: dict[Any, int] = {}  # 1 on the stack, 2 done
@@ -301,7 +283,7 @@ def filter_cycles(view: Any, keep: dict[Any, int], roots: list[Any], costs: list
     return removed
 
 
-def ilp_extract(view: Any, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
+def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
                 settings: ILPSettings = ILPSettings(), seconds: float = 60.0) -> ILPResult | None:
     """The cheapest acyclic DAG below ``roots`` (exact unless ``acyclic="filter"``), or None when
     the solver found nothing within ``seconds``. ``greedy`` (an acyclic choice costing
@@ -336,7 +318,7 @@ def ilp_extract(view: Any, costs: list[float], roots: list[Any], greedy: dict[An
         for cyc in cycles:
             rows.append(_cycle_cut(view, col, cyc))
             cuts += 1
-        program = _as_program(rows, program.cost, program.var_lower, program.var_upper)
+        program = _as_program(rows, program.cost, program.fixed)
     cost = selection_cost(view, costs, choice, roots)
     bound = min(sol.bound - TIE_BREAK_US * len(cols), cost) if np.isfinite(sol.bound) else None
     gap = 0.0 if sol.optimal else (max(cost - bound, 0.0) / cost if cost > 0 and bound is not None else None)

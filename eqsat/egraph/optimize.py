@@ -19,7 +19,7 @@ from .extract import EGraphView, extract, node_costs, read_egraph, to_graph
 from .ilp import ILPSettings
 from .relevance import relevant_rules
 from .rewrites import COMPILED, Compiled, compile_rules
-from .runner import EGraphRunner, Iteration, Limits, RunReport
+from .runner import EGraphRunner, Iteration, Limits, RunReport, growth
 from .serialize import write_json as write_egraph_json
 
 
@@ -93,10 +93,9 @@ def _worker(conn: Any) -> None:
 
         def on_iteration(it: Iteration) -> None:
             conn.send(("iteration", it))
-            growth = max(it.enodes / max(size[0], 1), 1.0)  # the runner's own forecast of the next one
-            size[0] = it.enodes
+            grew, size[0] = growth(size[0], it.enodes), it.enodes  # the runner's own forecast
             elapsed = time.perf_counter() - t0
-            forecast = elapsed + it.seconds * growth * growth
+            forecast = elapsed + it.seconds * grew * grew
             risky[0] = risky[0] or forecast > limits.seconds or elapsed > limits.seconds / 2
             if risky[0]:  # from the first risky iteration on, every one leaves a snapshot
                 report = replace(runner.report, iterations=list(runner.report.iterations))

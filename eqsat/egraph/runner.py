@@ -37,6 +37,13 @@ BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop 
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
 
 
+def growth(before: int, after: int) -> float:
+    """How much an iteration multiplied the e-graph (at least 1): the forecast of the next
+    iteration's growth. Its time is forecast to grow with the square (matches grow with the
+    e-graph on both sides of a pattern); the runner and the saturation worker both use these."""
+    return max(after / max(before, 1), 1.0)
+
+
 @dataclass(frozen=True)
 class Limits:
     """The e-graph search's settings; TENSAT's paper limits by default: 15 iterations, 50k e-nodes,
@@ -221,15 +228,15 @@ class EGraphRunner:
         self._send("(run-schedule (saturate (run analysis)))")
         stop = "iteration limit"
         before = self.size()
-        growth, last_s = 10.0, 0.0  # the first iteration's growth is a guess; it has no history
+        grew, last_s = 10.0, 0.0  # the first iteration's growth is a guess; it has no history
         for i in range(limits.iterations):
             t0 = time.perf_counter()
             multi = i < limits.k_multi
             sets = ["multi", "rw"] if multi else ["rw"]
             cap = ""
-            if t0 - start + last_s * growth * growth > limits.seconds:  # may overrun the clock: step
+            if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
                 out, cap = self._batched(multi, limits, start)
-            elif multi or before * growth * growth > limits.nodes:  # may overshoot the node cap
+            elif multi or before * grew * grew > limits.nodes:  # may overshoot the node cap
                 self._send("(push)")
                 out = self._schedule(sets, limits)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
@@ -249,8 +256,7 @@ class EGraphRunner:
                         matches[member] = matches.get(member, 0) + count
             enodes = self.size()
             last_s = time.perf_counter() - t0
-            growth = max(enodes / max(before, 1), 1.0)
-            before = enodes
+            grew, before = growth(before, enodes), enodes
             self.report.iterations.append(Iteration(i, enodes, last_s, matches, multi))
             if on_iteration is not None:
                 on_iteration(self.report.iterations[-1])

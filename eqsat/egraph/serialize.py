@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import EqsatError
 from ..files import write_atomic
-from .extract import EGraphView, ENode
+from .view import EGraphView, ENode
 
 
 class EGraphFileError(EqsatError, ValueError):

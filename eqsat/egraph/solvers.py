@@ -1,7 +1,7 @@
 """Mixed 0/1 programs and the solvers that can answer them, as one table.
 
 Extraction states its problem once (:class:`Program`: minimize ``cost @ x`` subject to
-``lower <= matrix @ x <= upper``, each variable an integer in its bounds or continuous) and any
+``lower <= matrix @ x <= upper`` over 0/1 variables, some fixed to 1) and any
 row of :data:`SOLVERS` solves it. HiGHS through ``highspy`` is the default: it installs from the
 package index, accepts a starting solution (the greedy extraction) and reports its bound.
 ``scipy`` runs the same HiGHS without a start; SCIP (``pyscipopt``, TENSAT's solver) and OR-Tools'
@@ -23,15 +23,13 @@ REL_GAP = 1e-4  # "optimal" means proved within 0.01% (HiGHS's default)
 
 @dataclass(frozen=True)
 class Program:
-    """``min cost @ x`` s.t. ``lower <= matrix @ x <= upper``; ``integer[k]`` marks integer variables."""
+    """``min cost @ x`` s.t. ``lower <= matrix @ x <= upper`` over binary ``x``; ``fixed[k]``: x[k] = 1."""
 
     cost: np.ndarray
     matrix: object  # scipy.sparse.csr_matrix, rows x variables
     lower: np.ndarray
     upper: np.ndarray
-    var_lower: np.ndarray
-    var_upper: np.ndarray
-    integer: np.ndarray
+    fixed: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -74,11 +72,11 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     lp = highspy.HighsLp()
     csc = p.matrix.tocsc()
     lp.num_col_, lp.num_row_ = p.cost.size, p.matrix.shape[0]
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = p.cost, p.var_lower, p.var_upper
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = p.cost, p.fixed.astype(float), np.ones(p.cost.size)
     lp.row_lower_, lp.row_upper_ = p.lower, p.upper
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = csc.indptr, csc.indices, csc.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in p.integer]
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * p.cost.size
     h.passModel(lp)
     began = time.perf_counter()
     first: list[float] = []
@@ -105,8 +103,8 @@ def solve_scipy(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     began = time.perf_counter()
-    res = milp(p.cost, constraints=LinearConstraint(p.matrix, p.lower, p.upper), integrality=p.integer.astype(int),
-               bounds=Bounds(p.var_lower, p.var_upper),
+    res = milp(p.cost, constraints=LinearConstraint(p.matrix, p.lower, p.upper), integrality=np.ones(p.cost.size),
+               bounds=Bounds(p.fixed.astype(float), 1.0),
                options={"time_limit": max(seconds, 0.01), "disp": False, "mip_rel_gap": REL_GAP})
     elapsed = time.perf_counter() - began
     bound = float(getattr(res, "mip_dual_bound", np.nan) or np.nan)
@@ -122,8 +120,7 @@ def solve_scip(p: Program, seconds: float, start: np.ndarray | None) -> Solution
     m.hideOutput()
     m.setParam("limits/time", max(seconds, 0.01))
     m.setParam("limits/gap", REL_GAP)
-    xs = [m.addVar(vtype="B" if p.integer[k] and p.var_upper[k] <= 1 else ("I" if p.integer[k] else "C"),
-                   lb=p.var_lower[k], ub=p.var_upper[k], obj=float(p.cost[k])) for k in range(p.cost.size)]
+    xs = [m.addVar(vtype="B", lb=float(p.fixed[k]), obj=float(p.cost[k])) for k in range(p.cost.size)]
     for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
         a, b = p.matrix.indptr[r], p.matrix.indptr[r + 1]
         expr = quicksum(v * xs[k] for k, v in zip(p.matrix.indices[a:b], p.matrix.data[a:b]))
@@ -152,8 +149,7 @@ def solve_cpsat(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
-    xs = [m.new_int_var(int(np.ceil(p.var_lower[k])), int(np.floor(p.var_upper[k])), f"x{k}")
-          for k in range(p.cost.size)]
+    xs = [m.new_int_var(int(p.fixed[k]), 1, f"x{k}") for k in range(p.cost.size)]
     for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
         a, b = p.matrix.indptr[r], p.matrix.indptr[r + 1]
         expr = sum(int(v) * xs[k] for k, v in zip(p.matrix.indices[a:b], p.matrix.data[a:b]))

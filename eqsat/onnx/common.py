@@ -49,3 +49,33 @@ class Imported:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class OnnxActivation:
+    """How an op-table activation is written in ONNX: the op, and the constant operands it takes
+    (which onnxruntime's fused kernels take as ``activation_params``)."""
+
+    op_type: str
+    params: tuple[float, ...] = ()
+
+
+ACTIVATIONS: dict[str, OnnxActivation] = {
+    "relu": OnnxActivation("Relu"),
+    "sigmoid": OnnxActivation("Sigmoid"),
+    "tanh": OnnxActivation("Tanh"),
+    "relu6": OnnxActivation("Clip", (0.0, 6.0)),
+}
+"""Op-table activation -> its ONNX form; the writer and the importers of fused kernels read it."""
+FUSED_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators (FusedConv, FusedGemm, FusedMatMul)
+
+
+def fused_activation(attrs: dict[str, Any]) -> str | None:
+    """The op-table activation of an onnxruntime fused kernel's ``activation``/``activation_params``
+    attributes ("none" without one), or None when the table has no such activation."""
+    name = attrs.get("activation", b"")
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    if not name:
+        return "none"
+    params = tuple(float(v) for v in attrs.get("activation_params", ()))
+    return next((act for act, form in ACTIVATIONS.items() if (form.op_type, form.params) == (name, params)), None)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..graph import Node, input_, node, weight
 from ..ops import conv_pads
-from .common import Decline, OnnxError, _onnx
+from .common import ACTIVATIONS, Decline, OnnxError, _onnx, fused_activation
 
 
 def _attrs(n: Any) -> dict[str, Any]:
@@ -93,36 +93,36 @@ def _conv(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     bias = [imp.value(n, n.input[2])] if len(_inputs(n)) > 2 else []
     stride, dilation = tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1]))
     pad = _canonical_pad(_pads(imp, n, a), x.shape, w.shape[2:], stride, dilation)
-    act = "none"
-    if n.op_type == "FusedConv":  # onnxruntime's conv with a fused activation (com.microsoft)
-        name = a.get("activation", b"")
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        act = _FUSED_ACT.get(name)
-        if name == "Clip":
-            act = "relu6" if [float(v) for v in a.get("activation_params", [])] == [0.0, 6.0] else None
-        if act is None:
-            raise Decline(f"FusedConv activation {name!r} {list(a.get('activation_params', []))}")
+    act = fused_activation(a)  # FusedConv: onnxruntime's conv with a fused activation
+    if act is None:
+        raise Decline(f"FusedConv activation {a.get('activation')!r} {list(a.get('activation_params', []))}")
     return [node("conv2d", x, w, *bias, stride=stride, pad=pad, dilation=dilation, groups=int(a.get("group", 1)),
                  act=act)]
 
 
-_FUSED_ACT = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "": "none"}
-
-
 def _matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    return [_product(imp.value(n, n.input[0]), imp.value(n, n.input[1]))]
+
+
+def _product(x: Node, w: Node) -> Node:
     """ONNX MatMul (numpy broadcasting): equal batch dimensions map to ``matmul``; an N-D
     activation times a 2-D weight (every ``nn.Linear`` on a batch) folds its batch into the rows
     (reshape, 2-D matmul, reshape back); other broadcasts and 1-D operands decline."""
-    x, w = imp.value(n, n.input[0]), imp.value(n, n.input[1])
     if len(x.shape) < 2 or len(w.shape) < 2:
         raise Decline("a 1-D MatMul operand")
     if len(x.shape) == len(w.shape) and x.shape[:-2] == w.shape[:-2]:
-        return [node("matmul", x, w)]
+        return node("matmul", x, w)
     if len(w.shape) == 2 and x.shape[-1] == w.shape[0]:
         rows = int(np.prod(x.shape[:-1]))
         flat = node("matmul", node("reshape", x, shape=(rows, x.shape[-1])), w)
-        return [node("reshape", flat, shape=tuple(x.shape[:-1]) + (w.shape[1],))]
+        return node("reshape", flat, shape=tuple(x.shape[:-1]) + (w.shape[1],))
     raise Decline(f"broadcast batch dimensions {x.shape} x {w.shape}")
+
+
+def _scalar_weight(imp: _Importer, name: str, value: float) -> Node:
+    """A constant scalar the import introduces (a reciprocal, an alpha), as a weight with data."""
+    imp.weights[name] = np.array(value)
+    return weight(name, ())
 
 
 def _flatten(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
@@ -145,16 +145,9 @@ def _fused_matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
                 raise Decline(f"{flag} of a rank-{r} operand")
             x = node("transpose", x, perm=tuple(range(r - 2)) + (r - 1, r - 2))
         xs.append(x)
-    names = [f"{n.output[0]}:a", f"{n.output[0]}:b"]
-    for name, x in zip(names, xs):
-        imp.values[name] = x
-    y = _matmul(imp, type(n)(input=names, output=list(n.output), op_type="MatMul"), {})[0]
+    y = _product(*xs)
     alpha = float(a.get("alpha", 1.0))
-    if alpha != 1.0:
-        scale = f"{n.output[0]}:alpha"
-        imp.weights[scale] = np.array(alpha)
-        y = node("smul", y, weight(scale, ()))
-    return [y]
+    return [y if alpha == 1.0 else node("smul", y, _scalar_weight(imp, f"{n.output[0]}:alpha", alpha))]
 
 
 def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
@@ -163,13 +156,9 @@ def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     b = imp.value(n, n.input[1])
     if a.get("transB", 0):
         b = node("transpose", b, perm=(1, 0))
-    act = "none"
-    if n.op_type == "FusedGemm":  # onnxruntime's Gemm with a fused activation (com.microsoft)
-        name = a.get("activation", b"")
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        act = _FUSED_ACT.get(name)
-        if act is None or len(_inputs(n)) > 2:  # the activation follows the bias there
-            raise Decline(f"FusedGemm activation {name!r} or bias")
+    act = fused_activation(a)  # FusedGemm: onnxruntime's Gemm with a fused activation
+    if act is None or (act != "none" and len(_inputs(n)) > 2):  # the activation follows the bias there
+        raise Decline(f"FusedGemm activation {a.get('activation')!r} with a bias or not in the table")
     y = node("matmul", imp.value(n, n.input[0]), b, act=act)
     if len(_inputs(n)) > 2:
         return [_broadcast(imp, n, "chadd", y, imp.value(n, n.input[2]))]
@@ -317,9 +306,7 @@ def _div(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     c = np.asarray(imp.const(n, n.input[1]))
     if c.size != 1 or c.dtype.kind != "f" or float(c.reshape(())) == 0.0:
         raise Decline("a divisor that is not a non-zero float scalar constant")
-    name = f"{n.output[0]}:reciprocal"
-    imp.weights[name] = np.array(1.0 / float(c.reshape(())))
-    return [node("smul", x, weight(name, ()))]
+    return [node("smul", x, _scalar_weight(imp, f"{n.output[0]}:reciprocal", 1.0 / float(c.reshape(()))))]
 
 
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
@@ -332,9 +319,7 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "FusedMatMul": _fused_matmul,
     "Add": _binary("ewadd", "chadd"),
     "Mul": _binary("ewmul", "chmul"),
-    "Relu": _unary("relu"),
-    "Sigmoid": _unary("sigmoid"),
-    "Tanh": _unary("tanh"),
+    **{form.op_type: _unary(act) for act, form in ACTIVATIONS.items() if not form.params},
     "Clip": _clip,
     "Softmax": _softmax,
     "Div": _div,

@@ -12,10 +12,7 @@ from ..evaluate import evaluate_nodes
 from ..files import replace_atomic
 from ..graph import Graph, Node
 from ..ops import conv_pads
-from .common import Imported, OnnxError, _onnx
-
-_ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "relu6": "Clip"}
-_ACT_BOUNDS = {"relu6": (0.0, 6.0)}  # the extra operands (and FusedConv activation_params) of an activation
+from .common import ACTIVATIONS, FUSED_DOMAIN, Imported, OnnxError, _onnx
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
@@ -28,7 +25,7 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
 
 _FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11), "float16": (np.float16, 10)}
 """dtype name -> (numpy type, TensorProto type) of the float tensors a saved model uses."""
-_DTYPE_OF_ELEM = {1: "float32", 11: "float64", 10: "float16"}
+_DTYPE_OF_ELEM = {elem: name for name, (_, elem) in _FLOAT_TYPES.items()}
 
 
 def interface_dtype(imported: Imported) -> str:
@@ -75,8 +72,14 @@ class _Writer:
         """A fused activation written after its kernel (plain ONNX has no fused form)."""
         if act == "none":
             return outs
-        bounds = [self.init(b) for b in _ACT_BOUNDS.get(act, ())]
-        return self.node(_ACT[act], outs + bounds)
+        form = ACTIVATIONS[act]
+        return self.node(form.op_type, outs + [self.init(p) for p in form.params])
+
+    def fused(self, op_type: str, ins: list[str], act: str, **attrs: Any) -> list[str]:
+        """onnxruntime's kernel ``op_type`` (FusedConv, FusedGemm) with activation ``act``."""
+        form = ACTIVATIONS[act]
+        params = {"activation_params": list(form.params)} if form.params else {}
+        return self.node(op_type, ins, domain=FUSED_DOMAIN, activation=form.op_type, **params, **attrs)
 
 
 Exporter = Callable[[_Writer, Node, list[str], dict[str, Any]], list[str]]
@@ -88,18 +91,14 @@ def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[st
     pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
     conv = {"strides": list(a["stride"]), "pads": pads, "dilations": list(a["dilation"]), "group": a["groups"]}
     if a["act"] != "none" and w.np_float is np.float32:
-        params = {"activation_params": list(_ACT_BOUNDS[a["act"]])} if a["act"] in _ACT_BOUNDS else {}
-        return w.node("FusedConv", ins, domain=FUSED_DOMAIN, activation=_ACT[a["act"]], **params, **conv)
+        return w.fused("FusedConv", ins, a["act"], **conv)
     return w.activation(w.node("Conv", ins, **conv), a["act"])
-
-
-FUSED_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 
 
 def _matmul_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
     """A product; a 2-D one with a fused activation is onnxruntime's FusedGemm (one kernel)."""
-    if a["act"] != "none" and len(n.shape) == 2 and w.np_float is np.float32 and a["act"] not in _ACT_BOUNDS:
-        return w.node("FusedGemm", ins, domain=FUSED_DOMAIN, activation=_ACT[a["act"]])
+    if a["act"] != "none" and len(n.shape) == 2 and w.np_float is np.float32 and not ACTIVATIONS[a["act"]].params:
+        return w.fused("FusedGemm", ins, a["act"])  # (its CPU kernel takes no Clip bounds)
     return w.activation(w.node("MatMul", ins), a["act"])
 
 
@@ -147,12 +146,12 @@ def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[
 
 EXPORTERS: dict[str, Exporter] = {
     "conv2d": _conv_out,
-    "matmul": lambda w, n, ins, a: _matmul_out(w, n, ins, a),
+    "matmul": _matmul_out,
     "ewadd": lambda w, n, ins, a: w.node("Add", ins),
     "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
     "smul": lambda w, n, ins, a: w.node("Mul", ins),
     "softmax": lambda w, n, ins, a: w.node("Softmax", ins, axis=a["axis"]),
-    **{act: (lambda w, n, ins, a, _act=act: w.activation(ins, _act)) for act in _ACT},
+    **{act: (lambda w, n, ins, a, _act=act: w.activation(ins, _act)) for act in ACTIVATIONS},
     "chadd": _channel_out, "chmul": _channel_out, "affine": _channel_out,
     "transpose": lambda w, n, ins, a: w.node("Transpose", ins, perm=list(a["perm"])),
     "pad": lambda w, n, ins, a: w.node("Pad", ins + [w.ints(a["pads"])]),
@@ -183,8 +182,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     needed |= {o for o in graph.outputs if o.is_const}
     values = evaluate_nodes(Graph([n for n in graph.nodes() if n in needed]), imported.weights) if needed else {}
     gemms = _gemm_pairs(graph)
+    in_gemm = set(gemms.values())
     for n in graph.nodes():
-        if n in gemms.values():
+        if n in in_gemm:
             continue  # written as part of its Gemm
         if n in gemms:
             mm = gemms[n]

@@ -26,10 +26,11 @@ def _gap(gap: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.egraph.extract import extract, selection_cost
+    from eqsat.egraph.extract import extract
     from eqsat.egraph.ilp import ILPSettings
     from eqsat.egraph.serialize import read_json
     from eqsat.egraph.solvers import get_solver
+    from eqsat.egraph.view import selection_cost
 
     get_solver(args.solver)  # a missing package is named before the file is read
     view, costs, roots = read_json(args.file)

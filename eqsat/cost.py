@@ -1,4 +1,5 @@
-"""The cost-model interface and the roofline cost model.
+"""The roofline cost model, and :func:`cost_model`, which turns a device name into a cost model
+(the interface itself is :mod:`eqsat.costmodel`).
 
 Per op: ``time = max(FLOPs / peak, bytes / bandwidth) + launch``, where bytes are
 every input read plus every output written at the dtype's width. Weight-only
@@ -14,12 +15,14 @@ rewritten graph only pays for the nodes that are new.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from .costmodel import CostModel, CostReport, OpCost, node_in_shapes
 from .devices import Device, get_device
 from .graph import Graph, Node
 from .ops import Shape, get_op
+
+__all__ = ["CostModel", "CostReport", "OpCost", "RooflineCost", "cost", "cost_model", "node_in_shapes", "op_cost"]
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int8": 1}
 
@@ -29,19 +32,6 @@ def dtype_bytes(dtype: str) -> int:
         return DTYPE_BYTES[dtype]
     except KeyError:
         raise KeyError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """The price of one op: ``kind`` is compute, memory, folded (weight-only), view or leaf."""
-
-    op: str
-    shape: tuple
-    flops: int
-    bytes: int
-    time_us: float
-    kind: str
-    node: str = ""
 
 
 def op_cost(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
@@ -62,46 +52,6 @@ def op_cost(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_s
     return OpCost(op, shown, flops, nbytes, time_us, "compute" if compute_s >= memory_s else "memory")
 
 
-def node_in_shapes(n: Node) -> tuple[Shape, ...]:
-    """The shapes an op reads (a tuple-reading op reads all its producer's outputs)."""
-    if n.spec.takes_tuple:
-        return n.inputs[0].shapes
-    return tuple(x.shapes[0] for x in n.inputs)
-
-
-@dataclass(frozen=True)
-class CostReport:
-    """Total and per-op breakdown of a graph on a device (rows in topological order)."""
-
-    graph: str
-    device: str
-    dtype: str
-    total_us: float
-    rows: tuple[OpCost, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "graph": self.graph, "device": self.device, "dtype": self.dtype, "total_us": self.total_us,
-            "ops": [r.__dict__ for r in self.rows if r.kind not in ("leaf", "view")],
-        }
-
-
-class CostModel(Protocol):
-    """What the searches need from a cost model (roofline or measured): a name for reports, the
-    price of one op from its signature (the e-graph extractor has no nodes, only shapes), of a
-    node, and of a whole graph."""
-
-    @property
-    def name(self) -> str: ...
-
-    def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
-                   out_shapes: Sequence[Shape], is_const: bool, dtype: str) -> float: ...
-
-    def node_time_us(self, n: Node, dtype: str) -> float: ...
-
-    def graph_time_us(self, graph: Graph) -> float: ...
-
-
 class RooflineCost:
     """The roofline model for one device, with a per-node price cache."""
 
@@ -109,12 +59,16 @@ class RooflineCost:
         self.device = get_device(device)
         self._cache: dict[tuple[Node, str], OpCost] = {}
 
+    resolution = 0.0  # a formula: every difference is real to it
+
     @property
     def name(self) -> str:
         return self.device.name
 
     def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
-                   out_shapes: Sequence[Shape], is_const: bool, dtype: str = "bf16") -> float:
+                   out_shapes: Sequence[Shape], is_const: bool, dtype: str = "bf16",
+                   const_inputs: Sequence[bool] | None = None) -> float:
+        """``const_inputs`` (which inputs are weights) does not change a roofline price."""
         return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype).time_us
 
     def node_cost(self, n: Node, dtype: str = "bf16") -> OpCost:
@@ -137,13 +91,41 @@ class RooflineCost:
         return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
 
 
+MEASURED = "ort-cpu"
+"""The measured device: ``ort-cpu`` (one thread) or ``ort-cpu:N`` (N intra-op threads)."""
+
+
+def measured_threads(device: str) -> int | None:
+    """The thread count of a measured device name, None for any other name."""
+    if device == MEASURED:
+        return 1
+    if device.startswith(MEASURED + ":"):
+        count = device[len(MEASURED) + 1:]
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be a positive integer")
+        return int(count)
+    return None
+
+
 def cost_model(device: str | Device | CostModel) -> CostModel:
-    """A cost model: given, or the roofline model of a device name, profile file or Device."""
+    """A cost model: given; ``ort-cpu[:threads]``, measured on this machine
+    (:class:`eqsat.measured.OrtCpuCost`); or the roofline model of a device name, profile file
+    or Device."""
+    if isinstance(device, str) and (threads := measured_threads(device)) is not None:
+        from .measured import OrtCpuCost
+
+        return OrtCpuCost(threads)
     if isinstance(device, (str, Device)):
         return RooflineCost(device)
     return device
 
 
+def check_device(device: str) -> None:
+    """Fail early, naming the device, when ``device`` is neither measured nor a roofline profile."""
+    if measured_threads(device) is None:
+        get_device(device)
+
+
 def cost(graph: Graph, device: str | Device) -> CostReport:
     """Total cost and per-op breakdown of ``graph`` on ``device``."""
-    return RooflineCost(device).report(graph)
+    return cost_model(device).report(graph)

@@ -107,11 +107,24 @@ def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:
     return replace(result, verified=check)
 
 
+def keep_unresolved_gain(graph: Graph, result: SearchResult, resolution: float) -> SearchResult:
+    """The input instead of a best graph whose gain is below the cost model's ``resolution`` (the
+    relative difference its prices can tell apart: 0 for a formula, the timing noise for a
+    measured model): a rewrite the measurements cannot show pays is not taken."""
+    if resolution <= 0 or result.best == graph or result.best_us < result.original_us * (1 - resolution):
+        return result
+    return replace(result, best=graph, best_us=result.original_us,
+                   stop=f"{result.stop}; input kept: {result.original_us / result.best_us - 1:+.2%} is below the "
+                        f"cost model's resolution ({resolution:.0%})")
+
+
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
                  seed: int = 0) -> SearchResult:
     """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs);
-    the verification's seconds join the result's timings."""
+    the verification's seconds join the result's timings. A gain below the cost model's
+    resolution keeps the input (:func:`keep_unresolved_gain`)."""
     result = search.run(graph, rules, cost_model, limits)
+    result = keep_unresolved_gain(graph, result, getattr(cost_model, "resolution", 0.0))
     start = time.perf_counter()
     checked = verify(graph, result, seed)
     return replace(checked, timings={**checked.timings, "verify": time.perf_counter() - start})

@@ -89,7 +89,8 @@ def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 def device_help(default: str = "h100") -> str:
     from eqsat.devices import DEVICES
 
-    return f"roofline device: {', '.join(DEVICES)} or a .json profile (default {default})"
+    return (f"roofline device: {', '.join(DEVICES)} or a .json profile; or ort-cpu[:threads], measured on this "
+            f"machine in onnxruntime (default {default})")
 
 
 def add_device(p: argparse.ArgumentParser, default: str = "h100") -> None:

@@ -30,7 +30,7 @@ DEVICES = ("h100", "weak", "a100", "v100", "k80")
 
 def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi: int, seed: int) -> dict[str, Any]:
     """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices``."""
-    from eqsat.cost import RooflineCost
+    from eqsat.cost import cost_model
     from eqsat.models import build
 
     from .searches import get_search, limits_for, search_graph
@@ -40,8 +40,8 @@ def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi:
     r, best = search_graph(graph, model, "eqsat", device, seed, limits=limits)
     return {"model": model, "found_on": device, "best_us": r["best_us"], "search_s": r["search_s"],
             "best_ops": best.op_count(),
-            "cost_on": {d: RooflineCost(d).graph_time_us(best) for d in devices},
-            "input_on": {d: RooflineCost(d).graph_time_us(graph) for d in devices}}
+            "cost_on": {d: cost_model(d).graph_time_us(best) for d in devices},
+            "input_on": {d: cost_model(d).graph_time_us(graph) for d in devices}}
 
 
 def penalty_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -93,12 +93,12 @@ def plot(rows: Sequence[dict[str, Any]], devices: Sequence[str], path: Path) -> 
 def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEVICES, k_multi: int = 2,
         seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
         command: str = "") -> list[dict[str, Any]]:
-    from eqsat.devices import get_device
+    from eqsat.cost import check_device
 
     models = check_models(models or HARDWARE_MODELS)
     devices = tuple(devices)
     for d in devices:
-        get_device(d)  # unknown names fail here, before any cell runs
+        check_device(d)  # unknown names fail here, before any cell runs
     cells = [Cell.of("hardware", "experiments.hardware:best_graph_costs", model=m, device=d, devices=devices,
                      k_multi=k_multi, seed=seed) for m in models for d in devices]
     results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="hardware")

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from eqsat.cost import RooflineCost
+from eqsat.cost import CostModel
 from eqsat.graph import Graph, Node, combine_codes, rebuild
 
 _CANON: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
@@ -87,12 +87,12 @@ class Expanded:
         return ex
 
 
-def initial_state(graph: Graph, model: RooflineCost) -> State:
+def initial_state(graph: Graph, model: CostModel) -> State:
     nodes = graph.nodes()
     return State(graph, sum(model.node_time_us(n, graph.dtype) for n in nodes), sum(map(counts_as_op, nodes)))
 
 
-def apply_replacements(ex: Expanded, repl: Mapping[Node, Node], model: RooflineCost) -> State:
+def apply_replacements(ex: Expanded, repl: Mapping[Node, Node], model: CostModel) -> State:
     """The state after replacing every ``old`` of ``repl`` by its ``new`` node (in all users)."""
     graph = ex.state.graph
     dtype = graph.dtype

@@ -105,3 +105,19 @@ def test_a_graph_whose_output_is_its_input_reports_no_speedup():
     g = Graph((input_("x", (4, 4)),))
     r = run_verified(AlphaSearch(), g, default_rules(["matrix"]), RooflineCost("h100"), AlphaSearch.presets["quick"])
     assert r.original_us == r.best_us == 0.0 and r.speedup_pct == 0.0 and r.to_dict()["speedup_pct"] == 0.0
+
+
+def test_cost_on_the_measured_device(tmp_path, capsys, monkeypatch):
+    """`cost --device ort-cpu` times each kernel once; a second run reads them all back."""
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    args = ["cost", "resnet_block", "--param", "n=1", "--param", "c=8", "--param", "hw=8", "--device", "ort-cpu"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "resnet_block on ort-cpu (float32)" in first and "predicted end-to-end latency" in first
+    from eqsat.measured import database
+
+    database._OPEN.clear()  # as a new process
+    assert main(args) == 0
+    assert "0 kernel(s) timed now" in capsys.readouterr().out
+    assert main(["cost", "qkv", "--device", "ort-cpu:0"]) == 2
+    assert "thread count" in capsys.readouterr().err

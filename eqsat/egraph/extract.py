@@ -67,8 +67,9 @@ def node_costs(view: EGraphView, model: CostModel, dtype: str) -> list[float]:
             costs.append(0.0)
             continue
         ins = tuple(view.shapes[c] for c in n.children)
-        const = all(c in view.const for c in n.children)
-        costs.append(model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), const, dtype))
+        consts = [c in view.const for c in n.children]
+        costs.append(model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), all(consts), dtype,
+                                      consts))
     return costs
 
 

@@ -17,19 +17,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.cost import RooflineCost
+    from eqsat.cost import cost_model
 
     graph, _ = load_model(args)
-    report = RooflineCost(args.device).report(graph)
-    print(f"{graph.name} on {report.device} ({graph.dtype}): {report.total_us:.2f} µs, {graph.op_count()} ops")
+    model = cost_model(args.device)
+    report = model.report(graph)
+    print(f"{graph.name} on {report.device} ({report.dtype}): {report.total_us:.2f} µs, {graph.op_count()} ops")
     print(f"{'op':10s} {'output shape':>22s} {'GFLOP':>9s} {'MB':>9s} {'µs':>8s}  bound")
     for r in report.rows:
         if r.kind in ("leaf", "view") or (r.kind == "folded" and not args.all_ops):
             continue
         print(f"{r.op:10s} {str(r.shape):>22s} {r.flops / 1e9:9.3f} {r.bytes / 1e6:9.3f} {r.time_us:8.2f}  {r.kind}")
+    if hasattr(model, "latency_us"):
+        print(f"predicted end-to-end latency {model.latency_us(graph):.2f} µs (kernels plus one run call of "
+              f"{model.overhead_us:.2f} µs); {model.measured} kernel(s) timed now, the rest from {model.db.path}")
     if args.json_out:
         write_json(args.json_out, report.to_dict())
     return 0
 
 
-COMMAND = Command("cost", "roofline cost of one benchmark graph or ONNX model, per op", add_arguments, run)
+COMMAND = Command("cost", "cost of one benchmark graph or ONNX model on a device (roofline or measured), per op",
+                  add_arguments, run)

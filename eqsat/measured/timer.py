@@ -1,0 +1,75 @@
+"""Timing one kernel in onnxruntime's CPU provider, TASO's way: export it alone, warm up, time
+repeated runs, keep the median and the spread."""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..graph import Graph
+
+WARMUP, RUNS = 8, 32  # TASO's numbers
+KERNEL_SECONDS = 0.5  # a slow kernel is timed for about this long (at least MIN_RUNS runs) instead
+MIN_RUNS = 5
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall time of one ``session.run`` (µs): median and the 10th/90th percentiles of ``runs``."""
+
+    median_us: float
+    p10_us: float
+    p90_us: float
+    runs: int
+
+
+def session(path: str | Path, threads: int, level: str = "ENABLE_ALL") -> Any:
+    """An onnxruntime CPU session with ``threads`` intra-op threads and one inter-op thread."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
+    """Weights for timing: one small value per tensor (drawing millions of random numbers would
+    take longer than the timing; a dense kernel's speed does not depend on the values)."""
+    out = {}
+    for leaf in graph.leaves("weight"):
+        fan_in = int(np.prod(leaf.shape[1:])) if len(leaf.shape) > 1 else 1
+        out[leaf.attr("name")] = np.full(leaf.shape, 1.0 / np.sqrt(max(fan_in, 1)), dtype=np.float32)
+    return out
+
+
+def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0) -> Timing:
+    """Export ``graph`` as float32 ONNX and time ``runs`` runs after ``warmup`` with ``threads``
+    intra-op threads. A kernel slower than ``KERNEL_SECONDS / runs`` gets two warm-up runs and
+    as many timed runs as fit in ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution
+    would otherwise take 4 s to price."""
+    from ..onnx import export_graph, random_feeds
+
+    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+        path = Path(tmp) / "kernel.onnx"
+        export_graph(graph, path, weights=constant_weights(graph))
+        sess = session(path, threads)
+    feeds = random_feeds(sess, seed)
+    start = time.perf_counter()
+    sess.run(None, feeds)
+    first = time.perf_counter() - start
+    if first * runs > KERNEL_SECONDS:
+        warmup, runs = 1, max(MIN_RUNS, min(runs, int(KERNEL_SECONDS / first)))
+    for _ in range(warmup - 1):
+        sess.run(None, feeds)
+    times = np.empty(runs)
+    for i in range(runs):
+        start = time.perf_counter()
+        sess.run(None, feeds)
+        times[i] = time.perf_counter() - start
+    us = times * 1e6
+    return Timing(float(np.median(us)), float(np.percentile(us, 10)), float(np.percentile(us, 90)), runs)

@@ -1,0 +1,179 @@
+"""The measured cost model (``ort-cpu``): kernels as keys, the measurement database, pricing that
+follows the runtime's fusions, and both searches on it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eqsat.cost import cost_model, measured_threads
+from eqsat.graph import Graph, input_, node, weight
+from eqsat.measured import OrtCpuCost, Timing, database, node_kernel, op_kernel
+from eqsat.measured import ortcpu as ortcpu_module
+from eqsat.measured.database import Context, MeasurementDB
+from eqsat.measured.kernels import fused_kernel
+
+
+class FakeTimer:
+    """Stands in for onnxruntime: a kernel's time is 10 µs per op in it (30 µs per product) plus
+    1 µs per 1,000 rows of its output, plus a 5 µs run call (a projection is free); counts the kernels it was asked to time."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def __call__(self, graph: Graph, threads: int = 1, warmup: int = 8, runs: int = 32, seed: int = 0) -> Timing:
+        self.calls.append(graph.name)
+        if graph.name == "overhead":
+            return Timing(5.0, 5.0, 5.0, runs)
+        us = 5.0 + sum((30.0 if n.op == "matmul" else 10.0) + n.shapes[0][0] * 1e-3
+                       for n in graph.nodes() if not n.spec.is_leaf and n.op != "proj")
+        return Timing(us, us, us, runs)
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    timer = FakeTimer()
+    monkeypatch.setattr(ortcpu_module, "time_graph", timer)
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    monkeypatch.setattr(database, "_OPEN", {})
+    return timer
+
+
+def new_process() -> None:
+    """Forget the databases this process has open, as a new process would start."""
+    database._OPEN.clear()
+
+
+def small_cnn() -> Graph:
+    x = input_("x", (1, 8, 8, 8))
+    a = node("conv2d", x, weight("w1", (8, 8, 3, 3)), pad="same")
+    b = node("relu", a)
+    return Graph((node("ewadd", node("conv2d", b, weight("w2", (8, 8, 1, 1)), pad="same"), x),))
+
+
+def test_device_names():
+    assert measured_threads("ort-cpu") == 1 and measured_threads("ort-cpu:4") == 4
+    assert measured_threads("h100") is None
+    with pytest.raises(ValueError, match="thread count"):
+        measured_threads("ort-cpu:0")
+
+
+def test_kernel_keys_tell_weights_from_activations():
+    x, w = input_("x", (4, 16)), weight("w", (16, 16))
+    by_weight, by_input = node_kernel(node("matmul", x, w)), node_kernel(node("matmul", x, input_("y", (16, 16))))
+    assert by_weight.key != by_input.key
+    assert by_weight.key == op_kernel("matmul", {}, [(4, 16), (16, 16)], [False, True]).key
+    g = by_weight.graph()
+    assert [n.op for n in g.leaves()] == ["input", "weight"] or {n.op for n in g.leaves()} == {"input", "weight"}
+
+
+def test_runtime_fusions_price_what_the_consumer_adds(fake):
+    x = input_("x", (1, 8, 8, 8))
+    conv = node("conv2d", x, weight("w", (8, 8, 3, 3)), pad="same")
+    relu = node("relu", conv)
+    kernel, producer = fused_kernel(relu)
+    assert producer is conv and kernel.name == "conv2d+relu"
+    model = OrtCpuCost(progress=False)
+    # the fake charges 10 µs per op: a relu alone costs 10 µs (+ its elements), fused onto the conv
+    # it costs what the two-op kernel adds
+    assert model.node_time_us(relu) == pytest.approx(10.0 + 1e-3)
+    assert fused_kernel(node("relu", x)) is None
+    assert fused_kernel(node("relu", node("conv2d", x, input_("k", (8, 8, 3, 3)), pad="same"))) is not None
+    w = weight("w2", (8, 8, 3, 3))
+    assert fused_kernel(node("relu", node("conv2d", weight("c", (1, 8, 8, 8)), w, pad="same"))) is None  # folded
+    mm = node("matmul", input_("a", (4, 16)), weight("b", (16, 32)))
+    bias = node("chadd", mm, weight("bias", (32,)), axis=1)
+    assert fused_kernel(bias)[0].name == "matmul+chadd"
+
+
+def test_the_database_is_reused_by_a_second_process(fake, tmp_path):
+    graph = small_cnn()
+    first = OrtCpuCost(progress=False)
+    price = first.graph_time_us(graph)
+    assert first.measured > 0 and price > 0
+    calls = len(fake.calls)
+    new_process()
+    second = OrtCpuCost(progress=False)
+    assert second.graph_time_us(graph) == price
+    assert second.measured == 0 and len(fake.calls) == calls  # nothing timed again, not even the run call
+    lines = (tmp_path / "db.jsonl").read_text().splitlines()
+    assert len(lines) == first.measured + 1  # + the run-call overhead
+    assert {json.loads(line)["threads"] for line in lines} == {1}
+
+
+def test_corrupt_and_foreign_lines_are_skipped_with_a_warning(fake, tmp_path):
+    graph = small_cnn()
+    OrtCpuCost(progress=False).graph_time_us(graph)
+    path = tmp_path / "db.jsonl"
+    lines = path.read_text().splitlines()
+    good = json.loads(lines[0])
+    foreign = dict(good, machine="another-machine", timing=dict(good["timing"], median_us=1e9))
+    nan = dict(good, timing=dict(good["timing"], median_us=float("nan")))
+    path.write_text("\n".join([json.dumps(foreign), "{not json", json.dumps({"key": 3}), json.dumps(nan)]
+                              + lines) + "\n")
+    new_process()
+    with pytest.warns(UserWarning, match=r"db.jsonl: 3 corrupt line\(s\) skipped; 1 line\(s\) from another"):
+        again = OrtCpuCost(progress=False)
+    assert again.db.timings[good["key"]].median_us == good["timing"]["median_us"]  # the foreign one is not used
+    assert again.graph_time_us(graph) == OrtCpuCost(progress=False).graph_time_us(graph)
+    assert again.measured == 0
+
+
+def test_a_kernel_another_process_timed_meanwhile_is_read_not_timed_again(fake, tmp_path):
+    graph = small_cnn()
+    mine = OrtCpuCost(progress=False)
+    assert mine.overhead_us > 0
+    new_process()
+    other = OrtCpuCost(progress=False)  # another process, appending to the same file
+    other.graph_time_us(graph)
+    timed = len(fake.calls)
+    assert mine.graph_time_us(graph) == other.graph_time_us(graph)
+    assert len(fake.calls) == timed and mine.measured == 0
+
+
+def test_a_gain_below_the_resolution_keeps_the_input(fake):
+    from eqsat.models import build
+    from eqsat.search import keep_unresolved_gain
+    from experiments.searches import search_result
+
+    graph = build("lora")
+    _, result = search_result(graph, "lora", "eqsat", "h100", quick=True)
+    assert result.best_us < 0.9 * result.original_us  # the weight fold
+    tiny = keep_unresolved_gain(graph, result, resolution=1.0)
+    assert tiny.best == graph and tiny.best_us == tiny.original_us and "resolution" in tiny.stop
+    assert keep_unresolved_gain(graph, result, resolution=0.0) is result
+
+
+def test_another_thread_count_is_another_context(fake, tmp_path):
+    OrtCpuCost(progress=False).graph_time_us(small_cnn())
+    new_process()
+    with pytest.warns(UserWarning, match="another machine, onnxruntime or thread count"):
+        two = MeasurementDB(Context.here(2), tmp_path / "db.jsonl")
+    assert not two.timings
+
+
+def test_both_searches_take_the_measured_model(fake):
+    from experiments.searches import search_graph
+
+    x = input_("x", (16, 64))
+    graph = Graph(tuple(node("matmul", x, weight(f"w{k}", (64, 64))) for k in "qkv"), dtype="float32", name="qkv")
+    for search in ("taso", "eqsat"):
+        row, best = search_graph(graph, "qkv", search, cost_model(OrtCpuCost(progress=False, resolution=0.0)),
+                                 quick=True)
+        assert row["device"] == "ort-cpu" and row["verified"]
+        assert row["best_us"] <= row["original_us"]
+        assert row["best_us"] == pytest.approx(cost_model("ort-cpu").graph_time_us(best))
+    # the fake charges 30 µs per product and 10 µs per split: merged products pay
+    assert row["best_us"] < row["original_us"]
+
+
+def test_a_real_kernel_is_timed_in_onnxruntime(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    model = OrtCpuCost(progress=False, warmup=2, runs=5)
+    x = input_("x", (1, 16, 16, 16))
+    conv = node("conv2d", x, weight("w", (16, 16, 3, 3)), pad="same")
+    t = model.timing(node_kernel(conv))
+    assert t.runs >= 5 and 0 < t.p10_us <= t.median_us <= t.p90_us
+    assert model.node_time_us(conv) == pytest.approx(max(t.median_us - model.overhead_us, 0.0))
+    report = model.report(Graph((conv,)))
+    assert report.device == "ort-cpu" and report.rows[-1].kind == "measured"

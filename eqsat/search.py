@@ -107,15 +107,22 @@ def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:
     return replace(result, verified=check)
 
 
-def keep_unresolved_gain(graph: Graph, result: SearchResult, resolution: float) -> SearchResult:
+def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
     """The input instead of a best graph whose gain is below the cost model's ``resolution`` (the
     relative difference its prices can tell apart: 0 for a formula, the timing noise for a
-    measured model): a rewrite the measurements cannot show pays is not taken."""
-    if resolution <= 0 or result.best == graph or result.best_us < result.original_us * (1 - resolution):
+    measured model): a rewrite the measurements cannot show pays is not taken. A model that can
+    time whole graphs (``end_to_end_us``) decides on the two graphs timed end to end."""
+    resolution = getattr(cost_model, "resolution", 0.0)
+    if resolution <= 0 or result.best == graph:
         return result
+    timer = getattr(cost_model, "end_to_end_us", None)
+    before, after = timer(graph, result.best) if timer else (result.original_us, result.best_us)
+    basis = "measured end to end" if timer else "priced"
+    if after < before * (1 - resolution):
+        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if timer else result
     return replace(result, best=graph, best_us=result.original_us,
-                   stop=f"{result.stop}; input kept: {result.original_us / result.best_us - 1:+.2%} is below the "
-                        f"cost model's resolution ({resolution:.0%})")
+                   stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, within the cost model's "
+                        f"resolution ({resolution:.0%})")
 
 
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
@@ -124,7 +131,7 @@ def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model
     the verification's seconds join the result's timings. A gain below the cost model's
     resolution keeps the input (:func:`keep_unresolved_gain`)."""
     result = search.run(graph, rules, cost_model, limits)
-    result = keep_unresolved_gain(graph, result, getattr(cost_model, "resolution", 0.0))
+    result = keep_unresolved_gain(graph, result, cost_model)
     start = time.perf_counter()
     checked = verify(graph, result, seed)
     return replace(checked, timings={**checked.timings, "verify": time.perf_counter() - start})

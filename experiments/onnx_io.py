@@ -2,11 +2,12 @@
 input before it appears under its name, never over the input, nothing left behind on failure."""
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eqsat.files import replace_atomic
+from eqsat.measured.timer import Timing
 
 TOLERANCE = 1e-3  # relative to the largest output magnitude; onnxruntime runs float32
 
@@ -71,28 +72,15 @@ ORT_LEVELS = ("ENABLE_ALL", "DISABLE_ALL")
 
 
 def ort_latency_ms(before: str, after: str, level: str, runs: int = 15, seed: int = 0) -> tuple[float, float]:
-    """Median onnxruntime CPU latency (ms) of two models on the same inputs, one thread, with
-    graph optimizations ``ENABLE_ALL`` or ``DISABLE_ALL``, the two run alternately after a
-    warm-up so drift in the machine's speed hits both alike."""
-    import numpy as np
-    import onnxruntime as ort
+    """Median onnxruntime CPU latency (ms) of two models (see :func:`ort_latencies`)."""
+    a, b = ort_latencies([before, after], level, runs, seed)
+    return a.median_us / 1e3, b.median_us / 1e3
 
-    from eqsat.onnx import random_feeds
 
-    def session(path: str) -> Any:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
-        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+def ort_latencies(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
+                  threads: int = 1, min_seconds: float = 0.0) -> list[Timing]:
+    """End-to-end onnxruntime CPU latency of models that take the same inputs, run alternately
+    (:func:`eqsat.measured.timer.time_files`) with graph optimizations ``level``."""
+    from eqsat.measured.timer import time_files
 
-    a, b = session(before), session(after)
-    feeds = random_feeds(a, seed)
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(2):
-        a.run(None, feeds), b.run(None, feeds)
-    for _ in range(runs):
-        for s, out in ((a, times[0]), (b, times[1])):
-            start = time.perf_counter()
-            s.run(None, feeds)
-            out.append(time.perf_counter() - start)
-    return float(np.median(times[0])) * 1e3, float(np.median(times[1])) * 1e3
+    return time_files(paths, level, runs, seed, threads, min_seconds)

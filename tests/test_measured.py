@@ -3,6 +3,7 @@ follows the runtime's fusions, and both searches on it."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -139,9 +140,15 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
     graph = build("lora")
     _, result = search_result(graph, "lora", "eqsat", "h100", quick=True)
     assert result.best_us < 0.9 * result.original_us  # the weight fold
-    tiny = keep_unresolved_gain(graph, result, resolution=1.0)
+    tiny = keep_unresolved_gain(graph, result, SimpleNamespace(resolution=1.0))
     assert tiny.best == graph and tiny.best_us == tiny.original_us and "resolution" in tiny.stop
-    assert keep_unresolved_gain(graph, result, resolution=0.0) is result
+    assert keep_unresolved_gain(graph, result, SimpleNamespace(resolution=0.0)) is result
+    # a model that times whole graphs decides on the end-to-end times
+    slower = SimpleNamespace(resolution=0.02, end_to_end_us=lambda a, b: (100.0, 99.0))
+    assert keep_unresolved_gain(graph, result, slower).best == graph
+    faster = SimpleNamespace(resolution=0.02, end_to_end_us=lambda a, b: (100.0, 50.0))
+    kept = keep_unresolved_gain(graph, result, faster)
+    assert kept.best == result.best and "measured end to end 2.000x" in kept.stop
 
 
 def test_another_thread_count_is_another_context(fake, tmp_path):

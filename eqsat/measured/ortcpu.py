@@ -28,7 +28,7 @@ from ..graph import Graph, Node, input_, node
 from ..ops import Shape, get_op
 from .database import Context, MeasurementDB, default_path
 from .kernels import Kernel, fused_kernel, node_kernel, op_kernel
-from .timer import RUNS, WARMUP, Timing, time_graph
+from .timer import RUNS, WARMUP, Timing, time_graph, time_graphs
 
 FREE_OPS = frozenset({"proj", "noop"})
 OVERHEAD_KEY = "run-call-overhead"
@@ -133,6 +133,12 @@ class OrtCpuCost:
 
     def graph_time_us(self, graph: Graph) -> float:
         return sum(self.node_time_us(n, graph.dtype) for n in graph.nodes())
+
+    def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float]:
+        """Both graphs timed end to end, alternately (the last word on a search's pick: kernels
+        timed one at a time can be wrong together by more than their spread)."""
+        ta, tb = time_graphs([a, b], self.threads)
+        return ta.median_us, tb.median_us
 
     def latency_us(self, graph: Graph) -> float:
         """Predicted end-to-end latency of one run of the graph's model: kernels plus the run call."""

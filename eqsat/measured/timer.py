@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,3 +74,38 @@ def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int =
         times[i] = time.perf_counter() - start
     us = times * 1e6
     return Timing(float(np.median(us)), float(np.percentile(us, 10)), float(np.percentile(us, 90)), runs)
+
+
+def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
+               threads: int = 1, min_seconds: float = 0.0, max_runs: int = 400) -> list[Timing]:
+    """End-to-end latency of ONNX models that take the same inputs: after two warm-up runs each,
+    the models run alternately, so drift in the machine's speed hits all alike, at least ``runs``
+    rounds and until ``min_seconds`` have passed (at most ``max_runs``)."""
+    from ..onnx import random_feeds
+
+    sessions = [session(p, threads, level) for p in paths]
+    feeds = random_feeds(sessions[0], seed)
+    for s in sessions:
+        for _ in range(2):
+            s.run(None, feeds)
+    times: list[list[float]] = [[] for _ in sessions]
+    start = time.perf_counter()
+    while len(times[0]) < max_runs and (len(times[0]) < runs or time.perf_counter() - start < min_seconds):
+        for s, out in zip(sessions, times):
+            t0 = time.perf_counter()
+            s.run(None, feeds)
+            out.append(time.perf_counter() - t0)
+    return [Timing(float(np.median(t)) * 1e6, float(np.percentile(t, 10)) * 1e6, float(np.percentile(t, 90)) * 1e6,
+                   len(t)) for t in (np.asarray(x) for x in times)]
+
+
+def time_graphs(graphs: Sequence[Graph], threads: int = 1, min_seconds: float = 1.0, seed: int = 0) -> list[Timing]:
+    """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs)."""
+    from ..onnx import export_graph
+
+    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+        paths = []
+        for k, g in enumerate(graphs):
+            paths.append(Path(tmp) / f"graph{k}.onnx")
+            export_graph(g, paths[-1], weights=constant_weights(g))
+        return time_files(paths, threads=threads, min_seconds=min_seconds, seed=seed)

@@ -121,8 +121,8 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
     if after < before * (1 - resolution):
         return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if timer else result
     return replace(result, best=graph, best_us=result.original_us,
-                   stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, within the cost model's "
-                        f"resolution ({resolution:.0%})")
+                   stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, not faster by the cost "
+                        f"model's resolution ({resolution:.0%})")
 
 
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,

@@ -76,30 +76,56 @@ def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int =
     return Timing(float(np.median(us)), float(np.percentile(us, 10)), float(np.percentile(us, 90)), runs)
 
 
+SESSIONS = 4  # sessions per model in an end-to-end comparison
+SESSION_MEMORY = 4 << 30  # bytes of model files all sessions may hold together
+
+
+def sessions_for(paths: Sequence[str | Path], wanted: int = SESSIONS) -> int:
+    """Sessions per model that keep every session's weights within :data:`SESSION_MEMORY`."""
+    total = sum(Path(p).stat().st_size for p in paths)
+    return max(1, min(wanted, SESSION_MEMORY // max(total, 1)))
+
+
 def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
-               threads: int = 1, min_seconds: float = 0.0, max_runs: int = 400) -> list[Timing]:
-    """End-to-end latency of ONNX models that take the same inputs: after two warm-up runs each,
-    the models run alternately, so drift in the machine's speed hits all alike, at least ``runs``
-    rounds and until ``min_seconds`` have passed (at most ``max_runs``)."""
+               threads: int = 1, min_seconds: float = 0.0, max_runs: int = 400,
+               sessions: int | None = None) -> list[Timing]:
+    """End-to-end latency of ONNX models that take the same inputs.
+
+    Identical models in two sessions differ by up to 5% on this machine, steadily (where each
+    session's buffers landed in memory), so each model runs in ``sessions`` sessions (default
+    :func:`sessions_for`), and a model's latency is the mean of its sessions' medians. After two
+    warm-up runs each, every round runs every session once in a seeded random order, so drift in
+    the machine's speed hits all alike: at least ``runs`` runs per model and until
+    ``min_seconds`` have passed (at most ``max_runs``)."""
     from ..onnx import random_feeds
 
-    sessions = [session(p, threads, level) for p in paths]
-    feeds = random_feeds(sessions[0], seed)
-    for s in sessions:
+    per = sessions if sessions is not None else sessions_for(paths)
+    opened = [(k, session(p, threads, level)) for _ in range(per) for k, p in enumerate(paths)]
+    feeds = random_feeds(opened[0][1], seed)
+    for _, s in opened:
         for _ in range(2):
             s.run(None, feeds)
-    times: list[list[float]] = [[] for _ in sessions]
+    times: list[list[float]] = [[] for _ in opened]
+    rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    while len(times[0]) < max_runs and (len(times[0]) < runs or time.perf_counter() - start < min_seconds):
-        for s, out in zip(sessions, times):
+    rounds = 0
+    while rounds * per < max_runs and (rounds * per < runs or time.perf_counter() - start < min_seconds):
+        for i in rng.permutation(len(opened)):
             t0 = time.perf_counter()
-            s.run(None, feeds)
-            out.append(time.perf_counter() - t0)
-    return [Timing(float(np.median(t)) * 1e6, float(np.percentile(t, 10)) * 1e6, float(np.percentile(t, 90)) * 1e6,
-                   len(t)) for t in (np.asarray(x) for x in times)]
+            opened[i][1].run(None, feeds)
+            times[i].append(time.perf_counter() - t0)
+        rounds += 1
+    out = []
+    for k in range(len(paths)):
+        mine = [np.asarray(t) * 1e6 for (j, _), t in zip(opened, times) if j == k]
+        pooled = np.concatenate(mine)
+        out.append(Timing(float(np.mean([np.median(t) for t in mine])), float(np.percentile(pooled, 10)),
+                          float(np.percentile(pooled, 90)), len(pooled)))
+    return out
 
 
-def time_graphs(graphs: Sequence[Graph], threads: int = 1, min_seconds: float = 1.0, seed: int = 0) -> list[Timing]:
+def time_graphs(graphs: Sequence[Graph], threads: int = 1, runs: int = 24, min_seconds: float = 2.0,
+                seed: int = 0) -> list[Timing]:
     """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs)."""
     from ..onnx import export_graph
 
@@ -108,4 +134,4 @@ def time_graphs(graphs: Sequence[Graph], threads: int = 1, min_seconds: float = 
         for k, g in enumerate(graphs):
             paths.append(Path(tmp) / f"graph{k}.onnx")
             export_graph(g, paths[-1], weights=constant_weights(g))
-        return time_files(paths, threads=threads, min_seconds=min_seconds, seed=seed)
+        return time_files(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed)

@@ -15,15 +15,17 @@ interface:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
-from .measure import Measurer
+from .measure import MeasureResult
 from .resources import legal
 from .sketch import Compute, Sketch, generate_sketches, sketch_space
-from .space import COLUMN, SPACE, Space
-from .tuners import Trials, TuneResult, unvisited
+from .space import COLUMN, SPACE, Config, Space
+from .tuners import IncrementalTuner, Trials, unvisited
 from .workload import Workload
 
 VARIANTS = ("full", "beam", "no-finetune", "limited")
@@ -73,7 +75,7 @@ def random_annotation(sketches: list[Sketch], pool: np.ndarray, n: int, rng: np.
     return np.array(out, dtype=np.int64)
 
 
-class Ansor:
+class Ansor(IncrementalTuner):
     """Sketch-based tuner on the common interface; ``variant`` selects an ablation."""
 
     name = "ansor"
@@ -88,34 +90,8 @@ class Ansor:
         self.beam_width, self.samples_per_batch, self.space = beam_width, samples_per_batch, space
         self.name = "ansor" if variant == "full" else f"ansor-{variant}"
 
-    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
-        rng = np.random.default_rng(seed)
-        sketches, pool = allowed_configs(workload, self.variant, self.space)
-        allowed = np.zeros(len(self.space), dtype=bool)
-        allowed[pool] = True
-        result = TuneResult(self.name, workload)
-        trials = Trials()
-        while len(result.history) < n_trials:
-            b = min(self.batch, n_trials - len(result.history))
-            visited = trials.visited
-            if not trials.indices:
-                batch = unvisited(random_annotation(sketches, pool, 4 * b, rng, self.space), visited, b)
-            else:
-                model = self._model(workload, trials.indices, trials.times)
-                score = lambda idx, model=model: model.predict(featurize("program", workload, self.space.values(idx)))  # noqa: E731
-                if self.variant == "beam":
-                    cands = self._beam(score, allowed)
-                elif self.variant == "no-finetune":
-                    cands = random_annotation(sketches, pool, self.samples_per_batch, rng, self.space)
-                else:
-                    cands = self._evolve(score, sketches, pool, allowed, trials.indices, trials.times, rng)
-                cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
-                n_random = int(round(self.epsilon * b))
-                batch = unvisited(cands, visited, b - n_random)
-                batch = np.concatenate([batch, unvisited(random_annotation(sketches, pool, 8 * b, rng, self.space),
-                                                           visited | set(batch.tolist()), b - len(batch))])
-            trials.measure(workload, batch, measurer, result, self.space)
-        return result
+    def start(self, workload: Workload, seed: int = 0) -> AnsorSession:
+        return AnsorSession(self, workload, seed)
 
     def _model(self, workload: Workload, measured: list[int], times: list[float]) -> XGBCostModel:
         y = normalized_throughput(np.array(times), np.zeros(len(times)))
@@ -163,3 +139,44 @@ class Ansor:
             keep = np.argsort(-score(idx), kind="stable")[: self.beam_width if j < len(order) - 1 else 4 * self.batch]
             beams = grown[keep]
         return self.space.index_of_digits(beams)
+
+
+class AnsorSession:
+    """One Ansor run: the first batch is random annotation of the sketches; each later one retrains
+    the model and evolves (or, per variant, beam-searches or samples) candidates."""
+
+    def __init__(self, tuner: Ansor, workload: Workload, seed: int):
+        self.tuner, self.workload = tuner, workload
+        self.batch_size = tuner.batch
+        self.rng = np.random.default_rng(seed)
+        self.sketches, self.pool = allowed_configs(workload, tuner.variant, tuner.space)
+        self.allowed = np.zeros(len(tuner.space), dtype=bool)
+        self.allowed[self.pool] = True
+        self.trials = Trials()
+        self.proposed: set[int] = set()
+
+    def next_batch(self, b: int) -> list[Config]:
+        t, space, rng, workload = self.tuner, self.tuner.space, self.rng, self.workload
+        visited = self.trials.visited | self.proposed
+        if not self.trials.indices:
+            batch = unvisited(random_annotation(self.sketches, self.pool, 4 * b, rng, space), visited, b)
+        else:
+            model = t._model(workload, self.trials.indices, self.trials.times)
+            score = lambda idx: model.predict(featurize("program", workload, space.values(idx)))  # noqa: E731
+            if t.variant == "beam":
+                cands = t._beam(score, self.allowed)
+            elif t.variant == "no-finetune":
+                cands = random_annotation(self.sketches, self.pool, t.samples_per_batch, rng, space)
+            else:
+                cands = t._evolve(score, self.sketches, self.pool, self.allowed, self.trials.indices,
+                                  self.trials.times, rng)
+            cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
+            n_random = int(round(t.epsilon * b))
+            batch = unvisited(cands, visited, b - n_random)
+            batch = np.concatenate([batch, unvisited(random_annotation(self.sketches, self.pool, 8 * b, rng, space),
+                                                       visited | set(batch.tolist()), b - len(batch))])
+        self.proposed.update(int(i) for i in batch)
+        return [space.config(int(i)) for i in batch]
+
+    def update(self, results: Sequence[MeasureResult]) -> None:
+        self.trials.record(results, self.tuner.space)

@@ -20,10 +20,10 @@ import numpy as np
 
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
-from .measure import Measurer, read_records
+from .measure import MeasureResult, read_records
 from .resources import legal
 from .space import COLUMN, SPACE, Config, Space
-from .tuners import Trials, TuneResult, unvisited
+from .tuners import IncrementalTuner, Trials, unvisited
 from .workload import Workload
 
 
@@ -106,7 +106,7 @@ def diverse_pick(candidates: np.ndarray, scores: np.ndarray, k: int, space: Spac
     return candidates[chosen]
 
 
-class AutoTVM:
+class AutoTVM(IncrementalTuner):
     """Model-guided tuner on the common interface (see the module docstring)."""
 
     name = "autotvm"
@@ -151,39 +151,8 @@ class AutoTVM:
             np.concatenate(X), np.concatenate(y), np.concatenate(groups))
 
     # ------------------------------------------------------------------ tuning
-    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
-        seed = seed if self.seed is None else self.seed
-        rng = np.random.default_rng(seed)
-        allv = self.space.all_values()
-        ok = legal(allv) & ((allv[:, COLUMN["split_k"]] == 1) if self.no_rfactor else True)
-        pool = np.flatnonzero(ok)
-        base = self.global_model(workload, seed) if self.transfer else None
-        sa = SimulatedAnnealing(self.space, self.n_chains, self.sa_steps, self.early_stop, self.temperature)
-        result = TuneResult(self.name, workload)
-        trials = Trials()
-        self.overhead = Overhead()
-        while len(result.history) < n_trials:
-            b = min(self.plan_size, n_trials - len(result.history))
-            t0 = time.perf_counter()
-            visited = trials.visited
-            if not trials.indices and base is None:
-                batch = self._random(pool, visited, b, rng)
-                self.overhead.fit_s.append(0.0)
-            else:
-                model = XGBCostModel(self.objective, random_state=seed, base=base)
-                if trials.indices:
-                    cfg = self.space.values(np.array(trials.indices))
-                    model.fit(featurize(self.features, workload, cfg),
-                              normalized_throughput(np.array(trials.times), np.zeros(len(trials.times))))
-                else:
-                    model = base  # transfer: the first batch comes from the global model alone
-                t1 = time.perf_counter()
-                self.overhead.fit_s.append(t1 - t0)
-                t0 = t1
-                batch = self._model_batch(model, workload, sa, pool, visited, b, rng, trials)
-            self.overhead.explore_s.append(time.perf_counter() - t0)
-            trials.measure(workload, batch, measurer, result, self.space)
-        return result
+    def start(self, workload: Workload, seed: int = 0) -> AutoTVMSession:
+        return AutoTVMSession(self, workload, seed if self.seed is None else self.seed)
 
     def _random(self, pool: np.ndarray, visited: set[int], k: int, rng: np.random.Generator) -> np.ndarray:
         out = np.empty(0, dtype=np.int64)
@@ -216,3 +185,49 @@ class AutoTVM:
         taken = visited | set(picked)
         picked += [int(i) for i in self._random(pool, taken, b - len(picked), rng)]
         return np.array(picked, dtype=np.int64)
+
+
+class AutoTVMSession:
+    """One AutoTVM run: each batch refits the model on everything measured so far (the first
+    batch is random, or the transfer model's pick) and walks the space with the persistent
+    annealing chains."""
+
+    def __init__(self, tuner: AutoTVM, workload: Workload, seed: int):
+        self.tuner, self.workload, self.seed = tuner, workload, seed
+        self.batch_size = tuner.plan_size
+        self.rng = np.random.default_rng(seed)
+        space = tuner.space
+        allv = space.all_values()
+        ok = legal(allv) & ((allv[:, COLUMN["split_k"]] == 1) if tuner.no_rfactor else True)
+        self.pool = np.flatnonzero(ok)
+        self.base = tuner.global_model(workload, seed) if tuner.transfer else None
+        self.sa = SimulatedAnnealing(space, tuner.n_chains, tuner.sa_steps, tuner.early_stop, tuner.temperature)
+        self.trials = Trials()
+        self.proposed: set[int] = set()
+        tuner.overhead = Overhead()
+
+    def next_batch(self, n: int) -> list[Config]:
+        t, space = self.tuner, self.tuner.space
+        t0 = time.perf_counter()
+        visited = self.trials.visited | self.proposed
+        if not self.trials.indices and self.base is None:
+            batch = t._random(self.pool, visited, n, self.rng)
+            t.overhead.fit_s.append(0.0)
+        else:
+            model = XGBCostModel(t.objective, random_state=self.seed, base=self.base)
+            if self.trials.indices:
+                cfg = space.values(np.array(self.trials.indices))
+                model.fit(featurize(t.features, self.workload, cfg),
+                          normalized_throughput(np.array(self.trials.times), np.zeros(len(self.trials.times))))
+            else:
+                model = self.base  # transfer: the first batch comes from the global model alone
+            t1 = time.perf_counter()
+            t.overhead.fit_s.append(t1 - t0)
+            t0 = t1
+            batch = t._model_batch(model, self.workload, self.sa, self.pool, visited, n, self.rng, self.trials)
+        t.overhead.explore_s.append(time.perf_counter() - t0)
+        self.proposed.update(int(i) for i in batch)
+        return [space.config(int(i)) for i in batch]
+
+    def update(self, results: Sequence[MeasureResult]) -> None:
+        self.trials.record(results, self.tuner.space)

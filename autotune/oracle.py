@@ -15,14 +15,13 @@ import dataclasses
 import numpy as np
 
 from . import hypogpu
-from .measure import Measurer
 from .resources import legal
 from .space import SPACE, Space
-from .tuners import TuneResult, measure_all
+from .tuners import IncrementalTuner, ListSession, Session
 from .workload import Workload
 
 
-class ModeledOracle:
+class ModeledOracle(IncrementalTuner):
     """Measures legal configs in the order of HypoGPU's time without its unmodeled factor."""
 
     name = "oracle"
@@ -31,11 +30,9 @@ class ModeledOracle:
         self.space, self.batch = space, batch
         self.spec = dataclasses.replace(spec, unmodeled=0.0)
 
-    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
+    def start(self, workload: Workload, seed: int = 0) -> Session:
         allv = self.space.all_values()
         pool = np.flatnonzero(legal(allv))
         modeled = hypogpu.time_us(workload, allv[pool], self.spec)
-        order = pool[np.argsort(modeled, kind="stable")][:n_trials]
-        result = TuneResult(self.name, workload)
-        measure_all(workload, [self.space.config(int(i)) for i in order], measurer, self.batch, result)
-        return result
+        order = pool[np.argsort(modeled, kind="stable")]
+        return ListSession([self.space.config(int(i)) for i in order[:4096]], self.batch)

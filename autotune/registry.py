@@ -32,21 +32,19 @@ def _autotvm_b16(**kwargs: Any) -> Any:
     return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
 
 
-def _oracle(**kwargs: Any) -> Any:
-    from .oracle import ModeledOracle
-
-    return ModeledOracle(**kwargs)
-
-
 TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
-                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
-                                         "oracle": _oracle}
+                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor}
+"""Every tuner: each proposes configs through ``start(workload, seed)`` sessions (see
+:mod:`autotune.tuners`). The oracle is a bound, not a tuner: :data:`autotune.evaluate.BOUNDS`."""
 
 
 def make_tuner(name: str, **kwargs: Any) -> Any:
-    """A new tuner called ``name``, or a clear error listing the registered ones."""
-    try:
-        factory = TUNERS[name]
-    except KeyError:
-        raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(TUNERS)}") from None
+    """A new tuner called ``name`` (or an evaluation bound, :data:`autotune.evaluate.BOUNDS`), or
+    a clear error listing them."""
+    from .evaluate import BOUNDS
+
+    factory = TUNERS.get(name) or BOUNDS.get(name)
+    if factory is None:
+        raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(TUNERS)} (or the bound "
+                         f"{', '.join(BOUNDS)})")
     return factory(**kwargs)

@@ -10,12 +10,12 @@ round-robin warm-up, pick the task with the largest |∂f/∂t_i| where
 (backward window Δt, optimistic forward term; C_i the task's FLOPs, V_k the best FLOP/s of a similar
 task), with probability ε a random task instead. Similar tasks N(i): all matmuls ("all", the
 paper's grouping for one operator type) or those within 4× of its arithmetic intensity
-("intensity"). Each task's tuning resumes from its own record file, so a unit adds exactly one
-batch to that task's run.
+("intensity"). Each task keeps one tuning session (:mod:`autotune.tuners`) open for the whole
+run, so a unit asks that session for ``unit_trials`` more configs: nothing is re-run or replayed,
+and the scheduler's work is linear in the units.
 """
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ import numpy as np
 
 from .evaluate import optimum_us, true_us
 from .measure import SimulatedMeasurer
-from .tuners import TuneResult, reselect
+from .tuners import Session, TuneResult, drive, reselect
 from .workload import Workload
 
 STRATEGIES = ("round-robin", "gradient")
@@ -83,7 +83,19 @@ class ScheduleResult:
                 "fraction_of_optimum": best / true}
 
 
+@dataclass
+class TaskRun:
+    """One task's open tuning session, its measurer and what it measured so far."""
+
+    session: Session
+    measurer: SimulatedMeasurer
+    result: TuneResult
+
+
 class TaskScheduler:
+    """Hands out units of ``unit_trials`` measurements to tasks (see the module docstring);
+    ``workdir``, if given, keeps one record file of measurements per task."""
+
     def __init__(self, tasks: Sequence[Task], make_tuner: Callable[[], object], strategy: str = "gradient",
                  similarity: str = "all", unit_trials: int = 64, alpha: float = 0.2, beta: float = 2.0,
                  backward_window: int = 3, epsilon: float = 0.05, seed: int = 0, workdir: str | Path | None = None):
@@ -94,16 +106,26 @@ class TaskScheduler:
         self.tasks, self.make_tuner, self.strategy, self.similarity = list(tasks), make_tuner, strategy, similarity
         self.unit_trials, self.alpha, self.beta, self.window = unit_trials, alpha, beta, backward_window
         self.epsilon, self.seed = epsilon, seed
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="eqsat-sched-"))
+        self.workdir = Path(workdir) if workdir else None
+        self.runs: dict[str, TaskRun] = {}
+        self.sessions_started = 0
 
     def similar(self, task: Task) -> list[Task]:
         if self.similarity == "all":
             return self.tasks
         return [t for t in self.tasks if max(t.intensity, task.intensity) <= 4 * min(t.intensity, task.intensity)]
 
-    def _tune(self, task: Task, units: int) -> TuneResult:
-        measurer = SimulatedMeasurer(seed=self.seed, records=self.workdir / f"{task.name}.jsonl")
-        return self.make_tuner().tune(task.workload, units * self.unit_trials, measurer, seed=self.seed)
+    def _tune(self, task: Task) -> TuneResult:
+        """One more unit for ``task``: its session proposes ``unit_trials`` more configs."""
+        run = self.runs.get(task.name)
+        if run is None:
+            tuner = self.make_tuner()
+            records = self.workdir / f"{task.name}.jsonl" if self.workdir else None
+            run = self.runs[task.name] = TaskRun(tuner.start(task.workload, self.seed),
+                                                 SimulatedMeasurer(seed=self.seed, records=records, resume=False),
+                                                 TuneResult(tuner.name, task.workload))
+            self.sessions_started += 1
+        return drive(run.session, task.workload, len(run.result.history) + self.unit_trials, run.measurer, run.result)
 
     def _gradient(self, task: Task, units: int, history: list[float], best_thr: dict[str, float]) -> float:
         g = history[-1]
@@ -129,7 +151,7 @@ class TaskScheduler:
                 grads = {t.name: self._gradient(t, units[t.name], history[t.name], thr) for t in self.tasks}
                 task = next(t for t in self.tasks if t.name == min(grads, key=grads.get))  # most negative
             units[task.name] += 1
-            results[task.name] = self._tune(task, units[task.name])
+            results[task.name] = self._tune(task)
             history[task.name].append(results[task.name].best.time_us)
             out.choices.append(task.name)
         return out

@@ -1,5 +1,9 @@
-"""The tuner base layer and the simple tuners, on one interface:
-``tune(workload, n_trials, measurer, seed) -> TuneResult``.
+"""The tuner base layer and the simple tuners, on one incremental interface (TVM's Tuner):
+``tuner.start(workload, seed)`` opens a :class:`Session`; ``session.next_batch(n)`` proposes
+configs and ``session.update(results)`` reads their measurements back. :func:`drive` runs a
+session to a trial budget, and every tuner's ``tune(workload, n_trials, measurer, seed) ->
+TuneResult`` is that loop, so the CLI, the experiments and the task scheduler (which hands a
+session one unit of trials at a time, with nothing re-run or replayed) share it.
 
 Every tuner only proposes configs and reads back measurements; the best config it returns is the
 fastest *measured* one (noise included), as a real tuner's would be.
@@ -9,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -89,14 +93,74 @@ class Trials:
     def visited(self) -> set[int]:
         return set(self.indices)
 
-    def measure(
-        self, workload: Workload, batch: Sequence[int], measurer: Measurer, result: TuneResult, space: Space = SPACE
-    ) -> None:
-        """Measure ``batch``, remember it, and append it to ``result``'s history."""
-        results = measurer.measure(workload, [space.config(int(i)) for i in batch])
-        self.indices.extend(int(i) for i in batch)
+    def record(self, results: Sequence[MeasureResult], space: Space = SPACE) -> None:
+        """Remember measured configs (a failed one as an infinite time)."""
+        self.indices.extend(space.index(r.config) for r in results)
         self.times.extend(r.time_us for r in results)
+
+
+class Session(Protocol):
+    """One tuning run of one workload: propose configs, read their measurements back."""
+
+    batch_size: int  # how many configs the tuner prefers to propose at once
+
+    def next_batch(self, n: int) -> list[Config]:
+        """At most ``n`` configs not proposed before (empty: nothing left to try)."""
+        ...
+
+    def update(self, results: Sequence[MeasureResult]) -> None:
+        """The measurements of configs this session proposed."""
+        ...
+
+
+class Tuner(Protocol):
+    name: str
+
+    def start(self, workload: Workload, seed: int = 0) -> Session: ...
+
+    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult: ...
+
+
+def drive(session: Session, workload: Workload, n_trials: int, measurer: Measurer, result: TuneResult) -> TuneResult:
+    """Propose, measure and update until ``result`` holds ``n_trials`` measurements (or the
+    session has nothing left), in batches of the session's preferred size."""
+    while len(result.history) < n_trials:
+        configs = session.next_batch(min(session.batch_size, n_trials - len(result.history)))
+        if not configs:
+            break
+        results = measurer.measure(workload, configs)
+        session.update(results)
         result.history.extend(results)
+    return result
+
+
+class IncrementalTuner:
+    """``tune`` for a tuner that has ``start``: one session driven to the budget."""
+
+    name = "tuner"
+
+    def start(self, workload: Workload, seed: int = 0) -> Session:
+        raise NotImplementedError
+
+    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
+        return drive(self.start(workload, seed), workload, n_trials, measurer, TuneResult(self.name, workload))
+
+
+@dataclass
+class ListSession:
+    """Proposes a fixed sequence of configs in order (grid, random, a list, the oracle's order)."""
+
+    configs: Sequence[Config]
+    batch_size: int = 64
+    position: int = 0
+
+    def next_batch(self, n: int) -> list[Config]:
+        out = list(self.configs[self.position:self.position + n])
+        self.position += len(out)
+        return out
+
+    def update(self, results: Sequence[MeasureResult]) -> None:
+        pass
 
 
 def reselect(result: TuneResult, measurer: Measurer, top_k: int = 5, repeats: int = 5) -> Config | None:
@@ -111,14 +175,22 @@ def reselect(result: TuneResult, measurer: Measurer, top_k: int = 5, repeats: in
     return finalists[int(np.argmin(means))].config
 
 
-def measure_all(
-    workload: Workload, configs: Sequence[Config], measurer: Measurer, batch: int, result: TuneResult
-) -> None:
-    for k in range(0, len(configs), batch):
-        result.history.extend(measurer.measure(workload, configs[k : k + batch]))
+class _Indexed(Sequence[Config]):
+    """Configs of a space by flat index, built as they are read (a space has ~10^5 of them)."""
+
+    def __init__(self, space: Space, order: np.ndarray):
+        self.space, self.order = space, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self.space.config(int(i)) for i in self.order[k]]
+        return self.space.config(int(self.order[k]))
 
 
-class GridSearch:
+class GridSearch(IncrementalTuner):
     """Configs in lexicographic order of the knobs (split-K first, then BLOCK_M, ...)."""
 
     name = "grid"
@@ -126,21 +198,14 @@ class GridSearch:
     def __init__(self, space: Space = SPACE, skip_illegal: bool = True, batch: int = 64):
         self.space, self.skip_illegal, self.batch = space, skip_illegal, batch
 
-    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
-        result = TuneResult(self.name, workload)
-        picked: list[int] = []
-        start = 0
-        while len(picked) < n_trials and start < len(self.space):
-            idx = np.arange(start, min(start + 4096, len(self.space)))
-            if self.skip_illegal:
-                idx = idx[legal(self.space.values(idx))]
-            picked.extend(int(i) for i in idx[: n_trials - len(picked)])
-            start += 4096
-        measure_all(workload, [self.space.config(i) for i in picked], measurer, self.batch, result)
-        return result
+    def start(self, workload: Workload, seed: int = 0) -> Session:
+        order = np.arange(len(self.space))
+        if self.skip_illegal:
+            order = order[legal(self.space.all_values())]
+        return ListSession(_Indexed(self.space, order), self.batch)
 
 
-class RandomSearch:
+class RandomSearch(IncrementalTuner):
     """Configs drawn uniformly without replacement (among legal ones unless ``skip_illegal=False``)."""
 
     name = "random"
@@ -148,15 +213,11 @@ class RandomSearch:
     def __init__(self, space: Space = SPACE, skip_illegal: bool = True, batch: int = 64):
         self.space, self.skip_illegal, self.batch = space, skip_illegal, batch
 
-    def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult:
-        rng = np.random.default_rng(seed)
+    def start(self, workload: Workload, seed: int = 0) -> Session:
         pool = np.arange(len(self.space))
         if self.skip_illegal:
             pool = pool[legal(self.space.all_values())]
-        picked = rng.choice(pool, size=min(n_trials, len(pool)), replace=False)
-        result = TuneResult(self.name, workload)
-        measure_all(workload, [self.space.config(int(i)) for i in picked], measurer, self.batch, result)
-        return result
+        return ListSession(_Indexed(self.space, np.random.default_rng(seed).permutation(pool)), self.batch)
 
 
 def _slide_configs() -> tuple[Config, ...]:
@@ -199,6 +260,11 @@ class TritonAutotune:
         except AttributeError as exc:
             raise ValueError(f"autotune key {self.key} names a field workloads do not have: {exc}") from None
 
+    def start(self, workload: Workload, seed: int = 0) -> Session:
+        """Every listed config (after pruning), in one batch."""
+        configs = list(self.prune(self.configs, workload) if self.prune else self.configs)
+        return ListSession(configs, len(configs) or 1)
+
     def tune(
         self, workload: Workload, n_trials: int | None = None, measurer: Measurer | None = None, seed: int = 0
     ) -> TuneResult:
@@ -209,8 +275,7 @@ class TritonAutotune:
             return TuneResult(self.name, workload, list(first.history), cached=True)
         if measurer is None:
             raise ValueError("the first call for a key needs a measurer")
-        configs = list(self.prune(self.configs, workload) if self.prune else self.configs)
-        result = TuneResult(self.name, workload)
-        measure_all(workload, configs, measurer, len(configs) or 1, result)
+        session = self.start(workload, seed)
+        result = drive(session, workload, len(session.configs), measurer, TuneResult(self.name, workload))
         self.cache[k] = result
         return result

@@ -32,13 +32,13 @@ def tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[int], tr
     from autotune.autotvm import AutoTVM
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
-    from autotune.registry import TUNERS
+    from autotune.registry import make_tuner
     from autotune.workload import SHAPES
 
     if tuner == "autotvm":
         t = AutoTVM(features=features, plan_size=plan_size, transfer=[transfer] if transfer else [])
     else:
-        t = TUNERS[tuner]()
+        t = make_tuner(tuner)
     r = t.tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
     out: dict[str, Any] = {"tuner": tuner, "shape": shape, "seed": seed, "transfer": bool(transfer),
                            "features": features, "clock_s": r.clock_s,
@@ -134,13 +134,13 @@ def run(
     curves = _median_rows(results, lambda r: r["tuner"])
     write_table(out, "tuning_curves", curves, {"command": command, "seeds": seeds})
     _plot(curves, out / "tuning_curves.png", f"median % of optimum over {seeds} seeds (HypoGPU)")
-    from autotune.registry import TUNERS
+    from autotune.registry import make_tuner
 
     overhead = {
         name: (
             [x for r in runs for x in r["fit_s"][1:]],
             [x for r in runs for x in r["explore_s"][1:]],
-            TUNERS[name]().plan_size,
+            make_tuner(name).plan_size,
         )
         for name in CURVE_TUNERS
         if (runs := [r for r in results if r["tuner"] == name and "fit_s" in r])

@@ -67,18 +67,17 @@ def test_a_rule_no_ranks_type_is_an_error_naming_it(tmp_path, capsys):
 
 
 def test_add_a_tuner_one_registry_row(capsys, monkeypatch):
-    """Recipe "Add a tuner": a class with ``tune``, one row in TUNERS, and the CLI runs it."""
+    """Recipe "Add a tuner": a class whose ``start`` opens a session (``next_batch``/``update``),
+    one row in TUNERS, and the CLI runs it."""
     from autotune.registry import TUNERS
-    from autotune.tuners import TuneResult
+    from autotune.tuners import IncrementalTuner
 
-    class FirstLegal:
+    class FirstLegal(IncrementalTuner):
         name = "first-legal"
 
-        def tune(self, workload, n_trials, measurer, seed=0):
+        def start(self, workload, seed=0):
             from autotune.tuners import GridSearch
-            result = TuneResult(self.name, workload)
-            result.history.extend(GridSearch().tune(workload, n_trials, measurer, seed).history)
-            return result
+            return GridSearch().start(workload, seed)
 
     monkeypatch.setitem(TUNERS, "first-legal", FirstLegal)
     assert main(["tune", "--shape", "decode", "--tuner", "first-legal", "--trials", "8"]) == 0

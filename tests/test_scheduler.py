@@ -53,3 +53,32 @@ def test_bad_strategy_is_rejected():
         TaskScheduler(TASKS, Ansor, strategy="greedy")
     with pytest.raises(ValueError, match="similarity"):
         TaskScheduler(TASKS, Ansor, similarity="shape")
+
+
+def test_the_scheduler_keeps_one_session_per_task_and_replays_nothing(tmp_path):
+    """Each unit asks the task's open session for more configs: tuners are started once per task,
+    every measurement is a fresh one, and the work is linear in the units."""
+    calls = {"start": 0, "next_batch": 0}
+
+    class Counted(Ansor):
+        def start(self, workload, seed=0):
+            calls["start"] += 1
+            session = super().start(workload, seed)
+            inner = session.next_batch
+
+            def next_batch(n):
+                calls["next_batch"] += 1
+                return inner(n)
+
+            session.next_batch = next_batch
+            return session
+
+    tasks = TASKS[:3]
+    s = TaskScheduler(tasks, lambda: Counted(population=256, generations=1), strategy="round-robin",
+                      unit_trials=16, seed=0, workdir=tmp_path)
+    r = s.run(9)
+    assert calls["start"] == s.sessions_started == 3
+    assert calls["next_batch"] == 9  # one batch per unit (a unit is smaller than Ansor's batch)
+    assert all(len(r.results[t.name].history) == 3 * 16 for t in tasks)
+    assert sum(run.measurer.measured for run in s.runs.values()) == 9 * 16  # nothing replayed
+    assert all(len((tmp_path / f"{t.name}.jsonl").read_text().splitlines()) == 48 for t in tasks)

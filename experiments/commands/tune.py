@@ -15,7 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", choices=list(ACTIONS), default="run",
                    help="; ".join(f"{k}: {text}" for k, (_, text) in ACTIONS.items()) + " (default run)")
     p.add_argument("--shape", default="square", help="named shape (square, decode, wgrad, ...) or MxNxK[+relu]")
-    p.add_argument("--tuner", default="random", help=f"one of {', '.join(TUNERS)} (curves: comma-separated)")
+    p.add_argument("--tuner", default="random",
+                   help=f"one of {', '.join(TUNERS)}, or the bound oracle (curves: comma-separated)")
     p.add_argument("--trials", default="256", help="measurement budget (curves: comma-separated checkpoints)")
     p.add_argument("--seed", type=int, default=0, help="tuner and measurement-noise seed")
     p.add_argument("--seeds", type=int, default=5, help="curves: seeds 0..N-1")

@@ -92,6 +92,7 @@ def run_optimize(args: argparse.Namespace) -> int:
                 f"    {o.transformation:18s} {kind:9s} program {o.program_us:9.2f} µs + {o.corrections} correction(s) "
                 f"{o.corrections_us:8.2f} µs (overhead {100 * o.overhead:.1f}% of the output) = {o.total_us:9.2f} µs"
             )
+    measured = measure_options(layers, options, args.device) if args.measure else []
     if args.json_out:
         write_json(
             args.json_out,
@@ -102,6 +103,31 @@ def run_optimize(args: argparse.Namespace) -> int:
                 "best_us": best.total_us,
                 "choices": [asdict(c) for c in best.choices],
                 "options": [[asdict(o) for o in opts] for opts in options],
+                "measured": measured,
             },
         )
     return 0
+
+
+def measure_options(layers: list, options: list, device: str) -> list[dict]:
+    """Every option of every layer timed end to end in onnxruntime on this CPU (the program and
+    its corrections, each run once per round, less all but one run call), next to its price."""
+    from eqsat.cost import measured_threads
+    from eqsat.measured import OrtCpuCost, time_graph
+    from pet.optimizer import option_graphs
+
+    threads = measured_threads(device) or 1
+    overhead = OrtCpuCost(threads, progress=False).overhead_us
+    rows = []
+    print(f"measured end to end (onnxruntime CPU, {threads} thread(s); the program and its corrections):")
+    for i, (p, opts) in enumerate(zip(layers, options)):
+        base = None
+        for o in opts:
+            runs = [time_graph(g, threads).median_us for g in option_graphs(p, o.transformation)]
+            us = sum(runs) - overhead * (len(runs) - 1)
+            base = us if base is None else base
+            rows.append({"layer": i, "transformation": o.transformation, "predicted_us": o.total_us,
+                         "measured_us": us, "measured_speedup": base / us})
+            print(f"  layer {i} {o.transformation:18s} predicted {o.total_us:10.1f} µs  measured {us:10.1f} µs  "
+                  f"{base / us:6.3f}x of the original")
+    return rows

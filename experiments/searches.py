@@ -94,6 +94,13 @@ def search_graph(graph: Graph, model: str, search: str, device: str = "h100", se
                  limits: Any = None) -> tuple[dict[str, Any], Graph]:
     """One verified search of ``graph`` (``limits``: default the paper preset for ``model``, or the
     smoke preset with ``quick``): the result row and the best graph."""
+    row, result = search_result(graph, model, search, device, seed, quick, limits)
+    return row, result.best
+
+
+def search_result(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
+                  limits: Any = None) -> tuple[dict[str, Any], SearchResult]:
+    """:func:`search_graph`, with the whole verified result (its work record) instead of the best graph."""
     from eqsat.cost import cost_model
     from eqsat.rulesets import default_rules
     from eqsat.search import run_verified
@@ -103,7 +110,7 @@ def search_graph(graph: Graph, model: str, search: str, device: str = "h100", se
     prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
     rules = default_rules(engine.default_rule_sets)
     result = run_verified(engine, graph, rules, cost_model(device), limits, seed)
-    return result_row(result, graph, prepare_s) | {"model": model}, result.best
+    return result_row(result, graph, prepare_s) | {"model": model}, result
 
 
 def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,

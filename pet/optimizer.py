@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from eqsat.cost import RooflineCost
-from eqsat.devices import Device, get_device
+from eqsat.cost import CostModel, cost_model
+from eqsat.devices import Device
+from eqsat.graph import Graph
 
 from .programs import ConvProblem, candidates
 from .verify import correction_kernels, overhead, verify
@@ -40,7 +41,7 @@ class Option:
         return self.program_us + self.corrections_us
 
 
-def layer_options(p: ConvProblem, layer: int, model: RooflineCost, max_candidates: int = 8) -> list[Option]:
+def layer_options(p: ConvProblem, layer: int, model: CostModel, max_candidates: int = 8) -> list[Option]:
     """The original program and every verified, corrected candidate, priced."""
     base = model.graph_time_us(p.original())
     out = [Option(layer, "none", True, base, 0.0, 0, 0.0)]
@@ -52,6 +53,18 @@ def layer_options(p: ConvProblem, layer: int, model: RooflineCost, max_candidate
         out.append(Option(layer, t.name, v.fully_equivalent, model.graph_time_us(t.program(p)), corr_us,
                           len(kernels), overhead(v, kernels)))
     return out
+
+
+def option_graphs(p: ConvProblem, transformation: str) -> list[Graph]:
+    """What runs for one option of a layer: the original conv, or the transformed program
+    followed by its correction kernels (one graph each), to time them end to end."""
+    if transformation == "none":
+        return [p.original()]
+    t = next((t for t in candidates(p) if t.name == transformation), None)
+    if t is None:
+        raise ValueError(f"no transformation {transformation!r} for this layer")
+    kernels = correction_kernels(verify(replace(p, N=1, C=2, O=2), t))
+    return [t.program(p)] + [k.graph(p) for k in kernels]
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ def beam_search(
 ) -> tuple[Plan, Plan, list[list[Option]]]:
     """(original plan, best plan, options per layer): each step transforms one more layer in
     every beam state, keeping the ``beam_width`` cheapest states, for ``depth`` steps."""
-    model = RooflineCost(get_device(device))
+    model = cost_model(device)
     options = [layer_options(p, i, model, max_candidates) for i, p in enumerate(layers)]
     start = Plan(tuple(o[0] for o in options))
     beam = [start]

@@ -67,6 +67,7 @@ class AlphaWork:
     path: tuple[Step, ...]
     trace: tuple[TracePoint, ...]
     matches: Mapping[str, int]
+    path_graphs: tuple[Graph, ...] = ()  # the graph after each step of ``path`` (not in to_dict)
 
     def summary(self) -> str:
         return f"{self.expanded} expanded"
@@ -204,8 +205,9 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
                 heapq.heappush(heap, (new.cost, next(tie), new))
     bar.close()
     elapsed = time.perf_counter() - start
-    work = AlphaWork(limits, expanded, generated, tuple(_path(parent, best.graph)),
-                     tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches)
+    steps, graphs = _path(parent, best.graph)
+    work = AlphaWork(limits, expanded, generated, tuple(steps),
+                     tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches, tuple(graphs))
     return SearchResult("taso", graph.name, model.name, root.cost, best.cost, best.graph, elapsed, stop, work,
                         {"search": elapsed})
 
@@ -238,21 +240,22 @@ TASO_BUDGETS: Mapping[str, int] = {"bert": 100, "nasrnn": 100, "resnext50": 100,
                                    "inception_v3": 30, "resnet50": 1000}
 
 
-def _path(parent: dict[Graph, tuple[Graph | None, str, float]], last: Graph) -> list[Step]:
-    chain: list[tuple[str, float]] = []
+def _path(parent: dict[Graph, tuple[Graph | None, str, float]], last: Graph) -> tuple[list[Step], list[Graph]]:
+    """The steps from the input to ``last`` and the graph after each."""
+    chain: list[tuple[str, float, Graph]] = []
     g: Graph | None = last
     while g is not None:
         prev, name, cost = parent[g]
         if prev is not None:
-            chain.append((name, cost))
+            chain.append((name, cost, g))
         g = prev
     chain.reverse()
     steps: list[Step] = []
     best = parent[_root(parent, last)][2]
-    for name, cost in chain:
+    for name, cost, _ in chain:
         steps.append(Step(name, cost, cost / best))
         best = min(best, cost)
-    return steps
+    return steps, [g for _, _, g in chain]
 
 
 def _root(parent: dict[Graph, tuple[Graph | None, str, float]], g: Graph) -> Graph:

@@ -145,3 +145,20 @@ def test_hardware_experiment_reproduces_the_resnet_penalty(tmp_path):
     pen = {(r["found_on"], r["run_on"]): r for r in rows}
     assert pen[("h100", "h100")]["cost_us"] == pytest.approx(57.8, rel=0.005)
     assert pen[("h100", "weak")]["penalty"] == pytest.approx(1.34, abs=0.01)
+
+
+def test_real_quick_optimizes_on_measured_costs_and_times_every_file(tmp_path, monkeypatch, capsys):
+    """`experiment real --quick`: both searches on ort-cpu, the roofline's pick beside them, every
+    written file timed end to end, and the cost model's accuracy over the candidate graphs."""
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    assert main(["experiment", "real", "--quick", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "real.json").read_text())
+    assert {r["model"] for r in data["rows"]} == {"resnet_block", "lora"}
+    for r in data["rows"]:
+        for name in ("taso", "eqsat", "h100"):
+            assert r[f"{name}_verified"] and r[f"{name}_ms"] > 0 and r[f"{name}_speedup"] > 0
+    summary = data["summary"]
+    assert summary["candidates"] >= 8 and 0 <= summary["mean_relative_error"] < 1
+    assert (tmp_path / "real.png").stat().st_size > 0
+    assert "Kendall" in capsys.readouterr().out
+

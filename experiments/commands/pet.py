@@ -37,6 +37,8 @@ def _add_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depth", type=int, help="layers transformed at most (default: all)")
     p.add_argument("--candidates", type=int, default=8, help="transformations tried per layer")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
+    p.add_argument("--measure", action="store_true",
+                   help="also time every option end to end in onnxruntime on this CPU")
 
 
 def _lazy(name: str):
@@ -51,7 +53,7 @@ ACTIONS = (
     Command("demo", "the split-to-batch example as a region table, with the correction", _add_demo, _lazy("run_demo")),
     Command("verify", "false-pass rates of random tests with small primes against n/p", _add_verify,
             _lazy("run_verify")),
-    Command("optimize", "beam search over which convs to transform, on the roofline cost", _add_optimize,
+    Command("optimize", "beam search over which convs to transform, on a roofline or measured cost", _add_optimize,
             _lazy("run_optimize")),
 )
 

@@ -32,8 +32,15 @@ def _autotvm_b16(**kwargs: Any) -> Any:
     return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
 
 
+def _robust(**kwargs: Any) -> Any:
+    from .robust import RobustTuner
+
+    return RobustTuner(**kwargs)
+
+
 TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
-                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor}
+                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
+                                         "robust": _robust}
 """Every tuner: each proposes configs through ``start(workload, seed)`` sessions (see
 :mod:`autotune.tuners`). The oracle is a bound, not a tuner: :data:`autotune.evaluate.BOUNDS`."""
 

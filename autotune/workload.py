@@ -63,3 +63,18 @@ def get_workload(name_or_mnk: str) -> Workload:
     except ValueError:
         raise ValueError(f"unknown shape {name_or_mnk!r}: use one of {', '.join(SHAPES)} or MxNxK") from None
     return Workload(m, n, k, epilogue or "none", name=name_or_mnk)
+
+
+def random_shapes(count: int, seed: int, low: int = 16, high: int = 16384) -> list[Workload]:
+    """``count`` shapes a user might bring: M, N and K log-uniform in [low, high] and never a power
+    of two (real layers are 3000-odd wide as often as 4096), drawn from ``seed``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out: list[Workload] = []
+    while len(out) < count:
+        dims = np.exp(rng.uniform(np.log(low), np.log(high), size=3)).astype(int)
+        dims = [int(d) + 1 if int(d) & (int(d) - 1) == 0 else int(d) for d in dims]
+        name = "x".join(map(str, dims))
+        out.append(Workload(*dims, name=name))
+    return out

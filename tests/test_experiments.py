@@ -162,3 +162,13 @@ def test_real_quick_optimizes_on_measured_costs_and_times_every_file(tmp_path, m
     assert (tmp_path / "real.png").stat().st_size > 0
     assert "Kendall" in capsys.readouterr().out
 
+
+def test_tuning_budget_holds_tuners_to_the_bound(tmp_path, capsys):
+    assert main(["experiment", "tuning-budget", "--tuners", "random,oracle", "--shapes", "small",
+                 "--random-shapes", "1", "--seeds", "2", "--trials", "16,32", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "tuning_budget.json").read_text())["rows"]
+    assert len(rows) == 2 * 2 * 2  # tuners x shapes x budgets
+    oracle = [r for r in rows if r["tuner"] == "oracle"]
+    assert all(r["median_pct"] == r["oracle_median_pct"] for r in oracle)
+    assert all(r["worst_pct"] <= r["median_pct"] for r in rows)
+    assert "holds on" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import importlib
 from ..command import Command, Experiment, add_subcommands, dispatched_by_subcommand
 
 EXPERIMENT_MODULES = ["experiments.budget", "experiments.alpha", "experiments.hardware", "experiments.onnx_roundtrip",
-                      "experiments.real", "experiments.tuning"]
+                      "experiments.real", "experiments.tuning", "experiments.tuning_budget"]
 
 
 def experiments() -> list[Experiment]:

@@ -184,3 +184,15 @@ def test_a_real_kernel_is_timed_in_onnxruntime(tmp_path, monkeypatch):
     assert model.node_time_us(conv) == pytest.approx(max(t.median_us - model.overhead_us, 0.0))
     report = model.report(Graph((conv,)))
     assert report.device == "ort-cpu" and report.rows[-1].kind == "measured"
+
+
+def test_a_kernel_onnxruntime_cannot_run_is_a_clear_error_and_stores_nothing(fake, monkeypatch, tmp_path):
+    def broken(graph, *args, **kwargs):
+        if graph.name == "overhead":
+            return Timing(5.0, 5.0, 5.0, 8)
+        raise RuntimeError("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : indices out of bounds\nmore")
+
+    monkeypatch.setattr(ortcpu_module, "time_graph", broken)
+    with pytest.raises(ValueError, match=r"ort-cpu: onnxruntime cannot run the kernel conv2d alone .*indices out"):
+        OrtCpuCost(progress=False).graph_time_us(small_cnn())
+    assert not (tmp_path / "db.jsonl").exists() or "conv2d" not in (tmp_path / "db.jsonl").read_text()

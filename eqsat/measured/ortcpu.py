@@ -67,7 +67,12 @@ class OrtCpuCost:
         found = self.db.get(kernel.key)
         if found is None:
             self._tick(kernel.name)
-            found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs)
+            try:
+                found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs)
+            except Exception as exc:  # onnxruntime's own errors have no common base class
+                raise ValueError(f"{self.name}: onnxruntime cannot run the kernel {kernel.name} alone on random "
+                                 f"inputs ({str(exc).splitlines()[0][:200]}); price this model on a roofline "
+                                 f"device instead") from None
             self.db.put(kernel.key, found)
             self.measured += 1
         return found

@@ -15,17 +15,14 @@ interface:
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
-from .measure import MeasureResult
 from .resources import legal
 from .sketch import Compute, Sketch, generate_sketches, sketch_space
 from .space import COLUMN, SPACE, Config, Space
-from .tuners import IncrementalTuner, Trials, unvisited
+from .tuners import IncrementalTuner, IndexSession, unvisited
 from .workload import Workload
 
 VARIANTS = ("full", "beam", "no-finetune", "limited")
@@ -141,23 +138,22 @@ class Ansor(IncrementalTuner):
         return self.space.index_of_digits(beams)
 
 
-class AnsorSession:
+class AnsorSession(IndexSession):
     """One Ansor run: the first batch is random annotation of the sketches; each later one retrains
     the model and evolves (or, per variant, beam-searches or samples) candidates."""
 
     def __init__(self, tuner: Ansor, workload: Workload, seed: int):
+        super().__init__(tuner.space)
         self.tuner, self.workload = tuner, workload
         self.batch_size = tuner.batch
         self.rng = np.random.default_rng(seed)
         self.sketches, self.pool = allowed_configs(workload, tuner.variant, tuner.space)
         self.allowed = np.zeros(len(tuner.space), dtype=bool)
         self.allowed[self.pool] = True
-        self.trials = Trials()
-        self.proposed: set[int] = set()
 
     def next_batch(self, b: int) -> list[Config]:
         t, space, rng, workload = self.tuner, self.tuner.space, self.rng, self.workload
-        visited = self.trials.visited | self.proposed
+        visited = self.proposed
         if not self.trials.indices:
             batch = unvisited(random_annotation(self.sketches, self.pool, 4 * b, rng, space), visited, b)
         else:
@@ -175,8 +171,4 @@ class AnsorSession:
             batch = unvisited(cands, visited, b - n_random)
             batch = np.concatenate([batch, unvisited(random_annotation(self.sketches, self.pool, 8 * b, rng, space),
                                                        visited | set(batch.tolist()), b - len(batch))])
-        self.proposed.update(int(i) for i in batch)
-        return [space.config(int(i)) for i in batch]
-
-    def update(self, results: Sequence[MeasureResult]) -> None:
-        self.trials.record(results, self.tuner.space)
+        return self.propose(batch)

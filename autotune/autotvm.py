@@ -20,10 +20,10 @@ import numpy as np
 
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
-from .measure import MeasureResult, read_records
+from .measure import read_records
 from .resources import legal
 from .space import COLUMN, SPACE, Config, Space
-from .tuners import IncrementalTuner, Trials, unvisited
+from .tuners import IncrementalTuner, IndexSession, Trials, unvisited
 from .workload import Workload
 
 
@@ -187,12 +187,13 @@ class AutoTVM(IncrementalTuner):
         return np.array(picked, dtype=np.int64)
 
 
-class AutoTVMSession:
+class AutoTVMSession(IndexSession):
     """One AutoTVM run: each batch refits the model on everything measured so far (the first
     batch is random, or the transfer model's pick) and walks the space with the persistent
     annealing chains."""
 
     def __init__(self, tuner: AutoTVM, workload: Workload, seed: int):
+        super().__init__(tuner.space)
         self.tuner, self.workload, self.seed = tuner, workload, seed
         self.batch_size = tuner.plan_size
         self.rng = np.random.default_rng(seed)
@@ -202,14 +203,12 @@ class AutoTVMSession:
         self.pool = np.flatnonzero(ok)
         self.base = tuner.global_model(workload, seed) if tuner.transfer else None
         self.sa = SimulatedAnnealing(space, tuner.n_chains, tuner.sa_steps, tuner.early_stop, tuner.temperature)
-        self.trials = Trials()
-        self.proposed: set[int] = set()
         tuner.overhead = Overhead()
 
     def next_batch(self, n: int) -> list[Config]:
         t, space = self.tuner, self.tuner.space
         t0 = time.perf_counter()
-        visited = self.trials.visited | self.proposed
+        visited = self.proposed
         if not self.trials.indices and self.base is None:
             batch = t._random(self.pool, visited, n, self.rng)
             t.overhead.fit_s.append(0.0)
@@ -226,8 +225,4 @@ class AutoTVMSession:
             t0 = t1
             batch = t._model_batch(model, self.workload, self.sa, self.pool, visited, n, self.rng, self.trials)
         t.overhead.explore_s.append(time.perf_counter() - t0)
-        self.proposed.update(int(i) for i in batch)
-        return [space.config(int(i)) for i in batch]
-
-    def update(self, results: Sequence[MeasureResult]) -> None:
-        self.trials.record(results, self.tuner.space)
+        return self.propose(batch)

@@ -21,16 +21,13 @@ Every choice is seeded by ``start(workload, seed)``.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
-from .measure import MeasureResult
 from .resources import legal
 from .space import SPACE, Config, Space
-from .tuners import IncrementalTuner, Trials
+from .tuners import IncrementalTuner, IndexSession
 from .workload import Workload
 
 
@@ -70,18 +67,17 @@ def farthest_points(points: np.ndarray, k: int, rng: np.random.Generator) -> np.
     return np.array(chosen, dtype=np.int64)
 
 
-class RobustSession:
+class RobustSession(IndexSession):
     """One run of :class:`RobustTuner` on one workload."""
 
     def __init__(self, tuner: RobustTuner, workload: Workload, seed: int):
+        super().__init__(tuner.space)
         self.tuner, self.workload, self.seed = tuner, workload, seed
         self.rng = np.random.default_rng(seed)
         space = tuner.space
         self.pool = np.flatnonzero(legal(space.all_values()))
         self.features = featurize(tuner.features, workload, space.values(self.pool))
         self.position = {int(i): k for k, i in enumerate(self.pool)}  # flat index -> row of pool
-        self.trials = Trials()
-        self.proposed: set[int] = set()
 
     # ------------------------------------------------------------------ proposing
     @property
@@ -94,12 +90,7 @@ class RobustSession:
             rows = self._space_filling(n)
         else:
             rows = self._model_pick(n)
-        picked = [int(self.pool[r]) for r in rows][:n]
-        self.proposed.update(picked)
-        return [self.tuner.space.config(i) for i in picked]
-
-    def update(self, results: Sequence[MeasureResult]) -> None:
-        self.trials.record(results, self.tuner.space)
+        return self.propose(self.pool[rows[:n]])
 
     def _free(self) -> np.ndarray:
         """Rows of the pool not proposed yet."""

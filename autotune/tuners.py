@@ -11,6 +11,7 @@ fastest *measured* one (noise included), as a real tuner's would be.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -89,10 +90,6 @@ class Trials:
     indices: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
 
-    @property
-    def visited(self) -> set[int]:
-        return set(self.indices)
-
     def record(self, results: Sequence[MeasureResult], space: Space = SPACE) -> None:
         """Remember measured configs (a failed one as an infinite time)."""
         self.indices.extend(space.index(r.config) for r in results)
@@ -113,6 +110,24 @@ class Session(Protocol):
         ...
 
 
+class IndexSession:
+    """What every model-based session shares: the configs it proposed (flat indices, never
+    proposed twice) and the measurements it read back (:class:`Trials`)."""
+
+    def __init__(self, space: Space):
+        self.space = space
+        self.trials = Trials()
+        self.proposed: set[int] = set()  # every measured config was proposed first
+
+    def propose(self, batch: Sequence[int] | np.ndarray) -> list[Config]:
+        """Remember ``batch`` as proposed and return it as configs."""
+        self.proposed.update(int(i) for i in batch)
+        return [self.space.config(int(i)) for i in batch]
+
+    def update(self, results: Sequence[MeasureResult]) -> None:
+        self.trials.record(results, self.space)
+
+
 class Tuner(Protocol):
     name: str
 
@@ -121,11 +136,16 @@ class Tuner(Protocol):
     def tune(self, workload: Workload, n_trials: int, measurer: Measurer, seed: int = 0) -> TuneResult: ...
 
 
-def drive(session: Session, workload: Workload, n_trials: int, measurer: Measurer, result: TuneResult) -> TuneResult:
+def drive(session: Session, workload: Workload, n_trials: int, measurer: Measurer, result: TuneResult,
+          propose_s: list[float] | None = None) -> TuneResult:
     """Propose, measure and update until ``result`` holds ``n_trials`` measurements (or the
-    session has nothing left), in batches of the session's preferred size."""
+    session has nothing left), in batches of the session's preferred size; the seconds each
+    ``next_batch`` took (the tuner's own overhead) are appended to ``propose_s`` if given."""
     while len(result.history) < n_trials:
+        start = time.perf_counter()
         configs = session.next_batch(min(session.batch_size, n_trials - len(result.history)))
+        if propose_s is not None:
+            propose_s.append(time.perf_counter() - start)
         if not configs:
             break
         results = measurer.measure(workload, configs)

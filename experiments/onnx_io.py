@@ -2,12 +2,10 @@
 input before it appears under its name, never over the input, nothing left behind on failure."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eqsat.files import replace_atomic
-from eqsat.measured.timer import Timing
 
 TOLERANCE = 1e-3  # relative to the largest output magnitude; onnxruntime runs float32
 
@@ -72,15 +70,9 @@ ORT_LEVELS = ("ENABLE_ALL", "DISABLE_ALL")
 
 
 def ort_latency_ms(before: str, after: str, level: str, runs: int = 15, seed: int = 0) -> tuple[float, float]:
-    """Median onnxruntime CPU latency (ms) of two models (see :func:`ort_latencies`)."""
-    a, b = ort_latencies([before, after], level, runs, seed)
-    return a.median_us / 1e3, b.median_us / 1e3
-
-
-def ort_latencies(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
-                  threads: int = 1, min_seconds: float = 0.0) -> list[Timing]:
-    """End-to-end onnxruntime CPU latency of models that take the same inputs, run alternately
-    (:func:`eqsat.measured.timer.time_files`) with graph optimizations ``level``."""
+    """Median onnxruntime CPU latency (ms) of two models on the same inputs, 1 thread, run
+    alternately (:func:`eqsat.measured.timer.time_files`) with graph optimizations ``level``."""
     from eqsat.measured.timer import time_files
 
-    return time_files(paths, level, runs, seed, threads, min_seconds)
+    a, b = time_files([before, after], level, runs, seed)
+    return a.median_us / 1e3, b.median_us / 1e3

@@ -27,7 +27,7 @@ from typing import Any
 
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import COMPARE_MODELS, check_models
-from .onnx_io import TOLERANCE, ort_latencies
+from .onnx_io import TOLERANCE
 from .output import pyplot, write_json, write_table
 from .sweep import Cell, run_cells
 
@@ -93,10 +93,12 @@ def measure_model(model: str, files: tuple[tuple[str, str], ...], seed: int, thr
                   quick: bool = False) -> dict[str, Any]:
     """Every file of one model timed end to end (onnxruntime CPU, ENABLE_ALL, ``threads``
     threads), alternately, with the input once more as a control."""
+    from eqsat.measured.timer import time_files
+
     named = dict(files) | {CONTROL: dict(files)["original"]}
     t0 = time.perf_counter()
-    timings = ort_latencies(list(named.values()), "ENABLE_ALL", runs=10 if quick else E2E_RUNS, seed=seed,
-                            threads=threads, min_seconds=1.0 if quick else E2E_SECONDS)
+    timings = time_files(list(named.values()), "ENABLE_ALL", runs=10 if quick else E2E_RUNS, seed=seed,
+                         threads=threads, min_seconds=1.0 if quick else E2E_SECONDS)
     return {"model": model, "measure_s": time.perf_counter() - t0,
             "timings": {k: {"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "runs": t.runs}
                         for k, t in zip(named, timings)}}

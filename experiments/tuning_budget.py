@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,28 +30,17 @@ BOUND = "oracle"
 
 def budget_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[int]) -> dict[str, Any]:
     """One run to the largest checkpoint: % of optimum after each, and the seconds each
-    ``next_batch`` took (the loop is :func:`autotune.tuners.drive`'s, timed)."""
+    ``next_batch`` took."""
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
     from autotune.registry import make_tuner
-    from autotune.tuners import TuneResult
+    from autotune.tuners import TuneResult, drive
     from autotune.workload import get_workload
 
     workload = get_workload(shape)
     t = make_tuner(tuner)
-    session = t.start(workload, seed)
-    measurer = SimulatedMeasurer(seed=seed)
-    result = TuneResult(t.name, workload)
-    batches: list[float] = []
-    while len(result.history) < max(checkpoints):
-        before, start = len(result.history), time.perf_counter()
-        configs = session.next_batch(min(session.batch_size, max(checkpoints) - before))
-        batches.append(time.perf_counter() - start)
-        if not configs:
-            break
-        measured = measurer.measure(workload, configs)
-        session.update(measured)
-        result.history.extend(measured)
+    result, batches = TuneResult(t.name, workload), []
+    drive(t.start(workload, seed), workload, max(checkpoints), SimulatedMeasurer(seed=seed), result, batches)
     return {"tuner": tuner, "shape": shape, "seed": seed, "batch_s": batches,
             "pct": {str(n): 100 * fraction_after(result, n) for n in checkpoints}}
 

@@ -91,6 +91,7 @@ class Fusion:
     consumers: frozenset[str]
     why: str
     const_others: bool = False  # the consumer's other inputs must be weights (folded into the producer)
+    column_bias: bool = False  # the producer is 2-D and the consumer acts along its columns (axis 1)
 
     def producer_of(self, n: Node) -> int | None:
         """The index of ``n``'s input this fusion absorbs ``n`` into, or None."""
@@ -102,7 +103,7 @@ class Fusion:
             others = [y for j, y in enumerate(n.inputs) if j != i]
             if self.const_others and not all(y.is_const for y in others):
                 continue
-            if self.producer == "matmul" and (len(x.shape) != 2 or n.attr("axis") != 1):
+            if self.column_bias and (len(x.shape) != 2 or n.attr("axis") != 1):
                 continue
             return i
         return None
@@ -113,7 +114,8 @@ RUNTIME_FUSIONS: tuple[Fusion, ...] = (
     Fusion("conv2d", frozenset({"ewadd"}), "NCHWc transformer: a Conv's sum with another tensor is its Sum input"),
     Fusion("conv2d", frozenset({"chadd", "chmul", "affine"}), "ConvAddFusion, ConvMulFusion, ConvBNFusion",
            const_others=True),
-    Fusion("matmul", frozenset({"chadd"}), "MatMulAddFusion: a 2-D product and its column bias are one Gemm"),
+    Fusion("matmul", frozenset({"chadd"}), "MatMulAddFusion: a 2-D product and its column bias are one Gemm",
+           column_bias=True),
 )
 """The fusions the measured model prices as the runtime runs them (a table: add a row per fusion)."""
 

@@ -20,7 +20,7 @@ reader.)
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..costmodel import CostReport, OpCost, node_in_shapes
@@ -56,6 +56,7 @@ class OrtCpuCost:
         self._bar: Any = None
         self._overhead: float | None = None
         self._node_cache: dict[Node, float] = {}
+        self._kernel_cache: dict[Kernel, float] = {}
 
     @property
     def name(self) -> str:
@@ -101,15 +102,12 @@ class OrtCpuCost:
         return self._overhead
 
     def kernel_us(self, kernel: Kernel) -> float:
-        """A kernel's price: its median less the fixed cost of a run call."""
-        return max(self.timing(kernel).median_us - self.overhead_us, 0.0)
-
-    def measure(self, graphs: Iterable[Graph]) -> int:
-        """Time every kernel of ``graphs`` not in the database yet; returns how many were timed."""
-        before = self.measured
-        for g in graphs:
-            self.graph_time_us(g)
-        return self.measured - before
+        """A kernel's price: its median less the fixed cost of a run call (memoized: the extractor
+        prices every e-node, and many share a kernel)."""
+        found = self._kernel_cache.get(kernel)
+        if found is None:
+            found = self._kernel_cache[kernel] = max(self.timing(kernel).median_us - self.overhead_us, 0.0)
+        return found
 
     # ------------------------------------------------------------------ the CostModel interface
     def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
@@ -160,8 +158,3 @@ class OrtCpuCost:
             shown = tuple(n.shapes[0]) if len(n.shapes) == 1 else tuple(tuple(s) for s in n.shapes)
             rows.append(OpCost(n.op, shown, flops, nbytes, self.node_time_us(n), kind, n.digest[:12]))
         return CostReport(graph.name, self.name, "float32", sum(r.time_us for r in rows), tuple(rows))
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None

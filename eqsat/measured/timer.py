@@ -27,6 +27,12 @@ class Timing:
     p90_us: float
     runs: int
 
+    @classmethod
+    def of(cls, us: np.ndarray, median_us: float | None = None) -> Timing:
+        """The timing of run times ``us`` (µs); ``median_us`` replaces their median when given."""
+        return cls(float(np.median(us)) if median_us is None else median_us, float(np.percentile(us, 10)),
+                   float(np.percentile(us, 90)), len(us))
+
 
 def session(path: str | Path, threads: int, level: str = "ENABLE_ALL") -> Any:
     """An onnxruntime CPU session with ``threads`` intra-op threads and one inter-op thread."""
@@ -48,32 +54,37 @@ def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
     return out
 
 
-def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0) -> Timing:
-    """Export ``graph`` as float32 ONNX and time ``runs`` runs after ``warmup`` with ``threads``
-    intra-op threads. A kernel slower than ``KERNEL_SECONDS / runs`` gets two warm-up runs and
-    as many timed runs as fit in ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution
-    would otherwise take 4 s to price."""
-    from ..onnx import export_graph, random_feeds
+def export_for_timing(graph: Graph, path: Path) -> Path:
+    """``graph`` as a float32 ONNX file with :func:`constant_weights`."""
+    from ..onnx import export_graph
 
-    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
-        path = Path(tmp) / "kernel.onnx"
-        export_graph(graph, path, weights=constant_weights(graph))
-        sess = session(path, threads)
-    feeds = random_feeds(sess, seed)
+    export_graph(graph, path, weights=constant_weights(graph))
+    return path
+
+
+def run_us(sess: Any, feeds: dict[str, Any]) -> float:
+    """Wall time of one ``run`` (µs)."""
     start = time.perf_counter()
     sess.run(None, feeds)
-    first = time.perf_counter() - start
+    return (time.perf_counter() - start) * 1e6
+
+
+def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0) -> Timing:
+    """Export ``graph`` as float32 ONNX and time ``runs`` runs after ``warmup`` with ``threads``
+    intra-op threads. A kernel slower than ``KERNEL_SECONDS / runs`` gets one warm-up run and as
+    many timed runs as fit in ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution
+    would otherwise take 4 s to price."""
+    from ..onnx import random_feeds
+
+    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+        sess = session(export_for_timing(graph, Path(tmp) / "kernel.onnx"), threads)
+    feeds = random_feeds(sess, seed)
+    first = run_us(sess, feeds) * 1e-6
     if first * runs > KERNEL_SECONDS:
         warmup, runs = 1, max(MIN_RUNS, min(runs, int(KERNEL_SECONDS / first)))
     for _ in range(warmup - 1):
         sess.run(None, feeds)
-    times = np.empty(runs)
-    for i in range(runs):
-        start = time.perf_counter()
-        sess.run(None, feeds)
-        times[i] = time.perf_counter() - start
-    us = times * 1e6
-    return Timing(float(np.median(us)), float(np.percentile(us, 10)), float(np.percentile(us, 90)), runs)
+    return Timing.of(np.array([run_us(sess, feeds) for _ in range(runs)]))
 
 
 SESSIONS = 4  # sessions per model in an end-to-end comparison
@@ -111,27 +122,18 @@ def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int
     rounds = 0
     while rounds * per < max_runs and (rounds * per < runs or time.perf_counter() - start < min_seconds):
         for i in rng.permutation(len(opened)):
-            t0 = time.perf_counter()
-            opened[i][1].run(None, feeds)
-            times[i].append(time.perf_counter() - t0)
+            times[i].append(run_us(opened[i][1], feeds))
         rounds += 1
     out = []
     for k in range(len(paths)):
-        mine = [np.asarray(t) * 1e6 for (j, _), t in zip(opened, times) if j == k]
-        pooled = np.concatenate(mine)
-        out.append(Timing(float(np.mean([np.median(t) for t in mine])), float(np.percentile(pooled, 10)),
-                          float(np.percentile(pooled, 90)), len(pooled)))
+        mine = [np.asarray(t) for (j, _), t in zip(opened, times) if j == k]
+        out.append(Timing.of(np.concatenate(mine), median_us=float(np.mean([np.median(t) for t in mine]))))
     return out
 
 
 def time_graphs(graphs: Sequence[Graph], threads: int = 1, runs: int = 24, min_seconds: float = 2.0,
                 seed: int = 0) -> list[Timing]:
     """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs)."""
-    from ..onnx import export_graph
-
     with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
-        paths = []
-        for k, g in enumerate(graphs):
-            paths.append(Path(tmp) / f"graph{k}.onnx")
-            export_graph(g, paths[-1], weights=constant_weights(g))
+        paths = [export_for_timing(g, Path(tmp) / f"graph{k}.onnx") for k, g in enumerate(graphs)]
         return time_files(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed)

@@ -63,7 +63,7 @@ for _act in (a for a in ACTIVATIONS if a != "none"):
 
 def _smul_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     if ins[1] != ():
-        raise ShapeError(f"smul: input 1 must be a scalar (shape ()), got shape {ins[1]}")
+        raise ShapeError(f"smul/sadd: input 1 must be a scalar (shape ()), got shape {ins[1]}")
     return (ins[0],)
 
 
@@ -72,6 +72,12 @@ register(OpSpec(
     flops=lambda attrs, ins, outs: numel(outs[0]),
     evaluate=lambda attrs, xs, domain: xs[0] * xs[1],
     linear_in=(0, 1), elementwise=True, doc="Tensor times a scalar (a 0-d tensor).",
+))
+register(OpSpec(
+    name="sadd", arity=2, attrs=(), shape=lambda attrs, ins: _smul_shape(attrs, ins),
+    flops=lambda attrs, ins, outs: numel(outs[0]),
+    evaluate=lambda attrs, xs, domain: xs[0] + xs[1],
+    elementwise=True, doc="Tensor plus a scalar (a 0-d tensor): GELU's 1 + erf(...).",
 ))
 
 

@@ -33,7 +33,7 @@ class AttrSpec:
     Kinds: ``name`` (str), ``shape`` (tuple of ints >= 0), ``int``, ``ints``
     (tuple of ints), ``pair`` (int or 2 ints, stored as 2 ints), ``choice`` (one
     of ``choices``), ``pad`` (``same``, ``valid``, int or 2 ints), ``perm``
-    (a permutation, or None for "reverse the axes").
+    (a permutation, or None for "reverse the axes"), ``float`` (a finite number, e.g. an epsilon).
     """
 
     name: str
@@ -74,6 +74,11 @@ class AttrSpec:
             return pads
         if self.kind == "perm":
             return None if value is None else _ints(value, where)
+        if self.kind == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                    or not np.isfinite(value):
+                raise AttributeError_(f"{where} must be a finite number, got {value!r}")
+            return float(value)
         raise AssertionError(f"unknown attribute kind {self.kind}")
 
 

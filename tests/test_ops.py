@@ -23,6 +23,10 @@ EXAMPLES = [
     ("tanh", [(3, 4)], {}),
     ("relu6", [(3, 4)], {}),
     ("softmax", [(2, 3, 4)], {"axis": 1}),
+    ("layernorm", [(2, 3, 4), (3, 4), (3, 4)], {"axis": 1, "epsilon": 1e-3}),
+    ("erf", [(3, 4)], {}),
+    ("gelu", [(3, 4)], {}),
+    ("sadd", [(3, 4), ()], {}),
     ("sigmoid", [(3, 4)], {}),
     ("transpose", [(3, 4)], {}),
     ("transpose", [(2, 3, 4)], {"perm": (1, 2, 0)}),
@@ -181,7 +185,7 @@ def test_attribute_and_op_errors():
     with pytest.raises(AttributeError_, match="act"):
         node("conv2d", x, input_("w", (2, 2, 1, 1)), act="gelu")
     with pytest.raises(UnknownOpError, match="known:"):
-        node("layernorm", x)
+        node("groupnorm", x)
     with pytest.raises(ShapeError, match="takes 2 input"):
         node("matmul", x)
     parts = node("split", input_("y", (2, 4)), axis=1, sizes=(2, 2))

@@ -87,7 +87,7 @@ def test_default_attributes_match_normalized_nodes():
     "text,where,needle",
     [
         ("(matmul ?a) => ?a", "f.rules:1:2", "takes 2 argument"),
-        ("(layernorm ?a) => ?a", "f.rules:1:2", "unknown op 'layernorm'"),
+        ("(groupnorm ?a) => ?a", "f.rules:1:2", "unknown op 'groupnorm'"),
         ("(relu ?a <=> ?a", "f.rules:1:1", "never closed"),
         ("(relu ?a)) <=> ?a", "f.rules:1:10", "unmatched"),
         ("(relu ?a) <=> (relu ?b)", "f.rules:1:11", "does not bind"),

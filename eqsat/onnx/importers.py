@@ -187,11 +187,20 @@ def _broadcast(imp: _Importer, n: Any, op: str, x: Node, y: Node) -> Node:
     return node(op, x, vector, axis=axis)
 
 
-def _binary(op: str, vector_op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
+def _scalar(x: Node) -> Node:
+    """A one-element operand as a 0-d tensor (a view; weight-only reshapes fold)."""
+    return x if x.shape == () else node("reshape", x, shape=())
+
+
+def _binary(op: str, vector_op: str, scalar_op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
     def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
         x, y = imp.value(n, n.input[0]), imp.value(n, n.input[1])
         if x.shape == y.shape:
             return [node(op, x, y)]
+        if int(np.prod(x.shape)) == 1 and int(np.prod(y.shape)) != 1:
+            x, y = y, x  # both ops commute
+        if int(np.prod(y.shape)) == 1 and len(y.shape) <= len(x.shape):  # GELU's x * 0.5, 1 + erf
+            return [node(scalar_op, x, _scalar(y))]
         if _vector_axis(y.shape, x.shape) is not None and _vector_axis(x.shape, y.shape) is None:
             x, y = y, x  # both ops commute
         return [_broadcast(imp, n, vector_op, x, y)]
@@ -255,14 +264,36 @@ def _split(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     return [node("proj", sp, index=i) for i in range(len(sizes))]
 
 
+def _ceil_pads(pads: tuple[int, int, int, int], x: tuple[int, ...], kernel: tuple[int, ...],
+               stride: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """ceil_mode's output size as explicit pads: the rows and columns the last, partial window
+    reaches past the end are padding after (a window starting in the padding is dropped, as
+    ONNX and PyTorch do). Where the division is exact, ceil_mode changes nothing."""
+    after = []
+    for k in range(2):
+        size, before, end = x[2 + k], pads[k], pads[2 + k]
+        span = size + before + end - kernel[k]
+        out = -(-span // stride[k]) + 1
+        if (out - 1) * stride[k] >= size + before:
+            out -= 1
+        after.append(end + max((out - 1) * stride[k] + kernel[k] - (size + before + end), 0))
+    return pads[0], pads[1], after[0], after[1]
+
+
 def _pool(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:
     def f(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
         if op == "pool_avg" and not a.get("count_include_pad", 0) and any(a.get("pads", [0])):
             raise Decline("AveragePool without count_include_pad=1")
-        if len(n.output) > 1 or a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1])):
-            raise Decline("indices output, ceil_mode or dilations")
+        if len(n.output) > 1 or any(d != 1 for d in a.get("dilations", [1])):
+            raise Decline("indices output or dilations")
         x, kernel, stride = imp.value(n, n.input[0]), tuple(a["kernel_shape"]), tuple(a.get("strides", [1, 1]))
-        pad = _canonical_pad(_pads(imp, n, a), x.shape, kernel, stride, (1, 1))
+        pads = _pads(imp, n, a)
+        if a.get("ceil_mode", 0) and len(x.shape) == 4:
+            ceil = _ceil_pads(pads, x.shape, kernel, stride)
+            if ceil != pads and op == "pool_avg":  # the partial window's divisor differs between runtimes
+                raise Decline("ceil_mode with a partial last window in an AveragePool")
+            pads = ceil  # max pooling: padding never wins, so the partial window is extra padding after
+        pad = _canonical_pad(pads, x.shape, kernel, stride, (1, 1))
         return [node(op, x, kernel=kernel, stride=stride, pad=pad)]
     return f
 
@@ -309,6 +340,91 @@ def _div(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     return [node("smul", x, _scalar_weight(imp, f"{n.output[0]}:reciprocal", 1.0 / float(c.reshape(()))))]
 
 
+def _layernorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """LayerNormalization (opset 17): a missing bias is a zero weight; the optional mean and
+    inverse-deviation outputs (training) are never mapped."""
+    if len([o for o in n.output if o]) > 1:
+        raise Decline("the Mean / InvStdDev outputs")
+    x, scale = imp.value(n, n.input[0]), imp.value(n, n.input[1])
+    axis = int(a.get("axis", -1))
+    if len(_inputs(n)) > 2:
+        bias = imp.value(n, n.input[2])
+    else:
+        name = f"{n.output[0]}:bias"
+        imp.weights[name] = np.zeros(scale.shape)
+        bias = weight(name, scale.shape)
+    tail = x.shape[axis % max(len(x.shape), 1):]
+    scale, bias = (v if v.shape == tail else node("reshape", v, shape=tail) for v in (scale, bias))
+    return [node("layernorm", x, scale, bias, axis=axis, epsilon=float(a.get("epsilon", 1e-5)))]
+
+
+def _gelu(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Gelu (opset 20) and onnxruntime's com.microsoft Gelu: the exact form; tanh's is declined."""
+    approx = a.get("approximate", b"none")
+    if approx not in (b"none", "none"):
+        raise Decline(f"approximate={approx!r}")
+    return [node("gelu", imp.value(n, n.input[0]))]
+
+
+def _raw_axes(imp: _Importer, n: Any, a: dict[str, Any]) -> list[int] | None:
+    """Unsqueeze/Squeeze axes: a constant input from opset 13, an attribute before."""
+    raw = imp.const(n, n.input[1]) if len(_inputs(n)) > 1 else a.get("axes")
+    return None if raw is None else [int(v) for v in np.asarray(raw).reshape(-1)]
+
+
+def _unsqueeze(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    raw = _raw_axes(imp, n, a) or []
+    rank = len(x.shape) + len(raw)
+    shape = list(x.shape)
+    for ax in sorted(v % rank for v in raw):
+        shape.insert(ax, 1)
+    return [node("reshape", x, shape=tuple(shape))]
+
+
+def _squeeze(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    x = imp.value(n, n.input[0])
+    raw = _raw_axes(imp, n, a)
+    rank = max(len(x.shape), 1)
+    drop = {v % rank for v in raw} if raw is not None else {k for k, d in enumerate(x.shape) if d == 1}
+    if any(x.shape[k] != 1 for k in drop):
+        raise Decline(f"squeezing an axis of size > 1 in {x.shape}")
+    return [node("reshape", x, shape=tuple(d for k, d in enumerate(x.shape) if k not in drop))]
+
+
+def _gather(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Gather of an activation at constant indices that form one contiguous run (how exporters
+    unpack a packed QKV projection, ``proj[0], proj[1], proj[2]``): a split part, reshaped to
+    drop the axis for a scalar index. Other indices decline."""
+    x = imp.value(n, n.input[0])
+    if not x.shape:
+        raise Decline("gathering from a scalar")
+    axis = int(a.get("axis", 0)) % len(x.shape)
+    idx = np.asarray(imp.const(n, n.input[1]))
+    size = x.shape[axis]
+    flat = [int(v) % size if -size <= int(v) < size else -1 for v in idx.reshape(-1)]
+    if idx.ndim > 1 or not flat or -1 in flat or flat != list(range(flat[0], flat[0] + len(flat))):
+        raise Decline("indices that are not one contiguous run of constants")
+    start, count = flat[0], len(flat)
+    sizes = tuple(s for s in (start, count, size - start - count) if s)
+    part = x if sizes == (size,) else node("proj", node("split", x, axis=axis, sizes=sizes), index=int(start > 0))
+    if idx.ndim == 0:
+        part = node("reshape", part, shape=x.shape[:axis] + x.shape[axis + 1:])
+    return [part]
+
+
+def _expand(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Expand to a shape the input already has (exporters' broadcast guards): nothing."""
+    x = imp.value(n, n.input[0])
+    target = [int(v) for v in imp.const(n, n.input[1])]
+    rank = max(len(x.shape), len(target))
+    padded_x, padded_t = (1,) * (rank - len(x.shape)) + x.shape, [1] * (rank - len(target)) + target
+    out = tuple(max(d, t) if d == 1 or t == 1 else d for d, t in zip(padded_x, padded_t))
+    if out != x.shape:
+        raise Decline(f"a real broadcast of {x.shape} to {tuple(target)}")
+    return [x]
+
+
 IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Conv": _conv,
     "FusedConv": _conv,
@@ -317,11 +433,18 @@ IMPORTERS: dict[str, Callable[[_Importer, Any, dict[str, Any]], list[Node]]] = {
     "Gemm": _gemm,
     "FusedGemm": _gemm,
     "FusedMatMul": _fused_matmul,
-    "Add": _binary("ewadd", "chadd"),
-    "Mul": _binary("ewmul", "chmul"),
+    "Add": _binary("ewadd", "chadd", "sadd"),
+    "Mul": _binary("ewmul", "chmul", "smul"),
     **{form.op_type: _unary(act) for act, form in ACTIVATIONS.items() if not form.params},
     "Clip": _clip,
     "Softmax": _softmax,
+    "LayerNormalization": _layernorm,
+    "Erf": _unary("erf"),
+    "Gelu": _gelu,
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Gather": _gather,
+    "Expand": _expand,
     "Div": _div,
     "Concat": lambda imp, n, a: [node("concat", *(imp.value(n, i) for i in n.input), axis=int(a["axis"]))],
     "Split": _split,

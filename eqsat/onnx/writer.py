@@ -38,8 +38,8 @@ def interface_dtype(imported: Imported) -> str:
 class _Writer:
     """The ONNX graph being written: nodes, initializers and fresh tensor names."""
 
-    def __init__(self, onnx: Any, taken: set[str], np_float: Any):
-        self.onnx, self.h, self.np_float = onnx, onnx.helper, np_float
+    def __init__(self, onnx: Any, taken: set[str], np_float: Any, opset: int):
+        self.onnx, self.h, self.np_float, self.opset = onnx, onnx.helper, np_float, opset
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.taken = taken
@@ -122,6 +122,18 @@ def _pool_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[st
                   strides=list(a["stride"]), pads=pads, **extra)
 
 
+def _gelu_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
+    """One kernel: ONNX's Gelu from opset 20, onnxruntime's contrib Gelu before (float32 only);
+    otherwise the exporters' erf form, which onnxruntime fuses into that kernel."""
+    if w.opset >= 20:
+        return w.node("Gelu", ins)
+    if w.np_float is np.float32:
+        return w.node("Gelu", ins, domain=FUSED_DOMAIN)
+    inner = w.node("Erf", w.node("Mul", ins + [w.init(1.0 / np.sqrt(2.0))]))
+    half = w.node("Mul", ins + [w.init(0.5)])
+    return w.node("Mul", half + w.node("Add", inner + [w.init(1.0)]))
+
+
 def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
     """The stored ONNX node again; the outputs of one node (same node, same inputs) share it."""
     key = (a["node"], tuple(ins))
@@ -150,7 +162,11 @@ EXPORTERS: dict[str, Exporter] = {
     "ewadd": lambda w, n, ins, a: w.node("Add", ins),
     "ewmul": lambda w, n, ins, a: w.node("Mul", ins),
     "smul": lambda w, n, ins, a: w.node("Mul", ins),
+    "sadd": lambda w, n, ins, a: w.node("Add", ins),
     "softmax": lambda w, n, ins, a: w.node("Softmax", ins, axis=a["axis"]),
+    "layernorm": lambda w, n, ins, a: w.node("LayerNormalization", ins, axis=a["axis"], epsilon=a["epsilon"]),
+    "erf": lambda w, n, ins, a: w.node("Erf", ins),
+    "gelu": _gelu_out,
     **{act: (lambda w, n, ins, a, _act=act: w.activation(ins, _act)) for act in ACTIVATIONS},
     "chadd": _channel_out, "chmul": _channel_out, "affine": _channel_out,
     "transpose": lambda w, n, ins, a: w.node("Transpose", ins, perm=list(a["perm"])),
@@ -174,7 +190,8 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     np_float, onnx_float = _FLOAT_TYPES[dtype]
     onnx = _onnx()
     h = onnx.helper
-    w = _Writer(onnx, {x.attr("name") for x in graph.leaves()} | set(imported.output_names), np_float)
+    w = _Writer(onnx, {x.attr("name") for x in graph.leaves()} | set(imported.output_names), np_float,
+                imported.opset)
     names: dict[Node, list[str]] = {}
     # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
     # initializers, all computed in one evaluation of the imported data

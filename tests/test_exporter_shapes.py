@@ -1,0 +1,135 @@
+"""What PyTorch's exporters emit, built with onnx.helper: every node maps to the op table, the IR
+evaluates like onnxruntime, merges find whole groups, and the result says what onnxruntime would
+have done by itself."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from eqsat import onnx as eo  # noqa: E402
+from eqsat.cost import RooflineCost  # noqa: E402
+from eqsat.evaluate import evaluate  # noqa: E402
+from experiments.exporter_models import EXPORTER_MODELS, LARGE  # noqa: E402
+
+
+def _ir_matches_onnxruntime(path, imported):
+    """The imported graph, evaluated by the op table's NumPy reference, equals onnxruntime's run of
+    the file on the same inputs (so the optimizer's own verification means what the runtime does)."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = eo.random_feeds(session, seed=1)
+    want = session.run(None, feeds)
+    got = evaluate(imported.graph, {**imported.weights, **feeds})
+    for w, g in zip(want, got):
+        scale = max(float(np.abs(w).max()), 1e-6)
+        assert float(np.abs(np.asarray(g) - w).max()) / scale < 1e-4
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPORTER_MODELS) - LARGE))
+def test_exporter_shaped_models_import_without_opaque_nodes_and_evaluate_like_onnxruntime(tmp_path, name):
+    path = EXPORTER_MODELS[name](tmp_path / f"{name}.onnx")
+    imported = eo.load(path)
+    assert imported.opaque == []
+    _ir_matches_onnxruntime(path, imported)
+    eo.save(imported, imported.graph, tmp_path / "back.onnx")
+    assert eo.max_difference(path, tmp_path / "back.onnx") < 1e-5
+
+
+def test_transformer_ops_are_table_ops_and_are_written_as_single_kernels(tmp_path):
+    """LayerNormalization, the erf GELU pieces, the packed-projection Gather and the scalar Mul/Add
+    map to layernorm, erf, split/proj, smul and sadd; a gelu written back is one Gelu kernel."""
+    imported = eo.load(EXPORTER_MODELS["pt_transformer"](tmp_path / "t.onnx"))
+    ops = {n.op for n in imported.graph.nodes()}
+    assert {"layernorm", "erf", "smul", "sadd", "softmax", "split", "proj"} <= ops
+    from eqsat.graph import Graph, input_, node
+
+    g = Graph((node("gelu", input_("x", (4, 8))),), name="g")
+    eo.export_graph(g, tmp_path / "g.onnx")
+    kinds = [(n.op_type, n.domain) for n in onnx.load(str(tmp_path / "g.onnx")).graph.node if n.op_type != "Identity"]
+    assert kinds == [("Gelu", "com.microsoft")]
+    assert [n.op for n in eo.load(tmp_path / "g.onnx").graph.nodes() if not n.is_leaf] == ["gelu"]
+
+
+def _pool_model(path, op, size, ceil, pads=(0, 0, 0, 0)):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, size, size])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, "h", "w"])
+    extra = {"count_include_pad": 1} if op == "AveragePool" else {}
+    n = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=ceil, pads=list(pads),
+                         **extra)
+    onnx.save(helper.make_model(helper.make_graph([n], "p", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]),
+              str(path))
+    return path
+
+
+@pytest.mark.parametrize("size", [7, 8, 112])
+def test_ceil_mode_max_pools_map_to_the_pool_op_with_the_partial_window_as_padding(tmp_path, size):
+    path = _pool_model(tmp_path / "p.onnx", "MaxPool", size, ceil=1)
+    imported = eo.load(path)
+    assert imported.opaque == [] and [n.op for n in imported.graph.nodes() if not n.is_leaf] == ["pool_max"]
+    want = -(-(size - 3) // 2) + 1
+    assert imported.graph.outputs[0].shape == (1, 2, want, want)
+    eo.save(imported, imported.graph, tmp_path / "b.onnx")
+    assert eo.max_difference(path, tmp_path / "b.onnx") == 0.0
+    _ir_matches_onnxruntime(path, imported)
+
+
+def test_a_ceil_mode_average_pool_with_a_partial_window_stays_opaque_with_its_reason(tmp_path):
+    exact = eo.load(_pool_model(tmp_path / "a.onnx", "AveragePool", 7, ceil=1))  # (7 - 3) / 2 is exact
+    assert exact.opaque == []
+    partial = eo.load(_pool_model(tmp_path / "b.onnx", "AveragePool", 8, ceil=1))
+    assert len(partial.opaque) == 1 and "partial last window" in partial.opaque[0]
+
+
+def test_gather_of_a_constant_run_is_a_split_part_and_other_indices_stay_opaque(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])
+    outs = [helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, s) for k, s in enumerate(([4, 5], [3, 2, 5],
+                                                                                                [3, 2, 5]))]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), f"i{k}") for k, v in enumerate((2, [1, 2], [2, 0]))]
+    nodes = [helper.make_node("Gather", ["x", f"i{k}"], [f"y{k}"], axis=1 if k else 0) for k in range(3)]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], outs, inits),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "g.onnx"))
+    imported = eo.load(tmp_path / "g.onnx")
+    assert [o.split()[0] for o in imported.opaque] == ["Gather"] and "contiguous" in imported.opaque[0]
+    assert [o.shape for o in imported.graph.outputs] == [(4, 5), (3, 2, 5), (3, 2, 5)]
+    _ir_matches_onnxruntime(tmp_path / "g.onnx", imported)
+
+
+@pytest.mark.parametrize("search", ["eqsat", "taso"])
+def test_three_linears_into_one_concat_merge_into_one_product_by_default(tmp_path, search, capsys):
+    """The issue's QKV module: three nn.Linear on one input, one 3-input Concat. Under each search's
+    default settings the written file has one MatMul (x . [Wq|Wk|Wv]) and is equal in onnxruntime."""
+    from experiments.cli import main
+
+    src = EXPORTER_MODELS["pt_qkv"](tmp_path / "qkv.onnx", tokens=16, d=64)
+    out = tmp_path / "qkv.opt.onnx"
+    assert main(["optimize", str(src), "--search", search, "--out", str(out)]) == 0
+    written = onnx.load(str(out))
+    assert [n.op_type for n in written.graph.node].count("MatMul") + \
+        [n.op_type for n in written.graph.node].count("Gemm") == 1
+    assert eo.max_difference(src, out) < 1e-5
+
+
+def test_the_result_says_which_gains_onnxruntime_makes_by_itself(tmp_path):
+    """MobileNetV2 blocks: every gain the roofline credits is a conv+ReLU6 fusion onnxruntime does
+    anyway, so the runtime's own graph costs what the search's best does; QKV's merge is new."""
+    from eqsat.graph import Graph
+    from experiments.runtime_baseline import runtime_baseline
+
+    model = RooflineCost("h100")
+    mobile = eo.load(EXPORTER_MODELS["pt_mobilenet_v2"](tmp_path / "m.onnx")).graph
+    row = runtime_baseline(mobile, model)
+    assert row["runtime_fusions"] == {"ConvActivationFusion": 6}
+    assert row["runtime_us"] < 0.8 * model.graph_time_us(mobile)
+    qkv = eo.load(EXPORTER_MODELS["pt_qkv"](tmp_path / "q.onnx", tokens=16, d=64)).graph
+    assert runtime_baseline(qkv, model) == {"runtime_us": pytest.approx(model.graph_time_us(qkv)),
+                                             "runtime_fusions": {}}
+    # a fusion never duplicates a producer that another op still reads
+    from eqsat.graph import input_, node, weight
+
+    x = input_("x", (1, 4, 8, 8))
+    conv = node("conv2d", x, weight("w", (4, 4, 3, 3)), pad="same")
+    shared = Graph((node("relu", conv), node("ewadd", conv, x)), name="shared")
+    assert runtime_baseline(shared, model)["runtime_fusions"] == {}

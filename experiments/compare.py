@@ -111,7 +111,7 @@ def plot(rows: Sequence[CompareRow], path: Path, device: str) -> None:
     w = 0.4
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(6.0, 0.9 * len(rows) + 2), 6.5), sharex=True)
     ax1.bar([i - w / 2 for i in x], [r.taso_speedup_pct for r in rows], w, label="TASO α-search (α=1.05)")
-    ax1.bar([i + w / 2 for i in x], [r.eqsat_speedup_pct for r in rows], w, label="TENSAT e-graph (k_multi=1)")
+    ax1.bar([i + w / 2 for i in x], [r.eqsat_speedup_pct for r in rows], w, label="TENSAT e-graph (merges by need)")
     ax1.set_ylabel("speedup over input (%)")
     ax1.legend(fontsize=8)
     ax1.set_title(f"Best graph found and search time on {device}")

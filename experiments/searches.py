@@ -43,6 +43,8 @@ def limits_for(search: Search, model: str = "", quick: bool = False, **overrides
     """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
     base = preset_limits(search, "quick" if quick else search.default_preset, model)
     given = {k: v for k, v in overrides.items() if v is not None}
+    if "k_multi" in given:  # a fixed k_multi is TENSAT's setting: no merges by need on top
+        given.setdefault("multi_by_need", 0)
     try:
         return replace(base, **given)
     except TypeError:

@@ -104,10 +104,25 @@ def test_incremental_costs_equal_full_recomputation(expander, model, params):
 
 
 def test_cli_optimize_json(tmp_path, capsys):
+    """LoRA's fold W + AB is reached through a pair move 1.27x worse than the input; with the
+    two-output rules on, the greedy merge of x@W and x@A comes first and blocks it."""
     out = tmp_path / "lora.json"
-    assert main(["optimize", "lora", "--search", "taso", "--alpha", "1.3", "--budget", "100", "--json", str(out)]) == 0
+    assert main(["optimize", "lora", "--search", "taso", "--alpha", "1.3", "--budget", "100", "--no-multi",
+                 "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "39.72 -> 21.37" in text and "verified against the input (mod 8388593)" in text
     data = json.loads(out.read_text())
     assert {"original_us", "best_us", "search_s", "expanded", "path"} <= set(data)
     assert data["path"][0]["ratio_to_best"] == pytest.approx(1.27, abs=0.005)
+
+
+def test_default_alpha_search_merges_all_three_qkv_projections():
+    """Regression (real PyTorch models): QKV stayed at its input (a pair move is 10% worse, past
+    α = 1.05). With TASO's multi-output substitutions on by default, two merges reach x·[Wq|Wk|Wv]."""
+    from eqsat.models import build
+    from taso_baseline.search import AlphaLimits, alpha_search
+
+    result = alpha_search(build("qkv"), limits=AlphaLimits(budget=50))
+    assert result.best_us == pytest.approx(34.21, abs=0.01)
+    matmuls = [n for n in result.best.nodes() if n.op == "matmul"]
+    assert len(matmuls) == 1 and matmuls[0].shape == (16, 3 * 4096)

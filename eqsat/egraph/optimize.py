@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import importlib
+import math
 import multiprocessing
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -58,21 +59,28 @@ class EGraphWork:
         return {"enodes": rep.enodes, "eclasses": self.eclasses, "greedy_us": self.greedy_us,
                 "extract": self.extract, "gap": self.gap, "ilp_status": self.ilp_status,
                 "iteration_limit": lim.iterations, "node_limit": lim.nodes, "k_multi": lim.k_multi,
+                "multi_by_need": lim.multi_by_need,
                 "rules_compiled": rep.rules_compiled, "multi_compiled": rep.multi_compiled,
                 "egglog_rules": rep.egglog_rules, "rules_skipped": rep.rules_skipped,
                 "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
                                for it in rep.iterations]}
 
 
-def _saturate(rules: Compiled, graph: Graph, limits: Limits,
-              on_iteration: Any = None) -> tuple[EGraphView, list[str], RunReport, float]:
+Optimum = Callable[[EGraphView, list[str]], float]
+"""The exact extracted cost of an e-graph (its view and root lets): what merges by need are judged by."""
+
+
+def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any = None,
+              optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
     runner = EGraphRunner(rules)
     roots = runner.insert(graph)
     t0 = time.perf_counter()
-    report = runner.run(limits, on_iteration)
+    judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
+    report = runner.run(limits, on_iteration, judge)
     return read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0
 
 
+JUDGE_SECONDS = 10.0  # the exact extraction that judges a by-need merge round stops here (its answer still bounds)
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
 
 
@@ -102,7 +110,11 @@ def _worker(conn: Any) -> None:
                 conn.send(("snapshot", (read_egraph(runner.egraph, runner.lang), roots, report,
                                         time.perf_counter() - t0)))
 
-        report = runner.run(limits, on_iteration)
+        def judge() -> float:  # the parent extracts; this process waits for its answer
+            conn.send(("judge", (read_egraph(runner.egraph, runner.lang), roots)))
+            return conn.recv()
+
+        report = runner.run(limits, on_iteration, judge)
         conn.send(("done", (read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0)))
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -120,8 +132,8 @@ class SaturationWorker:
         self.proc.start()
         child.close()
 
-    def saturate(self, rules: Compiled, graph: Graph, limits: Limits,
-                 grace_s: float = 90.0) -> tuple[EGraphView, list[str], RunReport, float]:
+    def saturate(self, rules: Compiled, graph: Graph, limits: Limits, grace_s: float = 90.0,
+                 optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
         """Saturate in the worker, which is killed ``TIME_SLACK`` past ``limits.seconds`` after it
         has loaded the rules (loading may take up to ``grace_s``).
 
@@ -149,6 +161,8 @@ class SaturationWorker:
                     finished.append(payload)
                 elif kind == "snapshot":
                     snapshot = payload
+                elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
+                    self.conn.send(optimum(*payload) if optimum is not None else math.inf)
                 elif kind == "done":
                     self.proc.join()
                     return payload
@@ -164,7 +178,7 @@ class SaturationWorker:
                            f"{len(report.iterations)} iterations)")
             return view, roots, report, time.perf_counter() - began
         replay = replace(limits, iterations=len(finished))
-        view, roots, report, _ = _saturate(rules, graph, replay)
+        view, roots, report, _ = _saturate(rules, graph, replay, optimum=optimum)
         report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
         return view, roots, report, time.perf_counter() - began
 
@@ -198,10 +212,15 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         raise
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
+    def optimum(view: EGraphView, lets: list[str]) -> float:
+        settings = ILPSettings(solver=limits.ilp_solver)
+        return extract(view, node_costs(view, model, graph.dtype), [view.lets[r] for r in lets], limits.extract,
+                       min(limits.ilp_seconds, JUDGE_SECONDS), settings).cost
+
     if worker is not None:
-        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s)
+        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum)
     else:
-        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits)
+        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum)
     leaves = {n.attr("name"): n for n in graph.leaves()}
     t1 = time.perf_counter()
     roots = [view.lets[r] for r in roots_let]
@@ -223,15 +242,19 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
 
 
 class EGraphSearch:
-    """Equality saturation on the :class:`eqsat.search.Search` interface. Presets: ``tensat-paper``
-    (TENSAT's limits: 15 iterations, 50,000 e-nodes, multi-pattern rules in the first iteration,
-    120 s), ``quick`` (a smoke test)."""
+    """Equality saturation on the :class:`eqsat.search.Search` interface. Presets: ``default``
+    (TENSAT's limits, 15 iterations, 50,000 e-nodes, 120 s, multi-pattern rules in the first
+    iteration and then again by need, see :class:`Limits`), ``tensat-paper`` (TENSAT's fixed
+    setting: multi-pattern rules in the first iteration only), ``quick`` (a smoke test)."""
 
     name = "eqsat"
     default_rule_sets = DEFAULT_RULE_SETS  # minimized: saturation derives what minimization dropped
-    presets: Mapping[str, Limits] = {"tensat-paper": Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1),
-                                     "quick": Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1)}
-    default_preset = "tensat-paper"
+    presets: Mapping[str, Limits] = {
+        "default": Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1),
+        "tensat-paper": Limits(iterations=15, nodes=50_000, seconds=120.0, k_multi=1, multi_by_need=0),
+        "quick": Limits(iterations=3, nodes=5_000, seconds=20.0, k_multi=1),
+    }
+    default_preset = "default"
 
     def limits(self, preset: str, model: str = "") -> Limits:
         return self.presets[preset]

@@ -53,6 +53,8 @@ class Limits:
     nodes: int = 50_000
     seconds: float = 60.0
     k_multi: int = 1
+    multi_by_need: int = 3  # merge rounds by need after saturation, kept while the optimum improves (0: off)
+    multi_match_limit: int = 2_000  # in a by-need round, a multi-pattern rule matching more often is banned
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"
     ilp_seconds: float = 60.0
@@ -66,10 +68,12 @@ class Limits:
 
         if self.ilp_solver not in SOLVERS:
             raise ValueError(f"ilp_solver must be one of {', '.join(SOLVERS)}, got {self.ilp_solver!r}")
-        if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0:
+        if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0 or self.multi_by_need < 0 \
+                or self.multi_match_limit < 1:
             raise ValueError(
-                f"e-graph limits must be >= 0 iterations, >= 1 e-node and k_multi >= 0; got "
-                f"{self.iterations} iterations, {self.nodes} e-nodes, k_multi {self.k_multi}"
+                f"e-graph limits must be >= 0 iterations, >= 1 e-node, k_multi >= 0, multi_by_need >= 0 and "
+                f"multi_match_limit >= 1; got {self.iterations} iterations, {self.nodes} e-nodes, k_multi "
+                f"{self.k_multi}, multi_by_need {self.multi_by_need}, multi_match_limit {self.multi_match_limit}"
             )
         if not (self.seconds >= 0 and math.isfinite(self.seconds)):
             raise ValueError(f"the e-graph time limit must be a finite number of seconds >= 0, got {self.seconds}")
@@ -93,9 +97,13 @@ class RunReport:
     multi_compiled: int = 0
     egglog_rules: int = 0
     rules_skipped: dict[str, int] = field(default_factory=dict)
+    undone: bool = False  # the last by-need merge round was undone
+    final_enodes: int | None = None  # the e-graph's size at the end (after an undo)
 
     @property
     def enodes(self) -> int:
+        if self.final_enodes is not None:
+            return self.final_enodes
         return self.iterations[-1].enodes if self.iterations else 0
 
     def matches(self) -> dict[str, int]:
@@ -126,6 +134,7 @@ class EGraphRunner:
                 rule = rule.replace(f":ruleset {kind} :name", f":ruleset {kind}_{k % BATCHES} :name")
             self._send(rule)
         self.groups = compiled.groups
+        self.multi_rules = len(compiled.multi_names)
         self.report = RunReport(
             load_s=time.perf_counter() - start,
             rules_compiled=len(compiled.names),
@@ -134,6 +143,19 @@ class EGraphRunner:
             egglog_rules=len(compiled.rules),
         )
         self.roots: list[str] = []
+        self.depth = 0  # egglog push levels not popped
+
+    def _push(self) -> None:
+        self._send("(push)")
+        self.depth += 1
+
+    def _pop(self) -> None:
+        self._send("(pop)")
+        self.depth -= 1
+
+    def _pop_to(self, depth: int) -> None:
+        while self.depth > depth:
+            self._pop()
 
     def _send(self, text: str) -> list[Any]:
         return self.egraph.run_program(*self.egraph.parse_program(text)) if text.strip() else []
@@ -189,16 +211,25 @@ class EGraphRunner:
         sizes = dict(self._send("(print-size)")[0].sizes)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
 
-    def _schedule(self, sets: list[str], limits: Limits) -> list[Any]:
-        """Run ``sets`` (ruleset names) once, then the constness analysis to saturation."""
-        if limits.match_limit is None:
-            runs = " ".join(f"(run {r})" for r in sets)
-            return self._send(f"(run-schedule {runs} (saturate (run analysis)))")
-        runs = " ".join(f"(run-with bo {r})" for r in sets)  # a rule over the threshold is banned (back-off)
-        return self._send(f"(run-schedule (let-scheduler bo (back-off :match-limit {limits.match_limit})) "
-                          f"{runs} (saturate (run analysis)))")
+    def _schedule(self, sets: list[str], limits: Limits, by_need: bool = False) -> list[Any]:
+        """Run ``sets`` (ruleset names) once, then the constness analysis to saturation. In a
+        by-need multi-pattern iteration the multi sets run under a back-off scheduler at
+        ``multi_match_limit``: a merge rule matching that often is banned, never applied."""
+        lets, runs = [], []
+        if limits.match_limit is not None:
+            lets.append(f"(let-scheduler bo (back-off :match-limit {limits.match_limit}))")
+        if by_need:
+            lets.append(f"(let-scheduler need (back-off :match-limit {limits.multi_match_limit}))")
+        for r in sets:
+            if by_need and r.startswith("multi"):
+                runs.append(f"(run-with need {r})")
+            elif limits.match_limit is not None:  # a rule over the threshold is banned (back-off)
+                runs.append(f"(run-with bo {r})")
+            else:
+                runs.append(f"(run {r})")
+        return self._send(f"(run-schedule {' '.join(lets + runs)} (saturate (run analysis)))")
 
-    def _batched(self, multi: bool, limits: Limits, start: float) -> tuple[list[Any], str]:
+    def _batched(self, multi: bool, limits: Limits, start: float, by_need: bool = False) -> tuple[list[Any], str]:
         """One iteration batch by batch; returns its outputs and the cap that stopped or trimmed
         it ("" when every batch ran). The e-graph is saved (push) before each batch and restored
         (pop) when the batch leaves more than ``nodes x (1 + NODE_SLACK)`` e-nodes; the other
@@ -208,11 +239,11 @@ class EGraphRunner:
         cap = ""
         for kind in ("multi", "rw") if multi else ("rw",):
             for b in range(BATCHES):
-                self._send("(push)")
-                step = self._schedule([f"{kind}_{b}"], limits)
+                self._push()
+                step = self._schedule([f"{kind}_{b}"], limits, by_need)
                 enodes = self.size()
                 if enodes > ceiling:
-                    self._send("(pop)")  # this batch alone overshot: undo it, try the others
+                    self._pop()  # this batch alone overshot: undo it, try the others
                     cap = "node limit"
                     continue
                 out += step
@@ -222,26 +253,36 @@ class EGraphRunner:
                     return out, "time limit"
         return out, cap
 
-    def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None) -> RunReport:
-        """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends."""
+    def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None,
+            judge: Callable[[], float] | None = None) -> RunReport:
+        """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends.
+
+        Merges by need: when the rules saturate, ``judge`` gives the exact extracted cost of the
+        e-graph; while it improves (at most ``multi_by_need`` times), the e-graph is saved (push)
+        and one more multi-pattern iteration runs, under a back-off ban of rules matching more
+        than ``multi_match_limit`` times, followed by the rewrite rules to saturation. A round
+        whose optimum is no better, or that breaks a cap, is undone (pop)."""
         start = time.perf_counter()
         self._send("(run-schedule (saturate (run analysis)))")
         stop = "iteration limit"
         before = self.size()
         grew, last_s = 10.0, 0.0  # the first iteration's growth is a guess; it has no history
+        by_need_left = limits.multi_by_need if judge is not None and self.multi_rules else 0
+        best_cost, mark, pending = math.inf, None, False  # mark: push depth before the by-need round
         for i in range(limits.iterations):
             t0 = time.perf_counter()
-            multi = i < limits.k_multi
+            by_need, pending = pending, False
+            multi = i < limits.k_multi or by_need
             sets = ["multi", "rw"] if multi else ["rw"]
             cap = ""
             if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
-                out, cap = self._batched(multi, limits, start)
+                out, cap = self._batched(multi, limits, start, by_need)
             elif multi or before * grew * grew > limits.nodes:  # may overshoot the node cap
-                self._send("(push)")
-                out = self._schedule(sets, limits)
+                self._push()
+                out = self._schedule(sets, limits, by_need)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
-                    self._send("(pop)")  # it did: undo the pass and step up to the cap instead
-                    out, cap = self._batched(multi, limits, start)
+                    self._pop()  # it did: undo the pass and step up to the cap instead
+                    out, cap = self._batched(multi, limits, start, by_need)
             else:
                 out = self._schedule(sets, limits)
             matches: dict[str, int] = {}
@@ -271,6 +312,24 @@ class EGraphRunner:
                 break
             if not updated and not (i + 1 < limits.k_multi):
                 stop = "saturated"
-                break
+                if by_need_left <= 0 and mark is None:
+                    break
+                cost = judge()  # merges by need: the exact optimum now, against the last round's
+                if cost >= best_cost * (1 - 1e-9):
+                    break  # the merge round since `mark` did not pay: undone below
+                best_cost, mark = cost, None
+                if by_need_left <= 0:
+                    break
+                mark, pending, by_need_left = self.depth, True, by_need_left - 1
+                self._push()
+        else:
+            if mark is not None and judge() < best_cost * (1 - 1e-9):
+                mark = None  # the unfinished merge round already pays: keep it
+        if mark is not None:  # the last merge round did not pay, or broke a cap: undo it
+            self._pop_to(mark)
+            self.report.undone = True
+            if stop != "saturated":
+                stop += " (the last by-need merge round was undone)"
+        self.report.final_enodes = self.size()
         self.report.stop = stop
         return self.report

@@ -92,6 +92,12 @@ class Fusion:
     why: str
     const_others: bool = False  # the consumer's other inputs must be weights (folded into the producer)
     column_bias: bool = False  # the producer is 2-D and the consumer acts along its columns (axis 1)
+    rules: tuple[str, ...] = ()  # the epilogue rules that perform this fusion on the IR (none: not expressible)
+
+    @property
+    def name(self) -> str:
+        """The runtime's name for the fusion (its graph transformers)."""
+        return self.why.split(":")[0]
 
     def producer_of(self, n: Node) -> int | None:
         """The index of ``n``'s input this fusion absorbs ``n`` into, or None."""
@@ -110,10 +116,12 @@ class Fusion:
 
 
 RUNTIME_FUSIONS: tuple[Fusion, ...] = (
-    Fusion("conv2d", frozenset(ACT_NAMES) - {"none"}, "ConvActivationFusion: Conv + activation is one FusedConv"),
+    Fusion("conv2d", frozenset(ACT_NAMES) - {"none"}, "ConvActivationFusion: Conv + activation is one FusedConv",
+           rules=tuple(f"{form}-{act}" for form in ("conv", "bias") for act in ACT_NAMES if act != "none")),
     Fusion("conv2d", frozenset({"ewadd"}), "NCHWc transformer: a Conv's sum with another tensor is its Sum input"),
     Fusion("conv2d", frozenset({"chadd", "chmul", "affine"}), "ConvAddFusion, ConvMulFusion, ConvBNFusion",
-           const_others=True),
+           const_others=True, rules=("bn-fold", "bn-fold-bias", "scale-fold", "scale-fold-bias", "bias-fuse",
+                                     "bias-add")),
     Fusion("matmul", frozenset({"chadd"}), "MatMulAddFusion: a 2-D product and its column bias are one Gemm",
            column_bias=True),
 )

@@ -54,7 +54,7 @@ class Domain:
         """Convert an input array into this domain's representation."""
         arr = np.asarray(value)
         if self.name == "float":
-            return arr.astype(np.float64)
+            return np.asarray(arr, dtype=np.float64)  # no copy of what is float64 already
         if self.int64:
             return np.asarray(arr, dtype=np.int64) % self.modulus
         if arr.dtype.kind == "f":

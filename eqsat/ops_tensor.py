@@ -132,11 +132,11 @@ register(
         attrs=(AttrSpec("perm", "perm", None),),
         shape=_transpose_shape,
         normalize=_transpose_normalize,
-        evaluate=lambda attrs, xs, domain: np.ascontiguousarray(np.transpose(xs[0], attrs["perm"])),
+        evaluate=lambda attrs, xs, domain: np.transpose(xs[0], attrs["perm"]),  # a view: values are never mutated
         linear_in=(0,),
         jointly_linear=True,
         same_rank=True,
-        doc="Axis permutation (default: reverse the axes); a real copy.",
+        doc="Axis permutation (default: reverse the axes); a real copy on a device.",
     )
 )
 

@@ -46,6 +46,32 @@ class Imported:
 
 
 
+SKELETON_MAX_ELEMENTS = 4096  # initializers larger than this become typed graph inputs in a skeleton
+
+
+def skeleton(model: Any) -> Any:
+    """The model without its large initializers' data: each becomes a graph input of the same type
+    and shape. ONNX's checker and shape inference serialize the whole model (VGG-11: 507 MB, 10 s
+    per call); on the skeleton they see every node, type and shape, and the small constants
+    (reshape targets, axes) they read, without copying the weights."""
+    onnx = _onnx()
+    h = onnx.helper
+    g = model.graph
+    small, typed = [], []
+    for init in g.initializer:
+        if int(np.prod(init.dims)) <= SKELETON_MAX_ELEMENTS:
+            small.append(init)
+        else:
+            typed.append(h.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    inits = {i.name for i in g.initializer}
+    inputs = [i for i in g.input if i.name not in inits] + typed
+    graph = h.make_graph(list(g.node), g.name, inputs, list(g.output), small, value_info=list(g.value_info))
+    out = h.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    del out.functions[:]
+    out.functions.extend(model.functions)
+    return out
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -32,8 +32,8 @@ class _Importer:
         for init in g.initializer:
             arr = onnx.numpy_helper.to_array(init)
             self.consts[init.name] = arr
-            if arr.dtype.kind == "f":
-                self.weights[init.name] = arr.astype(np.float64)
+            if arr.dtype.kind == "f":  # kept in its own type: a 500 MB model is not copied to float64
+                self.weights[init.name] = arr
                 self.values[init.name] = weight(init.name, arr.shape)
         self.input_names = []
         for inp in g.input:

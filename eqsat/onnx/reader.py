@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import EqsatError
 from ..graph import Graph, Node, node, weight
-from .common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx
+from .common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
 from .importers import IMPORTERS, _attrs, _Importer
 from .runtime import run_node
 
@@ -78,7 +78,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     del model.graph.node[:]
     model.graph.node.extend(sorted_nodes)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(skeleton(model))
     except Exception as exc:
         raise OnnxError(f"{path}: not a valid ONNX model: {_first_line(exc)}") from None
     opset = _opset(path, model)
@@ -143,7 +143,7 @@ def _opset(path: str, model: Any) -> int:
 def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
     """Shapes and element types of every value ONNX shape inference knows."""
     onnx = _onnx()
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = onnx.shape_inference.infer_shapes(skeleton(model))
     shapes, types = {}, {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
         t = vi.type.tensor_type

@@ -25,6 +25,11 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 def _add_verify(p: argparse.ArgumentParser) -> None:
     _files(p)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prove", action="store_true",
+                   help="also prove each rule from the operator axioms with Z3 (the 'prove' extra)")
+    p.add_argument("--axioms", help="axiom file (default: eqsat/rules/axioms.rules)")
+    p.add_argument("--prove-seconds", type=float, default=1.0, help="Z3's time limit per rule")
+    p.add_argument("--out", help="with --prove and one file: write its rules here, proved ones marked proved=z3")
 
 
 def _add_minimize(p: argparse.ArgumentParser) -> None:
@@ -118,7 +123,33 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"{path}: {len(rules) - len(report.unsound)}/{len(rules)} rules verified "
               f"({', '.join(f'{n} passed {k}' for k, n in layers.items())}); {len(report.unsound)} unsound")
         bad += len(report.unsound)
+        if args.prove:
+            _prove(args, path, rules)
     return 1 if bad else 0
+
+
+def _prove(args: argparse.Namespace, path: str, rules: list) -> None:
+    import time
+
+    from eqsat.rules import save_rules
+    from taso_baseline.prove import prove_rules
+
+    start = time.perf_counter()
+    proofs = prove_rules(rules, args.axioms, args.prove_seconds)
+    counts: dict[str, int] = {}
+    for p in proofs:
+        counts[p.status] = counts.get(p.status, 0) + 1
+    skipped = sorted({p.reason for p in proofs if p.status == "skipped"})
+    print(f"{path}: Z3 from the axioms: {', '.join(f'{n} {k}' for k, n in sorted(counts.items()))} "
+          f"in {time.perf_counter() - start:.1f} s; the rest is left to the random tests"
+          + (f" (skipped: {'; '.join(skipped)})" if skipped else ""))
+    if args.out:
+        if len(args.files) != 1:
+            raise ValueError("--out takes the rules of exactly one file")
+        proved = {p.rule for p in proofs if p.status == "proved"}
+        save_rules(args.out, [r.with_meta(proved="z3") if r.name in proved else r for r in rules],
+                   [f"rules of {path}; proved=z3: derived by Z3 from the operator axioms"])
+        print(f"wrote {args.out}")
 
 
 def _collisions(args: argparse.Namespace) -> int:

@@ -23,7 +23,8 @@ def write_table(
     if not rows:
         raise ValueError(f"no rows to write for {stem}")
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # every row's columns (a failed row has fewer)
+    writer = csv.DictWriter(buf, fieldnames=fields, restval="")
     writer.writeheader()
     writer.writerows(rows)
     write_atomic(out / f"{stem}.csv", buf.getvalue())

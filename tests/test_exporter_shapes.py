@@ -133,3 +133,40 @@ def test_the_result_says_which_gains_onnxruntime_makes_by_itself(tmp_path):
     conv = node("conv2d", x, weight("w", (4, 4, 3, 3)), pad="same")
     shared = Graph((node("relu", conv), node("ewadd", conv, x)), name="shared")
     assert runtime_baseline(shared, model)["runtime_fusions"] == {}
+
+
+def test_large_initializers_never_pass_through_onnx_checker_or_shape_inference(tmp_path, monkeypatch):
+    """Both serialize the model they get (VGG-11: 507 MB, 10 s a call). They see a skeleton whose
+    large initializers are typed graph inputs; the import is unchanged."""
+    from eqsat.onnx.common import SKELETON_MAX_ELEMENTS
+
+    seen = []
+    real_check, real_infer = onnx.checker.check_model, onnx.shape_inference.infer_shapes
+
+    def largest(model):
+        seen.append(max((int(np.prod(i.dims)) for i in model.graph.initializer), default=0))
+        return model
+
+    path = EXPORTER_MODELS["pt_lora"](tmp_path / "l.onnx", tokens=8, d=128)  # weights of 16k elements
+    monkeypatch.setattr(onnx.checker, "check_model", lambda m, *a, **k: real_check(largest(m), *a, **k))
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda m, *a, **k: real_infer(largest(m), *a, **k))
+    imported = eo.load(path)
+    eo.save(imported, imported.graph, tmp_path / "b.onnx")
+    assert seen and max(seen) <= SKELETON_MAX_ELEMENTS
+    assert imported.weights[next(iter(imported.weights))].dtype == np.float32  # no float64 copy
+    assert eo.max_difference(path, tmp_path / "b.onnx") < 1e-6
+
+
+def test_the_onnx_experiment_takes_exporter_shaped_models_and_reports_the_runtime_baseline(tmp_path):
+    import json
+
+    from experiments.cli import main
+
+    assert main(["experiment", "onnx", "--models", "pt_mobilenet_v2,resnet_block", "--quick", "--out",
+                 str(tmp_path)]) == 0
+    rows = {r["model"]: r for r in json.loads((tmp_path / "onnx.json").read_text())["rows"]}
+    mobile = rows["pt_mobilenet_v2"]
+    assert mobile["import_ok"] and mobile["opaque_reasons"] == "" and mobile["written_agrees"]
+    assert mobile["runtime_fusions"] == "ConvActivationFusion x6"
+    assert mobile["beyond_runtime"] == pytest.approx(1.0, abs=0.01)  # the whole modeled gain is the runtime's
+    assert rows["resnet_block"]["import_ok"] and rows["resnet_block"]["modeled_speedup"] > 1.0

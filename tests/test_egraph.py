@@ -138,3 +138,23 @@ def test_a_merge_round_that_does_not_improve_the_optimum_is_undone():
     report = r.work.report
     assert r.best_us == pytest.approx(21.37, abs=0.01)
     assert report.undone and report.enodes < max(it.enodes for it in report.iterations)
+
+
+def test_one_warm_saturation_worker_serves_every_model_of_a_process():
+    """A run over many models pays the worker's start-up once; a worker killed at a deadline is
+    replaced by a new one for the next job."""
+    from eqsat.egraph.optimize import SaturationWorker
+
+    optimize(build("qkv"), MERGE, "h100", Limits(iterations=2))
+    first = SaturationWorker.shared().proc.pid
+    r = optimize(build("lora"), default_rules(), "h100", Limits(iterations=2))
+    assert SaturationWorker.shared().proc.pid == first and r.best_us < r.original_us
+    from eqsat.graph import Graph, input_, node
+
+    x = input_("x0", (4, 4))
+    for i in range(1, 60):
+        x = node("matmul", x, input_(f"x{i}", (4, 4)))
+    killed = optimize(Graph((x,)), CHAIN[:1], "h100", Limits(iterations=1000, nodes=10**8, seconds=0.1,
+                                                                extract="greedy"), hard_grace_s=0.2)
+    assert killed.work.report.stop.startswith("hard time limit")
+    assert SaturationWorker.shared().proc.pid != first

@@ -85,13 +85,19 @@ TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (sto
 
 
 def _worker(conn: Any) -> None:
-    """The saturation process: import everything, then wait for one job and run it. After an
-    iteration that leaves too little time for another like it, it sends a snapshot of the
-    e-graph, so a kill during the next one loses nothing already done."""
-    try:
-        rules, graph, limits = conn.recv()
-    except EOFError:  # the parent gave up before sending a job
-        return
+    """The saturation process: import everything, then run jobs as they come (one warm process
+    serves every model of a run). After an iteration that leaves too little time for another
+    like it, it sends a snapshot of the e-graph, so a kill during the next one loses nothing
+    already done."""
+    while True:
+        try:
+            rules, graph, limits = conn.recv()
+        except EOFError:  # the parent is gone, or gave up before sending a job
+            return
+        _run_job(conn, rules, graph, limits)
+
+
+def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
     try:
         runner = EGraphRunner(rules)
         roots = runner.insert(graph)
@@ -122,8 +128,22 @@ def _worker(conn: Any) -> None:
 
 class SaturationWorker:
     """A spawned process (fork would copy egglog's worker threads' locks) that starts, and imports
-    the e-graph code, while this process selects and compiles the rules; it then saturates one job
-    under a hard deadline."""
+    the e-graph code, while this process selects and compiles the rules; it then saturates jobs
+    under a hard deadline each. :meth:`shared` keeps one warm for the whole process, so a run over
+    many models pays its start-up once; a worker killed at a deadline is replaced."""
+
+    _shared: SaturationWorker | None = None
+
+    @classmethod
+    def shared(cls) -> SaturationWorker:
+        """The process's warm worker, started on first use (or after the last one was killed)."""
+        if cls._shared is None or not cls._shared.alive:
+            cls._shared = cls()
+        return cls._shared
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive() and not self.conn.closed
 
     def __init__(self) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -164,14 +184,15 @@ class SaturationWorker:
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
                     self.conn.send(optimum(*payload) if optimum is not None else math.inf)
                 elif kind == "done":
-                    self.proc.join()
-                    return payload
+                    return payload  # the worker waits for the next job
                 else:
                     raise RuntimeError(f"saturation failed in the child process: {payload}")
         except (EOFError, BrokenPipeError):
             pass
-        finally:
+        except BaseException:
             self.close()
+            raise
+        self.close()  # killed at the deadline (or it died): the next job gets a new worker
         if snapshot is not None:
             view, roots, report, _ = snapshot
             report.stop = (f"hard time limit (iteration {len(finished)} overran; kept the e-graph after "
@@ -187,6 +208,8 @@ class SaturationWorker:
             self.proc.kill()
         self.proc.join()
         self.conn.close()
+        if SaturationWorker._shared is self:
+            SaturationWorker._shared = None
 
 
 def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel = "h100",
@@ -202,14 +225,9 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     model = cost_model(cost)
     original = model.graph_time_us(graph)
     start = time.perf_counter()
-    worker = SaturationWorker() if isolate else None  # starts up while the rules are compiled
-    try:
-        chosen = relevant_rules(rules, graph, rewrite_constants)
-        compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
-    except BaseException:
-        if worker is not None:
-            worker.close()
-        raise
+    worker = SaturationWorker.shared() if isolate else None  # a new one starts up while the rules are compiled
+    chosen = relevant_rules(rules, graph, rewrite_constants)
+    compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
     def optimum(view: EGraphView, lets: list[str]) -> float:

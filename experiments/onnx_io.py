@@ -18,25 +18,43 @@ def check_out_path(model: str, out: str | None) -> None:
         raise ValueError(f"--out {out} is the input model; write the optimized model to another file")
 
 
-def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str, Any]:
-    """Export ``best`` to ``out`` after checking it against ``model`` in onnxruntime; returns what
-    was checked. A model that differs beyond tolerance, or any failure, writes nothing."""
+def export_best(imported: Any, best: Any, model: str | Path, out: str | Path) -> bool:
+    """Write ``best`` to ``out``; when the search kept the input graph, the input file itself (a
+    copy): re-exporting an unchanged graph only rewrites what the exporter wrote (the erf GELU,
+    a Gather of a packed projection), which onnxruntime may run slower. True when copied."""
+    import shutil
+
     from eqsat import onnx as onnx_io
 
-    checked: dict[str, float] = {}
+    if best.outputs == imported.graph.outputs:  # structural: the same nodes computing the same outputs
+        shutil.copyfile(model, out)
+        return True
+    onnx_io.save(imported, best, out, dtype=onnx_io.interface_dtype(imported))
+    return False
+
+
+def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str, Any]:
+    """Export ``best`` to ``out`` (:func:`export_best`) after checking it against ``model`` in
+    onnxruntime; returns what was checked. A model that differs beyond tolerance, or any failure,
+    writes nothing."""
+    from eqsat import onnx as onnx_io
+
+    checked: dict[str, Any] = {}
 
     def write_and_check(tmp: str) -> None:
-        onnx_io.save(imported, best, tmp, dtype=onnx_io.interface_dtype(imported))
+        checked["unchanged"] = export_best(imported, best, model, tmp)
         checked["diff"] = diff = onnx_io.max_difference(model, tmp)
         if not diff <= TOLERANCE:
             raise ValueError(f"{out}: the optimized model differs from {model} by {diff:.3g} (relative) in "
                              f"onnxruntime; nothing written")
 
     replace_atomic(out, write_and_check)
-    print(f"wrote {out}; onnxruntime max relative difference to {model}: {checked['diff']:.2g} "
+    kept = " (the search kept the input: the input file, copied)" if checked["unchanged"] else ""
+    print(f"wrote {out}{kept}; onnxruntime max relative difference to {model}: {checked['diff']:.2g} "
           f"(ops in: {', '.join(f'{k} {v}' for k, v in sorted(imported.ops.items()))})")
     print(f"opaque ops (kept exactly, not optimized): {', '.join(imported.opaque) or 'none'}")
-    return {"out": str(out), "max_rel_difference": checked["diff"], "opaque": list(imported.opaque)}
+    return {"out": str(out), "max_rel_difference": checked["diff"], "opaque": list(imported.opaque),
+            "input_copied": checked["unchanged"]}
 
 
 AGREE = 0.01  # a written file "agrees" with the search's best within 1%

@@ -26,7 +26,7 @@ from typing import Any
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import COMPARE_MODELS, check_models
 from .exporter_models import EXPORTER_MODELS
-from .onnx_io import ORT_LEVELS, TOLERANCE, ort_latency_ms, written_cost
+from .onnx_io import ORT_LEVELS, TOLERANCE, export_best, ort_latency_ms, written_cost
 from .output import write_table
 from .sweep import Cell, run_cells
 
@@ -63,7 +63,7 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
     cost = RooflineCost(device)
     row, best = search_graph(imported.graph, model, search, device, seed, quick)
     t3 = time.perf_counter()
-    onnx_io.save(imported, best, dst)
+    copied = export_best(imported, best, src, dst)
     t4 = time.perf_counter()
     ort_dtype, scale = "float32", 1.0
     try:
@@ -95,6 +95,7 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
         "search": search,
         "device": device,
         "import_ok": True,
+        "input_copied": copied,
         "opaque_reasons": "; ".join(imported.opaque),
         "runtime_us": runtime["runtime_us"],
         "runtime_fusions": ", ".join(f"{k} x{v}" for k, v in sorted(runtime["runtime_fusions"].items())),

@@ -181,3 +181,27 @@ def test_a_model_the_search_keeps_is_written_as_the_input_file(tmp_path):
     out = tmp_path / "t.opt.onnx"
     assert main(["optimize", str(src), "--search", "taso", "--out", str(out)]) == 0
     assert out.read_bytes() == src.read_bytes()
+
+
+@pytest.mark.parametrize("x_shape,w_shape,mapped", [
+    ((2, 4, 5, 6), (4, 6, 7), True),  # per-head weights shared over the batch
+    ((2, 4, 5, 6), (1, 4, 6, 7), True),
+    ((3, 2, 4, 5, 6), (4, 6, 7), True),
+    ((2, 4, 5, 6), (1, 1, 6, 7), True),  # only 1s: a 2-D weight
+    ((2, 4, 5, 6), (2, 1, 6, 7), False),  # a size-1 axis in the middle would need a copy: opaque
+])
+def test_matmul_with_broadcast_batch_dimensions(tmp_path, x_shape, w_shape, mapped):
+    out = list(np.broadcast_shapes(x_shape[:-2], w_shape[:-2])) + [x_shape[-2], w_shape[-1]]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, out)
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal(w_shape).astype(np.float32), "w")
+    model = helper.make_model(helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    imported = eo.load(tmp_path / "m.onnx")
+    assert (imported.opaque == []) == mapped
+    if not mapped:
+        assert "broadcast batch dimensions" in imported.opaque[0]
+    _ir_matches_onnxruntime(tmp_path / "m.onnx", imported)
+    eo.save(imported, imported.graph, tmp_path / "b.onnx")
+    assert eo.max_difference(tmp_path / "m.onnx", tmp_path / "b.onnx") < 1e-5

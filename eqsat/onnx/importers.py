@@ -107,16 +107,34 @@ def _matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 def _product(x: Node, w: Node) -> Node:
     """ONNX MatMul (numpy broadcasting): equal batch dimensions map to ``matmul``; an N-D
     activation times a 2-D weight (every ``nn.Linear`` on a batch) folds its batch into the rows
-    (reshape, 2-D matmul, reshape back); other broadcasts and 1-D operands decline."""
+    (reshape, 2-D matmul, reshape back). When the right operand's batch dimensions (after
+    dropping leading 1s) are the trailing ones of the left's, the left's extra leading
+    dimensions are moved next to its rows (transpose, reshape), multiplied, and moved back.
+    Other broadcasts and 1-D operands decline."""
     if len(x.shape) < 2 or len(w.shape) < 2:
         raise Decline("a 1-D MatMul operand")
     if len(x.shape) == len(w.shape) and x.shape[:-2] == w.shape[:-2]:
         return node("matmul", x, w)
-    if len(w.shape) == 2 and x.shape[-1] == w.shape[0]:
+    if x.shape[-1] != w.shape[-2]:
+        raise Decline(f"inner dimensions {x.shape} x {w.shape}")
+    kept = len(w.shape) - 2
+    while kept and w.shape[-2 - kept] == 1:  # leading 1s of the right operand broadcast freely
+        kept -= 1
+    if kept < len(w.shape) - 2:
+        w = node("reshape", w, shape=w.shape[len(w.shape) - 2 - kept:])
+    if len(w.shape) == 2:
         rows = int(np.prod(x.shape[:-1]))
         flat = node("matmul", node("reshape", x, shape=(rows, x.shape[-1])), w)
         return node("reshape", flat, shape=tuple(x.shape[:-1]) + (w.shape[1],))
-    raise Decline(f"broadcast batch dimensions {x.shape} x {w.shape}")
+    lead, batch = x.shape[:len(x.shape) - len(w.shape)], w.shape[:-2]
+    if len(x.shape) <= len(w.shape) or x.shape[len(lead):-2] != batch:
+        raise Decline(f"broadcast batch dimensions {x.shape} x {w.shape}")
+    p, b, (m, k), n = len(lead), len(batch), x.shape[-2:], w.shape[-1]
+    to_front = tuple(range(p, p + b)) + tuple(range(p)) + (p + b, p + b + 1)  # (batch, lead, m, k)
+    moved = node("reshape", node("transpose", x, perm=to_front), shape=batch + (int(np.prod(lead)) * m, k))
+    y = node("reshape", node("matmul", moved, w), shape=batch + lead + (m, n))
+    back = tuple(range(b, b + p)) + tuple(range(b)) + (p + b, p + b + 1)
+    return node("transpose", y, perm=back)
 
 
 def _scalar_weight(imp: _Importer, name: str, value: float) -> Node:

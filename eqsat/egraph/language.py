@@ -7,7 +7,8 @@ the inputs of ``same_rank`` ops) and extraction knows them. A projection of a sp
 constructor ``splitproj`` whose extra i64 arguments are the part sizes (a
 rewrite can compute them from shapes). Shapes live in egglog as
 ``(rank T) -> i64`` and ``(dim T i64) -> i64``; weight-only constness is the
-relation ``const``, propagated by one generated rule per constructor.
+relation ``const``, propagated by one generated rule per constructor; ``chosen`` marks the
+e-classes of the best graph extracted so far (merges by need pair only those).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ HEADER = """
 (function rank (T) i64 :merge old)
 (function dim (T i64) i64 :merge old)
 (relation const (T))
+(relation chosen (T))
 (ruleset analysis)
 """
 

@@ -66,8 +66,9 @@ class EGraphWork:
                                for it in rep.iterations]}
 
 
-Optimum = Callable[[EGraphView, list[str]], float]
-"""The exact extracted cost of an e-graph (its view and root lets): what merges by need are judged by."""
+Optimum = Callable[[EGraphView, list[str]], tuple[float, Graph]]
+"""The exact extracted cost of an e-graph (its view and root lets) and the graph that has it:
+what merges by need are judged by, and whose ops they pair."""
 
 
 def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any = None,
@@ -116,7 +117,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
                 conn.send(("snapshot", (read_egraph(runner.egraph, runner.lang), roots, report,
                                         time.perf_counter() - t0)))
 
-        def judge() -> float:  # the parent extracts; this process waits for its answer
+        def judge() -> tuple[float, Graph]:  # the parent extracts; this process waits for its answer
             conn.send(("judge", (read_egraph(runner.egraph, runner.lang), roots)))
             return conn.recv()
 
@@ -182,7 +183,7 @@ class SaturationWorker:
                 elif kind == "snapshot":
                     snapshot = payload
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
-                    self.conn.send(optimum(*payload) if optimum is not None else math.inf)
+                    self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph))
                 elif kind == "done":
                     return payload  # the worker waits for the next job
                 else:
@@ -230,16 +231,18 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
-    def optimum(view: EGraphView, lets: list[str]) -> float:
-        settings = ILPSettings(solver=limits.ilp_solver)
-        return extract(view, node_costs(view, model, graph.dtype), [view.lets[r] for r in lets], limits.extract,
-                       min(limits.ilp_seconds, JUDGE_SECONDS), settings).cost
+    leaves = {n.attr("name"): n for n in graph.leaves()}
+
+    def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
+        settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
+        found = extract(view, node_costs(view, model, graph.dtype), roots, limits.extract,
+                        min(limits.ilp_seconds, JUDGE_SECONDS), settings)
+        return found.cost, to_graph(view, found.choice, roots, leaves, graph)
 
     if worker is not None:
         view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum)
     else:
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum)
-    leaves = {n.attr("name"): n for n in graph.leaves()}
     t1 = time.perf_counter()
     roots = [view.lets[r] for r in roots_let]
     costs = node_costs(view, model, graph.dtype)

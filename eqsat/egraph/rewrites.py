@@ -359,8 +359,12 @@ def compile_rules(rules: Sequence[Rule], multi: bool = True, rewrite_constants: 
         for d in compiled.directions:
             by_query.setdefault((d.ruleset, d.facts), []).append(d)
             (out.multi_names if d.ruleset == "multi" else out.names).append(d.name)
-    for group in by_query.values():
-        out.groups[group[0].name] = [d.name for d in group]
-        out.rules.append(egglog_rule(group[0].name, group))
+            if d.ruleset == "multi":  # merges by need: the same rule, on two ops of the best graph
+                best = Direction(d.name, d.facts + ("(chosen ?root0)", "(chosen ?root1)"), d.actions, "best")
+                by_query.setdefault((best.ruleset, best.facts), []).append(best)
+    for (ruleset, _), group in by_query.items():
+        name = group[0].name + ("@best" if ruleset == "best" else "")
+        out.groups[name] = [d.name for d in group]
+        out.rules.append(egglog_rule(name, group))
     out.declarations = lang.take_pending()
     return out

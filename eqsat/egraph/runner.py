@@ -34,6 +34,7 @@ from .language import HEADER, egg_string, split_proj_attrs
 from .rewrites import Compiled, compile_rules
 
 BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration
+KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
 
 
@@ -124,13 +125,13 @@ class EGraphRunner:
         self.egraph = egglog.EGraph()
         start = time.perf_counter()
         self._send(HEADER)
-        for kind in ("rw", "multi"):
+        for kind in KINDS:
             names = " ".join(f"{kind}_{b}" for b in range(BATCHES))
             self._send(" ".join(f"(ruleset {kind}_{b})" for b in range(BATCHES)) +
                        f" (unstable-combined-ruleset {kind} {names})")
         self._send(compiled.declarations)
         for k, rule in enumerate(compiled.rules):
-            for kind in ("rw", "multi"):
+            for kind in KINDS:
                 rule = rule.replace(f":ruleset {kind} :name", f":ruleset {kind}_{k % BATCHES} :name")
             self._send(rule)
         self.groups = compiled.groups
@@ -163,10 +164,17 @@ class EGraphRunner:
     # ------------------------------------------------------------------ insertion
     def insert(self, graph: Graph) -> list[str]:
         """Add ``graph`` one ``let`` per node; returns the let names of its outputs."""
+        names = self._terms(graph, "$n")
+        self.roots = [names[o] for o in graph.outputs]
+        return self.roots
+
+    def _terms(self, graph: Graph, prefix: str) -> dict[Node, str]:
+        """Send ``graph``'s nodes as ``let`` terms (with their shapes and constness) named
+        ``prefix`` + index; a term the e-graph holds already joins its e-class."""
         names: dict[Node, str] = {}
         lines: list[str] = []
         for i, n in enumerate(graph.nodes()):
-            var = f"$n{i}"
+            var = f"{prefix}{i}"
             if n.is_leaf:
                 expr = f"(leaf {egg_string(n.attr('name'))})"
             elif n.op == "split":  # only its projections become e-nodes (splitproj)
@@ -195,8 +203,13 @@ class EGraphRunner:
         self._send(self.lang.take_pending())
         for k in range(0, len(lines), 400):
             self._send("\n".join(lines[k : k + 400]))
-        self.roots = [names[o] for o in graph.outputs]
-        return self.roots
+        return names
+
+    def mark_best(self, graph: Graph) -> None:
+        """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
+        self.marks = getattr(self, "marks", 0) + 1
+        names = self._terms(graph, f"$b{self.marks}_")
+        self._send("\n".join(f"(chosen {v})" for n, v in names.items() if not n.is_leaf))
 
     # ------------------------------------------------------------------ running
     def equal(self, a: str, b: str) -> bool:
@@ -221,7 +234,7 @@ class EGraphRunner:
         if by_need:
             lets.append(f"(let-scheduler need (back-off :match-limit {limits.multi_match_limit}))")
         for r in sets:
-            if by_need and r.startswith("multi"):
+            if by_need and r.startswith("best"):
                 runs.append(f"(run-with need {r})")
             elif limits.match_limit is not None:  # a rule over the threshold is banned (back-off)
                 runs.append(f"(run-with bo {r})")
@@ -237,7 +250,8 @@ class EGraphRunner:
         out: list[Any] = []
         ceiling = limits.nodes * (1 + NODE_SLACK)
         cap = ""
-        for kind in ("multi", "rw") if multi else ("rw",):
+        merge = "best" if by_need else "multi"
+        for kind in (merge, "rw") if multi else ("rw",):
             for b in range(BATCHES):
                 self._push()
                 step = self._schedule([f"{kind}_{b}"], limits, by_need)
@@ -254,14 +268,16 @@ class EGraphRunner:
         return out, cap
 
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None,
-            judge: Callable[[], float] | None = None) -> RunReport:
+            judge: Callable[[], tuple[float, Graph]] | None = None) -> RunReport:
         """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends.
 
         Merges by need: when the rules saturate, ``judge`` gives the exact extracted cost of the
-        e-graph; while it improves (at most ``multi_by_need`` times), the e-graph is saved (push)
-        and one more multi-pattern iteration runs, under a back-off ban of rules matching more
-        than ``multi_match_limit`` times, followed by the rewrite rules to saturation. A round
-        whose optimum is no better, or that breaks a cap, is undone (pop)."""
+        e-graph and the graph that has it; while it improves (at most ``multi_by_need`` times),
+        the e-graph is saved (push), that graph's e-classes are marked ``chosen``, and one more
+        multi-pattern iteration runs on pairs of marked ops only (TASO's step: merge two ops of
+        the current best graph; a rule matching more than ``multi_match_limit`` times is still
+        banned), followed by the rewrite rules to saturation. A round whose optimum is no
+        better, or that breaks a cap, is undone (pop)."""
         start = time.perf_counter()
         self._send("(run-schedule (saturate (run analysis)))")
         stop = "iteration limit"
@@ -273,7 +289,7 @@ class EGraphRunner:
             t0 = time.perf_counter()
             by_need, pending = pending, False
             multi = i < limits.k_multi or by_need
-            sets = ["multi", "rw"] if multi else ["rw"]
+            sets = (["best" if by_need else "multi", "rw"]) if multi else ["rw"]
             cap = ""
             if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
                 out, cap = self._batched(multi, limits, start, by_need)
@@ -314,7 +330,7 @@ class EGraphRunner:
                 stop = "saturated"
                 if by_need_left <= 0 and mark is None:
                     break
-                cost = judge()  # merges by need: the exact optimum now, against the last round's
+                cost, best = judge()  # merges by need: the exact optimum now, against the last round's
                 if cost >= best_cost * (1 - 1e-9):
                     break  # the merge round since `mark` did not pay: undone below
                 best_cost, mark = cost, None
@@ -322,8 +338,9 @@ class EGraphRunner:
                     break
                 mark, pending, by_need_left = self.depth, True, by_need_left - 1
                 self._push()
+                self.mark_best(best)
         else:
-            if mark is not None and judge() < best_cost * (1 - 1e-9):
+            if mark is not None and judge()[0] < best_cost * (1 - 1e-9):
                 mark = None  # the unfinished merge round already pays: keep it
         if mark is not None:  # the last merge round did not pay, or broke a cap: undo it
             self._pop_to(mark)

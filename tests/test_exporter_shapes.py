@@ -157,6 +157,7 @@ def test_large_initializers_never_pass_through_onnx_checker_or_shape_inference(t
     assert eo.max_difference(path, tmp_path / "b.onnx") < 1e-6
 
 
+@pytest.mark.slow  # 25 s: the experiment end to end; its pieces are tested above
 def test_the_onnx_experiment_takes_exporter_shaped_models_and_reports_the_runtime_baseline(tmp_path):
     import json
 

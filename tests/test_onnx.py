@@ -418,8 +418,8 @@ def test_linear_on_a_batch_and_flatten_import_as_table_ops(tmp_path):
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
              helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("Flatten", ["r"], ["y"]),
              helper.make_node("MatMul", ["x4", "w4"], ["z0"]), helper.make_node("Relu", ["z0"], ["z"])]
-    x4 = helper.make_tensor_value_info("x4", TensorProto.FLOAT, [2, 4, 1, 64])
-    src = _model(nodes, [x, x4], [y, z], [_w("w", 256, 768), _vec("b", 768), _w("w4", 4, 64, 16)],
+    x4 = helper.make_tensor_value_info("x4", TensorProto.FLOAT, [2, 4, 1, 64])  # w4's size-1 middle axis: opaque
+    src = _model(nodes, [x, x4], [y, z], [_w("w", 256, 768), _vec("b", 768), _w("w4", 2, 1, 64, 16)],
                  tmp_path / "linear.onnx")
     imp = eo.load(src)
     assert imp.ops["MatMul"] == 2 and [o.split(" ")[0] for o in imp.opaque] == ["MatMul"]

@@ -110,6 +110,14 @@ register(OpSpec(
 
 
 # --------------------------------------------------------------------------- layout ops
+def _transpose_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
+    """A view when it is still one block of memory (a 2-D transpose is Fortran-ordered, which
+    BLAS takes as is: VGG's 400 MB classifier weight is not copied); else a copy, because numpy's
+    matmul leaves BLAS for a slow loop on other strided operands."""
+    out = np.transpose(xs[0], attrs["perm"])
+    return out if out.flags.c_contiguous or out.flags.f_contiguous else np.ascontiguousarray(out)
+
+
 def _transpose_normalize(values: dict[str, Any], ins: Sequence[Shape]) -> dict[str, Any]:
     if values["perm"] is None and ins:
         values["perm"] = tuple(reversed(range(len(ins[0]))))
@@ -132,11 +140,11 @@ register(
         attrs=(AttrSpec("perm", "perm", None),),
         shape=_transpose_shape,
         normalize=_transpose_normalize,
-        evaluate=lambda attrs, xs, domain: np.transpose(xs[0], attrs["perm"]),  # a view: values are never mutated
+        evaluate=_transpose_eval,
         linear_in=(0,),
         jointly_linear=True,
         same_rank=True,
-        doc="Axis permutation (default: reverse the axes); a real copy on a device.",
+        doc="Axis permutation (default: reverse the axes); a real copy.",
     )
 )
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .domains import Domain
 from .errors import ShapeError
-from .opspec import FLOAT_ONLY, Attrs, AttrSpec, OpSpec, Shape, _same_shapes, numel, register
+from .opspec import FLOAT_ONLY, Attrs, AttrSpec, OpSpec, Shape, numel, register, register_elementwise
 
 
 def _axis(op: str, attrs: Attrs, x: Shape) -> int:
@@ -73,15 +73,9 @@ def _erf(x: Any) -> Any:
     return erf(np.asarray(x, dtype=np.float64))
 
 
-for _name, _fn, _flops, _doc in (
-    ("erf", _erf, 1, "The error function (ONNX Erf); exporters write GELU with it."),
-    ("gelu", lambda x: 0.5 * x * (1.0 + _erf(np.asarray(x, dtype=np.float64) / np.sqrt(2.0))), 8,
-     "The exact GELU, x * (1 + erf(x / sqrt 2)) / 2 (ONNX Gelu, opset 20; onnxruntime's Gelu)."),
-):
-    register(OpSpec(
-        name=_name, arity=1, attrs=(),
-        shape=lambda attrs, ins, _n=_name: _same_shapes(_n, ins),
-        flops=lambda attrs, ins, outs, _f=_flops: _f * numel(outs[0]),
-        evaluate=lambda attrs, xs, domain, _f=_fn: _f(xs[0]),
-        elementwise=True, domains=FLOAT_ONLY, same_rank=True, doc=_doc,
-    ))
+register_elementwise("erf", 1, _erf, FLOAT_ONLY, doc="The error function (ONNX Erf); exporters write GELU with it.")
+register_elementwise(
+    "gelu", 1, lambda x: 0.5 * x * (1.0 + _erf(np.asarray(x, dtype=np.float64) / np.sqrt(2.0))), FLOAT_ONLY,
+    flops_per_element=8,
+    doc="The exact GELU, x * (1 + erf(x / sqrt 2)) / 2 (ONNX Gelu, opset 20; onnxruntime's Gelu).",
+)

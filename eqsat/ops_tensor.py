@@ -1,7 +1,7 @@
 """Op-table rows for leaves, elementwise ops, matmul and layout ops (one :func:`register` each)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,10 +16,10 @@ from .opspec import (
     AttrSpec,
     OpSpec,
     Shape,
-    _same_shapes,
     numel,
     pad_array,
     register,
+    register_elementwise,
 )
 
 
@@ -40,45 +40,30 @@ for _leaf, _doc in (("input", "An activation fed at run time."), ("weight", "A p
 
 
 # --------------------------------------------------------------------------- elementwise
-def _elementwise(name: str, arity: int, fn: Callable[..., Any], domains: frozenset[str], *,
-                 linear_in: tuple[int, ...] = (), jointly_linear: bool = False, commutative: bool = False,
-                 doc: str = "") -> OpSpec:
-    return register(OpSpec(
-        name=name, arity=arity, attrs=(),
-        shape=lambda attrs, ins, _n=name: _same_shapes(_n, ins),
-        flops=lambda attrs, ins, outs: numel(outs[0]),
-        evaluate=lambda attrs, xs, domain: fn(*xs),
-        linear_in=linear_in, jointly_linear=jointly_linear, elementwise=True,
-        commutative=commutative, domains=domains, same_rank=True, doc=doc,
-    ))
-
-
-_elementwise("ewadd", 2, lambda a, b: a + b, ALL_DOMAINS, jointly_linear=True, commutative=True,
-             doc="Elementwise sum.")
-_elementwise("ewmul", 2, lambda a, b: a * b, ALL_DOMAINS, linear_in=(0, 1), commutative=True,
-             doc="Elementwise product.")
+register_elementwise("ewadd", 2, lambda a, b: a + b, ALL_DOMAINS, jointly_linear=True, commutative=True,
+                     doc="Elementwise sum.")
+register_elementwise("ewmul", 2, lambda a, b: a * b, ALL_DOMAINS, linear_in=(0, 1), commutative=True,
+                     doc="Elementwise product.")
 for _act in (a for a in ACTIVATIONS if a != "none"):
-    _elementwise(_act, 1, ACTIVATIONS[_act].fn, ACTIVATIONS[_act].domains, doc=f"Elementwise {_act}.")
+    register_elementwise(_act, 1, ACTIVATIONS[_act].fn, ACTIVATIONS[_act].domains, doc=f"Elementwise {_act}.")
 
 
-def _smul_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
+def _scalar_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     if ins[1] != ():
         raise ShapeError(f"smul/sadd: input 1 must be a scalar (shape ()), got shape {ins[1]}")
     return (ins[0],)
 
 
-register(OpSpec(
-    name="smul", arity=2, attrs=(), shape=_smul_shape,
-    flops=lambda attrs, ins, outs: numel(outs[0]),
-    evaluate=lambda attrs, xs, domain: xs[0] * xs[1],
-    linear_in=(0, 1), elementwise=True, doc="Tensor times a scalar (a 0-d tensor).",
-))
-register(OpSpec(
-    name="sadd", arity=2, attrs=(), shape=lambda attrs, ins: _smul_shape(attrs, ins),
-    flops=lambda attrs, ins, outs: numel(outs[0]),
-    evaluate=lambda attrs, xs, domain: xs[0] + xs[1],
-    elementwise=True, doc="Tensor plus a scalar (a 0-d tensor): GELU's 1 + erf(...).",
-))
+for _name, _fn, _linear, _doc in (
+    ("smul", lambda a, s: a * s, (0, 1), "Tensor times a scalar (a 0-d tensor)."),
+    ("sadd", lambda a, s: a + s, (), "Tensor plus a scalar (a 0-d tensor): GELU's 1 + erf(...)."),
+):
+    register(OpSpec(
+        name=_name, arity=2, attrs=(), shape=_scalar_shape,
+        flops=lambda attrs, ins, outs: numel(outs[0]),
+        evaluate=lambda attrs, xs, domain, _f=_fn: _f(xs[0], xs[1]),
+        linear_in=_linear, elementwise=True, doc=_doc,
+    ))
 
 
 # --------------------------------------------------------------------------- matmul

@@ -247,6 +247,20 @@ def register(spec: OpSpec) -> OpSpec:
     return spec
 
 
+def register_elementwise(name: str, arity: int, fn: Callable[..., Any], domains: frozenset[str], *,
+                         flops_per_element: int = 1, linear_in: tuple[int, ...] = (), jointly_linear: bool = False,
+                         commutative: bool = False, doc: str = "") -> OpSpec:
+    """One row for an elementwise op on equal shapes: ``fn`` applied to the inputs' values."""
+    return register(OpSpec(
+        name=name, arity=arity, attrs=(),
+        shape=lambda attrs, ins, _n=name: _same_shapes(_n, ins),
+        flops=lambda attrs, ins, outs: flops_per_element * numel(outs[0]),
+        evaluate=lambda attrs, xs, domain: fn(*xs),
+        linear_in=linear_in, jointly_linear=jointly_linear, elementwise=True,
+        commutative=commutative, domains=domains, same_rank=True, doc=doc,
+    ))
+
+
 def unregister(name: str) -> None:
     """Remove an op (used by extensibility tests that add toy ops)."""
     OP_TABLE.pop(name, None)

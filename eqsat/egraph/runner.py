@@ -145,6 +145,7 @@ class EGraphRunner:
         )
         self.roots: list[str] = []
         self.depth = 0  # egglog push levels not popped
+        self.marks = 0  # graphs marked chosen so far (their lets need fresh names)
 
     def _push(self) -> None:
         self._send("(push)")
@@ -207,7 +208,7 @@ class EGraphRunner:
 
     def mark_best(self, graph: Graph) -> None:
         """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
-        self.marks = getattr(self, "marks", 0) + 1
+        self.marks += 1
         names = self._terms(graph, f"$b{self.marks}_")
         self._send("\n".join(f"(chosen {v})" for n, v in names.items() if not n.is_leaf))
 
@@ -224,17 +225,17 @@ class EGraphRunner:
         sizes = dict(self._send("(print-size)")[0].sizes)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
 
-    def _schedule(self, sets: list[str], limits: Limits, by_need: bool = False) -> list[Any]:
-        """Run ``sets`` (ruleset names) once, then the constness analysis to saturation. In a
-        by-need multi-pattern iteration the multi sets run under a back-off scheduler at
-        ``multi_match_limit``: a merge rule matching that often is banned, never applied."""
+    def _schedule(self, sets: list[str], limits: Limits) -> list[Any]:
+        """Run ``sets`` (ruleset names) once, then the constness analysis to saturation. The
+        by-need merge sets (``best``) run under a back-off scheduler at ``multi_match_limit``: a
+        merge rule matching that often is banned, never applied."""
         lets, runs = [], []
         if limits.match_limit is not None:
             lets.append(f"(let-scheduler bo (back-off :match-limit {limits.match_limit}))")
-        if by_need:
+        if any(r.startswith("best") for r in sets):
             lets.append(f"(let-scheduler need (back-off :match-limit {limits.multi_match_limit}))")
         for r in sets:
-            if by_need and r.startswith("best"):
+            if r.startswith("best"):
                 runs.append(f"(run-with need {r})")
             elif limits.match_limit is not None:  # a rule over the threshold is banned (back-off)
                 runs.append(f"(run-with bo {r})")
@@ -242,7 +243,7 @@ class EGraphRunner:
                 runs.append(f"(run {r})")
         return self._send(f"(run-schedule {' '.join(lets + runs)} (saturate (run analysis)))")
 
-    def _batched(self, multi: bool, limits: Limits, start: float, by_need: bool = False) -> tuple[list[Any], str]:
+    def _batched(self, sets: list[str], limits: Limits, start: float) -> tuple[list[Any], str]:
         """One iteration batch by batch; returns its outputs and the cap that stopped or trimmed
         it ("" when every batch ran). The e-graph is saved (push) before each batch and restored
         (pop) when the batch leaves more than ``nodes x (1 + NODE_SLACK)`` e-nodes; the other
@@ -250,11 +251,10 @@ class EGraphRunner:
         out: list[Any] = []
         ceiling = limits.nodes * (1 + NODE_SLACK)
         cap = ""
-        merge = "best" if by_need else "multi"
-        for kind in (merge, "rw") if multi else ("rw",):
+        for kind in sets:
             for b in range(BATCHES):
                 self._push()
-                step = self._schedule([f"{kind}_{b}"], limits, by_need)
+                step = self._schedule([f"{kind}_{b}"], limits)
                 enodes = self.size()
                 if enodes > ceiling:
                     self._pop()  # this batch alone overshot: undo it, try the others
@@ -289,16 +289,16 @@ class EGraphRunner:
             t0 = time.perf_counter()
             by_need, pending = pending, False
             multi = i < limits.k_multi or by_need
-            sets = (["best" if by_need else "multi", "rw"]) if multi else ["rw"]
+            sets = ["best" if by_need else "multi", "rw"] if multi else ["rw"]
             cap = ""
             if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
-                out, cap = self._batched(multi, limits, start, by_need)
+                out, cap = self._batched(sets, limits, start)
             elif multi or before * grew * grew > limits.nodes:  # may overshoot the node cap
                 self._push()
-                out = self._schedule(sets, limits, by_need)
+                out = self._schedule(sets, limits)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
                     self._pop()  # it did: undo the pass and step up to the cap instead
-                    out, cap = self._batched(multi, limits, start, by_need)
+                    out, cap = self._batched(sets, limits, start)
             else:
                 out = self._schedule(sets, limits)
             matches: dict[str, int] = {}

@@ -137,10 +137,11 @@ def _product(x: Node, w: Node) -> Node:
     return node("transpose", y, perm=back)
 
 
-def _scalar_weight(imp: _Importer, name: str, value: float) -> Node:
-    """A constant scalar the import introduces (a reciprocal, an alpha), as a weight with data."""
-    imp.weights[name] = np.array(value)
-    return weight(name, ())
+def _new_weight(imp: _Importer, name: str, data: Any) -> Node:
+    """A constant the import introduces (a reciprocal, an alpha, BN's scale and shift, a zero
+    bias), as a weight with data (written back as an initializer)."""
+    imp.weights[name] = data = np.asarray(data)
+    return weight(name, data.shape)
 
 
 def _flatten(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
@@ -165,7 +166,7 @@ def _fused_matmul(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
         xs.append(x)
     y = _product(*xs)
     alpha = float(a.get("alpha", 1.0))
-    return [y if alpha == 1.0 else node("smul", y, _scalar_weight(imp, f"{n.output[0]}:alpha", alpha))]
+    return [y if alpha == 1.0 else node("smul", y, _new_weight(imp, f"{n.output[0]}:alpha", alpha))]
 
 
 def _gemm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
@@ -249,11 +250,7 @@ def _batchnorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
     shift = beta - mean * scale
     base = n.name or n.output[0]
-    leaves = []
-    for suffix, data in (("scale", scale), ("shift", shift)):
-        name = f"{base}.bn_{suffix}"
-        imp.weights[name] = data
-        leaves.append(weight(name, data.shape))
+    leaves = [_new_weight(imp, f"{base}.bn_{suffix}", data) for suffix, data in (("scale", scale), ("shift", shift))]
     return [node("affine", x, *leaves, axis=1)]
 
 
@@ -355,7 +352,7 @@ def _div(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     c = np.asarray(imp.const(n, n.input[1]))
     if c.size != 1 or c.dtype.kind != "f" or float(c.reshape(())) == 0.0:
         raise Decline("a divisor that is not a non-zero float scalar constant")
-    return [node("smul", x, _scalar_weight(imp, f"{n.output[0]}:reciprocal", 1.0 / float(c.reshape(()))))]
+    return [node("smul", x, _new_weight(imp, f"{n.output[0]}:reciprocal", 1.0 / float(c.reshape(()))))]
 
 
 def _layernorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
@@ -365,12 +362,8 @@ def _layernorm(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
         raise Decline("the Mean / InvStdDev outputs")
     x, scale = imp.value(n, n.input[0]), imp.value(n, n.input[1])
     axis = int(a.get("axis", -1))
-    if len(_inputs(n)) > 2:
-        bias = imp.value(n, n.input[2])
-    else:
-        name = f"{n.output[0]}:bias"
-        imp.weights[name] = np.zeros(scale.shape)
-        bias = weight(name, scale.shape)
+    bias = imp.value(n, n.input[2]) if len(_inputs(n)) > 2 else _new_weight(imp, f"{n.output[0]}:bias",
+                                                                           np.zeros(scale.shape))
     tail = x.shape[axis % max(len(x.shape), 1):]
     scale, bias = (v if v.shape == tail else node("reshape", v, shape=tail) for v in (scale, bias))
     return [node("layernorm", x, scale, bias, axis=axis, epsilon=float(a.get("epsilon", 1e-5)))]

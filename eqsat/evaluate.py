@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from . import folds
 from .domains import FAST_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
 from .errors import DomainError, ShapeError
 from .graph import Graph, Node, leaf_shapes
@@ -21,9 +22,14 @@ from .graph import Graph, Node, leaf_shapes
 Values = Mapping[str, np.ndarray]
 
 
-def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT) -> dict[Node, Any]:
-    """The value of every node of ``graph`` (tuples for multi-output nodes)."""
+def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT,
+                   fold_lazily: bool = False) -> dict[Node, Any]:
+    """The value of every node of ``graph`` (tuples for multi-output nodes). With ``fold_lazily``,
+    products of weights may be left as :class:`~eqsat.folds.Product`\\ s for their consumers to
+    associate (:mod:`eqsat.folds`); :func:`evaluate` materializes the outputs."""
     out: dict[Node, Any] = {}
+    weight_only: set[Node] = set()
+    contract = folds.matmul_in(domain)
     for n in graph.nodes():
         spec = n.spec
         attrs = n.attr_dict
@@ -35,7 +41,19 @@ def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT) -> dict
             if arr.shape != n.shape:
                 raise ShapeError(f"value for {n.op} {name!r} has shape {arr.shape}, the graph expects {n.shape}")
             out[n] = arr
+            if n.op == "weight":
+                weight_only.add(n)
             continue
+        if all(x in weight_only for x in n.inputs):
+            weight_only.add(n)
+        if fold_lazily:
+            xs = [out[x] for x in n.inputs]
+            lazy = folds.defer(n.op, attrs, xs, n in weight_only) or folds.rewrite(n.op, attrs, xs, contract)
+            if lazy is not None:
+                out[n] = lazy
+                continue
+            for x in n.inputs:
+                out[x] = folds.materialize(out[x], contract)
         if not spec.defined_in(attrs, domain):
             raise DomainError(f"{n.op} {dict((k, v) for k, v in attrs.items() if k == 'act')} "
                               f"has no exact form in the {domain.name} domain")
@@ -49,9 +67,10 @@ def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT) -> dict
 
 
 def evaluate(graph: Graph, values: Values, domain: Domain = FLOAT) -> tuple[np.ndarray, ...]:
-    """The values of the graph's outputs."""
-    vals = evaluate_nodes(graph, values, domain)
-    return tuple(vals[o] for o in graph.outputs)
+    """The values of the graph's outputs (products of weights are associated as their consumers
+    make cheapest: :mod:`eqsat.folds`)."""
+    vals = evaluate_nodes(graph, values, domain, fold_lazily=True)
+    return tuple(folds.materialize(vals[o], folds.matmul_in(domain)) for o in graph.outputs)
 
 
 def fan_in(shape: tuple[int, ...]) -> int:

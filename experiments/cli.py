@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .command import Command, add_subcommands
+from .memory import reuse_large_blocks
 
 COMMAND_MODULES = ("compare", "optimize", "cost", "table", "models", "dot", "rules", "extract", "experiment", "tune",
                    "pet")
@@ -56,6 +57,7 @@ def internal_error(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    reuse_large_blocks()
     try:
         return args._run(args)
     except KeyboardInterrupt:

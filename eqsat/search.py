@@ -83,7 +83,7 @@ class SearchResult:
 
 class Search(Protocol):
     """A graph search: a name, named presets of its limits (``default_preset`` reproduces its
-    paper), the shipped rule sets it reads by default, and ``run``. ``limits(preset, model)`` may
+    paper), the shipped rule sets it reads by default, ``warm`` and ``run``. ``limits(preset, model)`` may
     specialize a preset per model (TASO's example scripts set per-model budgets)."""
 
     name: str
@@ -92,6 +92,9 @@ class Search(Protocol):
     default_rule_sets: tuple[str, ...]  # the shipped sets it reads when the user names none
 
     def limits(self, preset: str, model: str = "") -> Any: ...
+
+    def warm(self) -> None:
+        """Start what ``run`` will need (a worker process) while the caller still loads the model."""
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult: ...
 

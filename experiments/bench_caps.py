@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eqsat.cost import cost_model
 from eqsat.egraph import EGraphSearch
-from eqsat.egraph.runner import Limits
+from eqsat.egraph.limits import Limits
 from eqsat.models import build
 from eqsat.rulesets import default_rules
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from eqsat.egraph.limits import Limits
 from eqsat.egraph.rewrites import compile_rules
-from eqsat.egraph.runner import EGraphRunner, Limits
+from eqsat.egraph.runner import EGraphRunner
 from eqsat.errors import EqsatError
 from eqsat.graph import Graph, Node, input_, rebuild
 from eqsat.pattern import App, Pattern, attr_vars, walk

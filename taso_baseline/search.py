@@ -234,6 +234,9 @@ class AlphaSearch:
             return replace(base, budget=TASO_BUDGETS[model])
         return base
 
+    def warm(self) -> None:
+        """Nothing to start: the α search runs in this process."""
+
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: AlphaLimits) -> SearchResult:
         return alpha_search(graph, rules, cost_model, limits)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import egglog.bindings as egglog
@@ -31,88 +30,12 @@ import egglog.bindings as egglog
 from ..graph import Graph, Node
 from ..rules import Rule
 from .language import HEADER, egg_string, split_proj_attrs
+from .limits import Iteration, Limits, RunReport, growth
 from .rewrites import Compiled, compile_rules
 
 BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration
 KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
-
-
-def growth(before: int, after: int) -> float:
-    """How much an iteration multiplied the e-graph (at least 1): the forecast of the next
-    iteration's growth. Its time is forecast to grow with the square (matches grow with the
-    e-graph on both sides of a pattern); the runner and the saturation worker both use these."""
-    return max(after / max(before, 1), 1.0)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The e-graph search's settings; TENSAT's paper limits by default: 15 iterations, 50k e-nodes,
-    multi-pattern rules in 1. ``extract`` is ``ilp`` (exact, up to ``ilp_seconds``) or ``greedy``."""
-
-    iterations: int = 15
-    nodes: int = 50_000
-    seconds: float = 60.0
-    k_multi: int = 1
-    multi_by_need: int = 1  # merge rounds by need after saturation, kept while the optimum improves (0: off)
-    multi_match_limit: int = 2_000  # in a by-need round, a multi-pattern rule matching more often is banned
-    match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
-    extract: str = "ilp"
-    ilp_seconds: float = 60.0
-    ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
-    dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
-
-    def __post_init__(self) -> None:
-        if self.extract not in ("ilp", "greedy"):
-            raise ValueError(f"extract must be ilp or greedy, got {self.extract!r}")
-        from .solvers import SOLVERS
-
-        if self.ilp_solver not in SOLVERS:
-            raise ValueError(f"ilp_solver must be one of {', '.join(SOLVERS)}, got {self.ilp_solver!r}")
-        if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0 or self.multi_by_need < 0 \
-                or self.multi_match_limit < 1:
-            raise ValueError(
-                f"e-graph limits must be >= 0 iterations, >= 1 e-node, k_multi >= 0, multi_by_need >= 0 and "
-                f"multi_match_limit >= 1; got {self.iterations} iterations, {self.nodes} e-nodes, k_multi "
-                f"{self.k_multi}, multi_by_need {self.multi_by_need}, multi_match_limit {self.multi_match_limit}"
-            )
-        if not (self.seconds >= 0 and math.isfinite(self.seconds)):
-            raise ValueError(f"the e-graph time limit must be a finite number of seconds >= 0, got {self.seconds}")
-
-
-@dataclass(frozen=True)
-class Iteration:
-    index: int
-    enodes: int
-    seconds: float
-    matches: dict[str, int]
-    multi: bool
-
-
-@dataclass
-class RunReport:
-    iterations: list[Iteration] = field(default_factory=list)
-    stop: str = ""
-    load_s: float = 0.0
-    rules_compiled: int = 0
-    multi_compiled: int = 0
-    egglog_rules: int = 0
-    rules_skipped: dict[str, int] = field(default_factory=dict)
-    undone: bool = False  # the last by-need merge round was undone
-    final_enodes: int | None = None  # the e-graph's size at the end (after an undo)
-
-    @property
-    def enodes(self) -> int:
-        if self.final_enodes is not None:
-            return self.final_enodes
-        return self.iterations[-1].enodes if self.iterations else 0
-
-    def matches(self) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for it in self.iterations:
-            for k, v in it.matches.items():
-                total[k] = total.get(k, 0) + v
-        return total
 
 
 class EGraphRunner:

@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.model.endswith(".onnx"):
         check_out_path(args.model, args.out)
+    get_search(args.search).warm()
     graph, imported = load_model(args)
     limits = limits_from(args)
     startup_s = process_age_s()

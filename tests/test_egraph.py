@@ -57,6 +57,25 @@ def test_egglog_shapes_agree_with_the_op_table():
     assert checked > 20 and report.enodes > len(graph.nodes())
 
 
+def test_a_size_condition_filters_matches():
+    """``ewmul -> matmul`` (unsound, for the test) is well typed only on square operands: its
+    compiled condition compares two sizes (as a difference, see rewrites._as_comparison) and
+    must keep it off the 3x5 pair while it fires on the 4x4 pair."""
+    from eqsat.graph import Graph, input_, node
+
+    rule = parse_rules("square-only: (ewmul ?A ?B) => (matmul ?A ?B) ; vars=A:?x?,B:?x?")
+    x, y, p, q = input_("x", (4, 4)), input_("y", (4, 4)), input_("p", (3, 5)), input_("q", (3, 5))
+    graph = Graph((node("ewmul", x, y), node("ewmul", p, q), node("matmul", x, y)))
+    runner = EGraphRunner(rule)
+    lets = runner.insert(graph)
+    runner.run(Limits(iterations=2))
+    assert runner.equal(lets[0], lets[2])  # fired on the square pair
+    view = read_egraph(runner.egraph, runner.lang)
+    matmuls = [n for n in view.nodes if n.op == "matmul"]
+    assert len(matmuls) == 1  # and only there
+    assert all(get_op("matmul").shape({}, tuple(view.shapes[c] for c in n.children)) for n in matmuls)
+
+
 def test_greedy_and_ilp_are_never_worse_than_the_input():
     r = optimize(build("bert", seq=16, hidden=64, heads=4, layers=2), SMALL + MERGE, "h100", Limits(iterations=3))
     assert r.best_us <= r.work.greedy_us + 1e-9 <= r.original_us + 1e-9

@@ -184,6 +184,11 @@ class Extraction:
     first_incumbent_s: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def exact(self) -> bool:
+        """The answer is the method's own, not cut short: greedy, or the ILP with gap 0."""
+        return self.method == "greedy" and self.status == "not run" or (self.gap is not None and self.gap <= 1e-9)
+
 
 def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str = "ilp",
             seconds: float = 60.0, settings: ILPSettings | None = None) -> Extraction:

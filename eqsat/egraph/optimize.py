@@ -18,7 +18,7 @@ from ..graph import Graph
 from ..rules import Rule
 from ..rulesets import DEFAULT_RULE_SETS
 from ..search import SearchResult
-from .extract import EGraphView, extract, node_costs, read_egraph, to_graph
+from .extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
 from .ilp import ILPSettings
 from .limits import Iteration, Limits, RunReport, growth
 from .relevance import relevant_rules
@@ -253,10 +253,14 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     compile_s = time.perf_counter() - start
     leaves = {n.attr("name"): n for n in graph.leaves()}
 
+    judged: dict[tuple, Extraction] = {}  # exact answers by e-graph: the final one was often judged last
+
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
         settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype), roots, limits.extract,
                         min(limits.ilp_seconds, JUDGE_SECONDS), settings)
+        if found.exact:
+            judged[(tuple(view.nodes), tuple(roots))] = found
         return found.cost, to_graph(view, found.choice, roots, leaves, graph)
 
     if worker is not None:
@@ -268,7 +272,10 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     costs = node_costs(view, model, graph.dtype)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
-    extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, ILPSettings(solver=limits.ilp_solver))
+    extraction = judged.get((tuple(view.nodes), tuple(roots))) if judged else None
+    if extraction is None or extraction.method != limits.extract:
+        extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds,
+                             ILPSettings(solver=limits.ilp_solver))
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)

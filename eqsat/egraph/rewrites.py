@@ -211,7 +211,7 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
     needed = {m for a in b.actions for m in _SIZE.findall(a)}
     facts = [f for i, f in enumerate(facts) if f not in facts[:i] and not _trivial(f)
              and not (_defines_size(f) and _SIZE.search(f).group(0) not in needed)]
-    facts = [f if _defines_size(f) else _as_lookups([f])[0] for f in facts]
+    facts = [f if _defines_size(f) else _as_comparison(_as_lookups([f])[0]) for f in facts]
     ruleset = "rw"
     if len(src) > 1:
         ruleset = "multi"
@@ -282,6 +282,39 @@ def _as_lookups(texts: Sequence[str]) -> list[str]:
     only when an action needs it (egglog 13 allows no lookups in actions); a condition between
     sizes is checked by lookups instead of joining the ``dim`` table with itself."""
     return [_SIZE.sub(lambda m: "(dim {} {})".format(*m.group(0).rsplit("__", 1)), t) for t in texts]
+
+
+def _as_comparison(fact: str) -> str:
+    """A condition between two size expressions, ``(= (dim ?B 0) (dim ?A 0))``, as
+    ``(= 0 (- X Y))``. Written as an equality, both lookups return one shared variable, and
+    egglog's planner may join the ``dim`` table with itself on it (every pair of tensors with
+    equal sizes) before the pattern binds ``?A`` and ``?B``; the difference is a primitive
+    computed once both are bound. NasRNN's per-iteration time at 8.6k e-nodes: 1.65-1.92 s ->
+    0.36-0.47 s. Facts that match a pattern, fix a rank, bind a variable or compare with a
+    constant keep their form."""
+    if not fact.startswith("(= (") or fact.startswith("(= (rank "):
+        return fact
+    terms = _top_level_terms(fact[3:-1])
+    if len(terms) != 2 or not all(t.startswith("(") for t in terms):
+        return fact
+    return f"(= 0 (- {terms[0]} {terms[1]}))"
+
+
+def _top_level_terms(text: str) -> list[str]:
+    """``"(dim ?A 0) (+ (dim ?B 1) 2)"`` -> its two s-expressions (atoms count as terms)."""
+    terms: list[str] = []
+    depth, current = 0, []
+    for ch in text:
+        if ch == " " and depth == 0:
+            if current:
+                terms.append("".join(current))
+                current = []
+            continue
+        depth += (ch == "(") - (ch == ")")
+        current.append(ch)
+    if current:
+        terms.append("".join(current))
+    return terms
 
 
 def _trivial(fact: str) -> bool:

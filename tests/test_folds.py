@@ -59,3 +59,13 @@ def test_products_reading_an_input_are_computed_as_they_stand():
     graph = Graph((node("matmul", xa, B),))
     vals = evaluate_nodes(graph, random_leaves(graph, 0), FLOAT, fold_lazily=True)
     assert not any(isinstance(v, Product) for v in vals.values())
+
+
+def test_the_same_graph_is_equal_without_evaluation():
+    from eqsat.evaluate import compare_graphs
+
+    graph = folded_graphs()["consumer associates"]
+    same = Graph(tuple(graph.outputs))  # a new Graph object over the same structural nodes
+    assert compare_graphs(graph, same).method == "identical"
+    other = folded_graphs()["fold read by an elementwise op"]
+    assert compare_graphs(graph, Graph(other.outputs[:1])).method != "identical"

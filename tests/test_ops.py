@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from eqsat.domains import FLOAT, INT, modp
+from eqsat.domains import FAST_PRIME, FLOAT, INT, modp
 from eqsat.errors import AttributeError_, DomainError, ShapeError, UnknownOpError
 from eqsat.evaluate import evaluate_nodes
 from eqsat.graph import Graph, input_, node, topo_order
@@ -125,19 +125,54 @@ def test_fused_activation_cancels_linearity():
     assert spec.linear_inputs({"act": "relu"}) == ()
 
 
-def test_conv_matches_a_direct_loop():
+@pytest.mark.parametrize("c, o, groups, kernel, stride, pad, dilation", [
+    (4, 6, 2, (3, 2), (2, 1), (1, 2), (1, 2)),  # grouped, strided, padded, dilated
+    (4, 4, 4, (3, 3), (1, 1), (1, 1), (1, 1)),  # depthwise (one channel per group): a sum of taps
+    (4, 4, 4, (3, 3), (2, 2), (0, 1), (2, 1)),  # depthwise, strided and dilated
+    (4, 6, 2, (1, 1), (1, 1), (0, 0), (1, 1)),  # pointwise with groups: one product per group
+    (4, 6, 1, (1, 1), (2, 2), (0, 0), (1, 1)),  # pointwise, strided: through the windows
+])
+def test_conv_matches_a_direct_loop(c, o, groups, kernel, stride, pad, dilation):
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(2, 4, 7, 6))
-    w = rng.normal(size=(6, 2, 3, 2))
-    n = node("conv2d", input_("x", x.shape), input_("w", w.shape), stride=(2, 1), pad=(1, 2), groups=2, dilation=(1, 2))
+    x = rng.normal(size=(2, c, 7, 6))
+    w = rng.normal(size=(o, c // groups, *kernel))
+    n = node("conv2d", input_("x", x.shape), input_("w", w.shape), stride=stride, pad=pad, groups=groups,
+             dilation=dilation)
     got = evaluate_nodes(Graph((n,)), {"x": x, "w": w})[n]
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)))
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
     ho, wo = n.shape[2:]
     want = np.zeros(n.shape)
-    for b, o, i, j in itertools.product(range(2), range(6), range(ho), range(wo)):
-        g = o // 3
-        for c, p, q in itertools.product(range(2), range(3), range(2)):
-            want[b, o, i, j] += w[o, c, p, q] * xp[b, g * 2 + c, i * 2 + p, j + 2 * q]
+    per_in, per_out = c // groups, o // groups
+    for b, oc, i, j in itertools.product(range(2), range(o), range(ho), range(wo)):
+        g = oc // per_out
+        for ci, p, q in itertools.product(range(per_in), range(kernel[0]), range(kernel[1])):
+            want[b, oc, i, j] += w[oc, ci, p, q] * xp[b, g * per_in + ci, i * stride[0] + p * dilation[0],
+                                                       j * stride[1] + q * dilation[1]]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    xi, wi = rng.integers(0, FAST_PRIME, x.shape), rng.integers(0, FAST_PRIME, w.shape)
+    fast = evaluate_nodes(Graph((n,)), {"x": xi, "w": wi}, modp(FAST_PRIME))[n]  # int64 residues: no overflow
+    exact = evaluate_nodes(Graph((n,)), {"x": xi, "w": wi}, INT)[n]  # Python integers
+    assert np.array_equal(fast, (exact % FAST_PRIME).astype(np.int64))
+
+
+@pytest.mark.parametrize("op, kernel, stride, pad", [("pool_avg", 3, 1, "same"), ("pool_avg", 2, 2, "valid"),
+                                                      ("pool_max", 3, 2, "same"), ("pool_max", 3, 1, "valid")])
+def test_pools_match_a_direct_loop(op, kernel, stride, pad):
+    x = np.random.default_rng(3).normal(size=(1, 2, 6, 5))
+    n = node(op, input_("x", x.shape), kernel=kernel, stride=stride, pad=pad)
+    got = evaluate_nodes(Graph((n,)), {"x": x})[n]
+    ho, wo = n.shape[2:]
+    total = (ho - 1) * stride + kernel
+    top = max(total - 6, 0) // 2 if pad == "same" else 0
+    left = max((wo - 1) * stride + kernel - 5, 0) // 2 if pad == "same" else 0
+    fill = 0.0 if op == "pool_avg" else -np.inf
+    xp = np.full((1, 2, 6 + 2 * kernel, 5 + 2 * kernel), fill)
+    xp[:, :, top + kernel:top + kernel + 6, left + kernel:left + kernel + 5] = x  # generous padding
+    want = np.zeros(n.shape)
+    for ch, i, j in itertools.product(range(2), range(ho), range(wo)):
+        r, s = i * stride + kernel, j * stride + kernel
+        win = xp[0, ch, r:r + kernel, s:s + kernel]
+        want[0, ch, i, j] = win.mean() if op == "pool_avg" else win.max()
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 

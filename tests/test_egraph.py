@@ -150,6 +150,16 @@ def test_merges_by_need_reach_the_qkv_best_that_tensats_fixed_setting_misses():
     assert sum(it.multi for it in r.work.report.iterations) >= 2  # the next round, which did not pay, was undone
 
 
+@pytest.mark.slow
+def test_nasrnn_needs_a_second_merge_round_and_no_saturation_after_it():
+    """NasRNN's eight products per step merge pairwise: one round gives 683.41 µs, a second round
+    on the graph the first found merges the merged products (647.41 µs, the α search's best)."""
+    one = optimize(build("nasrnn"), default_rules(), "h100", Limits(multi_by_need=1))
+    two = optimize(build("nasrnn"), default_rules(), "h100", Limits(multi_by_need=2))
+    assert one.best_us == pytest.approx(683.41, abs=0.01) and two.best_us == pytest.approx(647.41, abs=0.01)
+    assert two.stop == "saturated, then merged by need"
+
+
 def test_a_merge_round_that_does_not_improve_the_optimum_is_undone():
     """LoRA's optimum (the fold of W + AB) needs no merge: the round by need grows the e-graph
     without paying, so it is undone and the e-graph extracted is the one from before it."""

@@ -23,7 +23,7 @@ class Limits:
     nodes: int = 50_000
     seconds: float = 60.0
     k_multi: int = 1
-    multi_by_need: int = 1  # merge rounds by need after saturation, kept while the optimum improves (0: off)
+    multi_by_need: int = 2  # merge rounds by need after saturation, while each improves the optimum (0: off)
     multi_match_limit: int = 2_000  # in a by-need round, a multi-pattern rule matching more often is banned
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"

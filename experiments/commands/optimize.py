@@ -41,7 +41,7 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--k-multi", "eqsat", "k_multi", non_negative(int),
      "iterations that run multi-pattern rules, and no more (TENSAT's setting; preset: 1, then by need)"),
     ("--multi-by-need", "eqsat", "multi_by_need", non_negative(int),
-     "merge rounds after saturation, each kept only if the exact optimum improves (preset 1; 0 with --k-multi)"),
+     "merge rounds after saturation, each kept only if the exact optimum improves (preset 2; 0 with --k-multi)"),
     ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
     ("--ilp-solver", "eqsat", "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),

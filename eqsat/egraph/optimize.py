@@ -273,7 +273,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged.get((tuple(view.nodes), tuple(roots))) if judged else None
-    if extraction is None or extraction.method != limits.extract:
+    if extraction is None:
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds,
                              ILPSettings(solver=limits.ilp_solver))
     choice, greedy_us = extraction.choice, extraction.greedy_cost

@@ -129,6 +129,14 @@ class EGraphRunner:
             self._send("\n".join(lines[k : k + 400]))
         return names
 
+    def _open_round(self, best: Graph) -> int:
+        """Save the e-graph (push) and mark ``best``'s e-classes for a merge round; the push depth
+        to pop back to if the round does not pay."""
+        depth = self.depth
+        self._push()
+        self.mark_best(best)
+        return depth
+
     def mark_best(self, graph: Graph) -> None:
         """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
         self.marks += 1
@@ -266,9 +274,7 @@ class EGraphRunner:
                 if by_need_left <= 0:  # the last round paid: its graph is the answer
                     stop = "saturated, then merged by need"
                     break
-                mark, pending, by_need_left, first_round = self.depth, True, by_need_left - 1, False
-                self._push()
-                self.mark_best(best)
+                mark, pending, by_need_left, first_round = self._open_round(best), True, by_need_left - 1, False
                 continue
             if not updated and not (i + 1 < limits.k_multi):
                 stop = "saturated"
@@ -276,9 +282,7 @@ class EGraphRunner:
                     break
                 cost, best = judge()  # merges by need: the best graph so far, whose ops the next round pairs
                 best_cost = min(best_cost, cost)
-                mark, pending, by_need_left = self.depth, True, by_need_left - 1
-                self._push()
-                self.mark_best(best)
+                mark, pending, by_need_left = self._open_round(best), True, by_need_left - 1
         if mark is not None:  # the last merge round did not pay, or broke a cap: undo it
             self._pop_to(mark)
             self.report.undone = True

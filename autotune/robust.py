@@ -16,6 +16,15 @@ instead:
   what no feature predicts; part of every batch (``local``) goes to one-knob neighbours of the
   best measured configs, the measured way through a plateau.
 * **Small batches.** The models are refit every ``batch`` measurements.
+* **A prior from the datasheet** (``prior="analytic"``, the default). The models learn how far
+  :func:`autotune.analytic.estimate_us` (Triton's kind of perf model: the vendor's peak numbers,
+  the config's resources, the shape) is off for each config, in log time, instead of the whole
+  landscape; the first batch is that estimate's best config for every value of every knob, so
+  each knob's correction is measured once, then a farthest-point spread. ``prior="none"`` ranks
+  from the measurements alone.
+* **One tile, at most twice a batch** (``per_family``). Configs that differ only in ``group_m``
+  are nearly ties whose order is the unmodeled factor; without the cap a batch filled up with
+  one tile's launch orders.
 
 Every choice is seeded by ``start(workload, seed)``.
 """
@@ -23,31 +32,41 @@ from __future__ import annotations
 
 import numpy as np
 
+from .analytic import estimate_us
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
 from .resources import legal
-from .space import SPACE, Config, Space
+from .space import COLUMN, SPACE, Config, Space
 from .tuners import IncrementalTuner, IndexSession
 from .workload import Workload
+
+PRIORS = ("analytic", "none")
+"""``analytic``: the models learn the correction to :func:`autotune.analytic.estimate_us`;
+``none``: they rank configs from the measurements alone."""
 
 
 class RobustTuner(IncrementalTuner):
     """See the module docstring. ``first``: size of the space-filling first batch; ``ensemble``:
     models per fit; ``kappa``: weight of the ensemble's spread; ``local``: share of each batch
-    spent on neighbours of the best measured configs."""
+    spent on neighbours of the best measured configs; ``prior``: one of :data:`PRIORS` (with
+    ``analytic`` the models regress the log-time correction, and ``objective`` applies to
+    ``none`` only); ``per_family``: configs per tile (all knobs but ``group_m``) in one batch's
+    model-picked part (0: no cap)."""
 
     name = "robust"
 
     def __init__(self, batch: int = 16, first: int = 32, ensemble: int = 4, kappa: float = 1.0, local: float = 0.25,
                  top_measured: int = 4, features: str = "program", n_estimators: int = 60, objective: str = "rank",
-                 space: Space = SPACE):
+                 prior: str = "analytic", per_family: int = 2, space: Space = SPACE):
         if not 0 <= local <= 1:
             raise ValueError(f"local must be in [0, 1], got {local}")
+        if prior not in PRIORS:
+            raise ValueError(f"unknown prior {prior!r}; choose from {', '.join(PRIORS)}")
         if batch < 1 or first < 1 or ensemble < 1:
             raise ValueError("batch, first and ensemble must be at least 1")
         self.batch, self.first, self.ensemble, self.kappa, self.local = batch, first, ensemble, kappa, local
         self.top_measured, self.features, self.n_estimators, self.space = top_measured, features, n_estimators, space
-        self.objective = objective
+        self.objective, self.prior, self.per_family = objective, prior, per_family
         self.plan_size = batch
 
     def start(self, workload: Workload, seed: int = 0) -> RobustSession:
@@ -76,8 +95,16 @@ class RobustSession(IndexSession):
         self.rng = np.random.default_rng(seed)
         space = tuner.space
         self.pool = np.flatnonzero(legal(space.all_values()))
-        self.features = featurize(tuner.features, workload, space.values(self.pool))
+        self.values = space.values(self.pool)
+        self.features = featurize(tuner.features, workload, self.values)
+        self.log_estimate = None
+        if tuner.prior == "analytic":
+            self.log_estimate = np.log(estimate_us(workload, self.values))
+            self.features = np.hstack([self.features, self.log_estimate[:, None]])
         self.position = {int(i): k for k, i in enumerate(self.pool)}  # flat index -> row of pool
+        digits = space.digits(self.pool)
+        digits[:, COLUMN["group_m"]] = 0  # configs that differ only in group_m share a family
+        self.family = space.index_of_digits(digits)
 
     # ------------------------------------------------------------------ proposing
     @property
@@ -100,16 +127,39 @@ class RobustSession(IndexSession):
         return free
 
     def _space_filling(self, n: int) -> np.ndarray:
-        candidates = np.flatnonzero(self._free())
+        if self.log_estimate is None:
+            return self._spread(np.flatnonzero(self._free()), n)
+        chosen = self._knob_sweep()[:n]
+        free = self._free()
+        free[chosen] = False
+        return np.concatenate([chosen, self._spread(np.flatnonzero(free), n - len(chosen))])
+
+    def _knob_sweep(self) -> np.ndarray:
+        """For every knob and each of its values, the best-estimated legal config with that
+        value: what the correction most needs to learn is how far each knob's effect is off."""
+        values, rows = self.values, []
+        for j in range(values.shape[1]):
+            for v in np.unique(values[:, j]):
+                cand = np.flatnonzero(values[:, j] == v)
+                r = int(cand[np.argmin(self.log_estimate[cand])])
+                if r not in rows:
+                    rows.append(r)
+        return np.array(rows, dtype=np.int64)
+
+    def _spread(self, candidates: np.ndarray, n: int) -> np.ndarray:
+        if n <= 0:
+            return np.empty(0, dtype=np.int64)
         sample = self.rng.choice(candidates, size=min(len(candidates), 64 * n), replace=False)
         feats = self.features[sample]
         scale = feats.std(axis=0)
         z = (feats - feats.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
         return sample[farthest_points(z, n, self.rng)]
 
-    def _scores(self) -> tuple[np.ndarray, np.ndarray]:
+    def _scores(self, residual: bool) -> tuple[np.ndarray, np.ndarray]:
         """The ensemble's mean and spread of z-scored predictions over the whole pool."""
         rows = np.array([self.position[i] for i in self.trials.indices])
+        if residual:
+            return self._residual_scores(rows)
         y = normalized_throughput(np.array(self.trials.times), np.zeros(len(rows)))
         preds = []
         for k in range(self.tuner.ensemble):
@@ -121,15 +171,54 @@ class RobustSession(IndexSession):
         stacked = np.stack(preds)
         return stacked.mean(axis=0), stacked.std(axis=0)
 
+    def _residual_scores(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """With the analytic prior: each model learns how much faster than estimated a config
+        runs (log scale); the score is minus the corrected log time."""
+        times = np.array(self.trials.times)
+        ok = np.isfinite(times)
+        rows, times = rows[ok], times[ok]
+        y = self.log_estimate[rows] - np.log(times)
+        preds = []
+        for k in range(self.tuner.ensemble):
+            boot = self.rng.integers(0, len(rows), size=len(rows)) if k else np.arange(len(rows))
+            model = XGBCostModel("reg", n_estimators=self.tuner.n_estimators, max_depth=4, learning_rate=0.2,
+                                 random_state=self.seed * 1000 + len(rows) * 10 + k)
+            fit = model.fit(self.features[rows[boot]], y[boot])
+            preds.append(fit.predict(self.features) - self.log_estimate)
+        stacked = np.stack(preds)
+        return stacked.mean(axis=0), stacked.std(axis=0)
+
     def _model_pick(self, n: int) -> np.ndarray:
-        mean, spread = self._scores()
+        with_prior = self.log_estimate is not None
+        mean, spread = self._scores(with_prior)
         free = self._free()
         n_local = int(round(self.tuner.local * n))
         local = self._neighbours_of_best(mean, free, n_local)
         free[local] = False
+        rest = self._ucb_pick(mean, spread, free, n - len(local))
+        return np.concatenate([local, rest]).astype(np.int64)
+
+    def _ucb_pick(self, mean: np.ndarray, spread: np.ndarray, free: np.ndarray, k: int) -> np.ndarray:
         ucb = np.where(free, mean + self.tuner.kappa * spread, -np.inf)
-        rest = np.argsort(-ucb, kind="stable")[: n - len(local)]
-        return np.concatenate([local, rest[np.isfinite(ucb[rest])]]).astype(np.int64)
+        order = np.argsort(-ucb, kind="stable")
+        order = order[np.isfinite(ucb[order])]
+        return self._diverse(order, k) if self.tuner.per_family else order[:k]
+
+    def _diverse(self, order: np.ndarray, k: int) -> np.ndarray:
+        """The first ``k`` of ``order`` taking at most ``per_family`` configs that differ only in
+        ``group_m``: the tuner's knob most like a re-roll, which would fill a batch with one tile."""
+        if k <= 0:
+            return np.empty(0, dtype=np.int64)
+        keys = self.family[order[: 64 * k]]
+        seen: dict[int, int] = {}
+        out: list[int] = []
+        for r, key in zip(order[: 64 * k].tolist(), keys.tolist()):
+            if seen.get(key, 0) < self.tuner.per_family:
+                seen[key] = seen.get(key, 0) + 1
+                out.append(r)
+                if len(out) == k:
+                    break
+        return np.array(out, dtype=np.int64)
 
     def _neighbours_of_best(self, mean: np.ndarray, free: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` best-predicted free one-knob neighbours of the best measured configs."""

@@ -67,3 +67,63 @@ def test_random_shapes_are_seeded_and_not_powers_of_two():
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="local"):
         RobustTuner(local=2.0)
+    with pytest.raises(ValueError, match="prior"):
+        RobustTuner(prior="magic")
+
+
+def test_analytic_estimate_is_a_useful_prior_without_the_hidden_model():
+    """The estimate is built from the datasheet alone (it never imports HypoGPU) and still
+    orders the legal configs roughly like the truth: that is what makes it worth correcting."""
+    import ast
+    import inspect
+
+    from scipy.stats import spearmanr
+
+    from autotune import analytic, hypogpu
+    from autotune.resources import legal
+    from autotune.space import SPACE
+
+    imported = {n.module for n in ast.walk(ast.parse(inspect.getsource(analytic)))
+                if isinstance(n, ast.ImportFrom)}
+    assert "hypogpu" not in imported
+    values = SPACE.all_values()
+    values = values[legal(values)][::7]
+    for shape in ("square", "wgrad", "decode"):
+        w = SHAPES[shape]
+        est = analytic.estimate_us(w, values)
+        assert np.all(np.isfinite(est)) and np.all(est > 0)
+        assert spearmanr(est, hypogpu.time_us(w, values)).correlation > 0.8, shape
+
+
+def test_first_batch_measures_every_value_of_every_knob():
+    """With the prior, the first batch holds the estimate's best legal config for each knob value."""
+    from autotune.space import KNOBS
+
+    session = RobustTuner().start(SHAPES["prefill"], seed=0)
+    batch = session.next_batch(session.batch_size)
+    assert len(batch) == 32 and len(set(batch)) == 32
+    for knob in KNOBS:
+        seen = {getattr(c, knob.name) for c in batch}
+        legal_values = set(session.values[:, [k.name for k in KNOBS].index(knob.name)].tolist())
+        assert seen == legal_values, knob.name
+
+
+def test_a_batch_takes_one_tile_at_most_per_family_times():
+    """The model-picked part of a batch holds at most ``per_family`` configs that differ only in
+    group_m, even when the scores rank one tile's launch orders first."""
+    session = RobustTuner(per_family=2).start(SHAPES["square"], seed=0)
+    family = session.family
+    tile = np.flatnonzero(family == family[0])
+    assert len(tile) >= 4  # group_m has six values
+    order = np.concatenate([tile, np.setdiff1d(np.arange(len(family)), tile)])
+    picked = session._diverse(order, 16)
+    assert len(picked) == 16 and np.sum(family[picked] == family[0]) == 2
+    assert np.array_equal(picked[:2], tile[:2])  # the best two of that tile stay first
+
+
+def test_prior_none_ranks_from_measurements_alone():
+    w = SHAPES["small"]
+    a = RobustTuner(prior="none", n_estimators=20).tune(w, 48, SimulatedMeasurer(seed=2), seed=2)
+    b = RobustTuner(n_estimators=20).tune(w, 48, SimulatedMeasurer(seed=2), seed=2)
+    assert len(a.history) == len(b.history) == 48
+    assert [r.config for r in a.history[:32]] != [r.config for r in b.history[:32]]

@@ -187,3 +187,35 @@ def test_one_warm_saturation_worker_serves_every_model_of_a_process():
                                                                 extract="greedy"), hard_grace_s=0.2)
     assert killed.work.report.stop.startswith("hard time limit")
     assert SaturationWorker.shared().proc.pid != first
+
+
+def test_marking_an_extracted_graph_adds_no_enode_and_marks_its_classes():
+    """A merge round marks the best graph's e-classes ``chosen`` by naming its terms again; they
+    are all in the e-graph, so no e-node (nor any shape fact) is added. A graph that is not in it
+    (new terms) still gets its shapes, so later size conditions and extraction see them."""
+    from eqsat.egraph.extract import extract, node_costs, to_graph
+
+    graph = build("qkv")
+    runner = EGraphRunner(MERGE)
+    roots = runner.insert(graph)
+    runner.run(Limits(iterations=2, k_multi=1))
+    view = read_egraph(runner.egraph, runner.lang)
+    lets = [view.lets[r] for r in roots]
+    found = extract(view, node_costs(view, RooflineCost("h100"), graph.dtype), lets, "ilp", 10.0)
+    best = to_graph(view, found.choice, lets, {n.attr("name"): n for n in graph.leaves()}, graph)
+    before = runner.size()
+    runner.mark_best(best)
+    assert runner.size() == before
+    marked = len(runner.egraph.freeze().functions["chosen"].rows)
+    assert marked == sum(not n.is_leaf and n.op != "split" for n in best.nodes())  # splits live as projections
+    from eqsat.models.builder import ModelBuilder
+
+    b = ModelBuilder("other", graph.dtype)  # leaves of its own: every term is new
+    other = b.graph(b.op("matmul", b.input("p", (3, 4)), b.weight("q", (4, 5))))
+    runner.mark_best(other)
+    assert runner.size() > before
+    view = read_egraph(runner.egraph, runner.lang)
+    for n in view.nodes:
+        if n.op not in ("leaf", "splitproj"):
+            ins = tuple(view.shapes[c] for c in n.children)
+            assert get_op(n.op).shape(dict(n.attrs), ins)[0] == view.shapes[n.eclass], n

@@ -59,17 +59,26 @@ def read_egraph(egraph: Any, lang: Language) -> EGraphView:
     return view
 
 
-def node_costs(view: EGraphView, model: CostModel, dtype: str) -> list[float]:
-    """The cost model's price (µs) of every e-node; folded when all its children are weight-only."""
+def node_costs(view: EGraphView, model: CostModel, dtype: str,
+               memo: dict[tuple, float] | None = None) -> list[float]:
+    """The cost model's price (µs) of every e-node; folded when all its children are weight-only.
+
+    ``memo`` (a dict the caller keeps) holds prices by op, attributes, shapes and which inputs are
+    weights: merges by need price the same e-graph, a little larger, several times a run."""
+    memo = {} if memo is None else memo
     costs = []
     for n in view.nodes:
         if n.op in ("leaf", "splitproj"):
             costs.append(0.0)
             continue
         ins = tuple(view.shapes[c] for c in n.children)
-        consts = [c in view.const for c in n.children]
-        costs.append(model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), all(consts), dtype,
-                                      consts))
+        consts = tuple(c in view.const for c in n.children)
+        key = (n.op, n.attrs, ins, view.shapes[n.eclass], consts)
+        price = memo.get(key)
+        if price is None:
+            price = memo[key] = model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), all(consts),
+                                                 dtype, list(consts))
+        costs.append(price)
     return costs
 
 

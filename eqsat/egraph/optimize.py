@@ -254,10 +254,11 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     leaves = {n.attr("name"): n for n in graph.leaves()}
 
     judged: dict[tuple, Extraction] = {}  # exact answers by e-graph: the final one was often judged last
+    prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
 
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
         settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
-        found = extract(view, node_costs(view, model, graph.dtype), roots, limits.extract,
+        found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
                         min(limits.ilp_seconds, JUDGE_SECONDS), settings)
         if found.exact:
             judged[(tuple(view.nodes), tuple(roots))] = found
@@ -269,7 +270,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum)
     t1 = time.perf_counter()
     roots = [view.lets[r] for r in roots_let]
-    costs = node_costs(view, model, graph.dtype)
+    costs = node_costs(view, model, graph.dtype, prices)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged.get((tuple(view.nodes), tuple(roots))) if judged else None

@@ -92,9 +92,10 @@ class EGraphRunner:
         self.roots = [names[o] for o in graph.outputs]
         return self.roots
 
-    def _terms(self, graph: Graph, prefix: str) -> dict[Node, str]:
-        """Send ``graph``'s nodes as ``let`` terms (with their shapes and constness) named
-        ``prefix`` + index; a term the e-graph holds already joins its e-class."""
+    def _terms(self, graph: Graph, prefix: str, facts: bool = True) -> dict[Node, str]:
+        """Send ``graph``'s nodes as ``let`` terms named ``prefix`` + index, with their shapes and
+        constness unless ``facts`` is off (a graph extracted from this e-graph: every term is in
+        it, with its facts, already); a term the e-graph holds already joins its e-class."""
         names: dict[Node, str] = {}
         lines: list[str] = []
         for i, n in enumerate(graph.nodes()):
@@ -120,6 +121,8 @@ class EGraphRunner:
                 expr = f"({ctor.name} {' '.join(names[x] for x in n.inputs)})"
             names[n] = var
             lines.append(f"(let {var} {expr})")
+            if not facts:
+                continue
             lines.append(f"(set (rank {var}) {len(n.shape)})")
             lines.extend(f"(set (dim {var} {k}) {d})" for k, d in enumerate(n.shape))
             if n.op == "weight":
@@ -140,7 +143,10 @@ class EGraphRunner:
     def mark_best(self, graph: Graph) -> None:
         """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
         self.marks += 1
-        names = self._terms(graph, f"$b{self.marks}_")
+        before = self.size()
+        names = self._terms(graph, f"$b{self.marks}_", facts=False)
+        if self.size() != before:  # not all of it was in the e-graph: give the new terms their facts
+            names = self._terms(graph, f"$b{self.marks}f_")
         self._send("\n".join(f"(chosen {v})" for n, v in names.items() if not n.is_leaf))
 
     # ------------------------------------------------------------------ running

@@ -219,3 +219,26 @@ def test_marking_an_extracted_graph_adds_no_enode_and_marks_its_classes():
         if n.op not in ("leaf", "splitproj"):
             ins = tuple(view.shapes[c] for c in n.children)
             assert get_op(n.op).shape(dict(n.attrs), ins)[0] == view.shapes[n.eclass], n
+
+
+@pytest.mark.parametrize("model, judges, final", [("qkv", 3, 1), ("lora", 2, 0)])
+def test_the_final_egraph_is_the_one_a_judge_saw(model, judges, final):
+    """Merges by need judge the e-graph after saturation and after each round; an undone round
+    leaves the e-graph its judge-before saw, a paying last round the one its own judge saw. The
+    worker then sends no e-graph, and the answer is the same as extracting the one it would send
+    (in process, where the final e-graph is read anyway)."""
+    from eqsat.egraph.optimize import _saturate, final_view
+    from eqsat.egraph.rewrites import compile_rules
+
+    isolated = optimize(build(model), default_rules(), "h100", Limits())
+    report = isolated.work.report
+    assert (report.judges, report.final_judged) == (judges, final)
+    inline = optimize(build(model), default_rules(), "h100", Limits(), isolate=False)
+    assert inline.best_us == isolated.best_us and inline.best.digest == isolated.best.digest
+
+    class Runner:  # final_view reads only when no judge saw the final e-graph
+        egraph, lang = None, None
+
+    assert final_view(Runner(), report) is None
+    view, _, plain, _ = _saturate(compile_rules(default_rules()), build(model), Limits(multi_by_need=0))
+    assert plain.judges == 0 and plain.final_judged is None and view is not None

@@ -69,6 +69,8 @@ class RunReport:
     rules_skipped: dict[str, int] = field(default_factory=dict)
     undone: bool = False  # the last by-need merge round was undone
     final_enodes: int | None = None  # the e-graph's size at the end (after an undo)
+    judges: int = 0  # how many times merges by need asked for the exact optimum
+    final_judged: int | None = None  # the final e-graph is the one judge number k (0-based) saw, unchanged
 
     @property
     def enodes(self) -> int:

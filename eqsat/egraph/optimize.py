@@ -82,7 +82,13 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
     t0 = time.perf_counter()
     judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
     report = runner.run(limits, on_iteration, judge)
-    return read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0
+    return final_view(runner, report), roots, report, time.perf_counter() - t0
+
+
+def final_view(runner: Any, report: RunReport) -> EGraphView | None:
+    """The e-graph as plain data, or None when a judge already saw it as it is (the caller keeps
+    what each judge saw; reading and sending a large e-graph again costs 0.1-0.2 s)."""
+    return None if report.final_judged is not None else read_egraph(runner.egraph, runner.lang)
 
 
 JUDGE_SECONDS = 10.0  # the exact extraction that judges a by-need merge round stops here (its answer still bounds)
@@ -130,7 +136,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
             return conn.recv()
 
         report = runner.run(limits, on_iteration, judge)
-        conn.send(("done", (read_egraph(runner.egraph, runner.lang), roots, report, time.perf_counter() - t0)))
+        conn.send(("done", (final_view(runner, report), roots, report, time.perf_counter() - t0)))
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -253,15 +259,14 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     compile_s = time.perf_counter() - start
     leaves = {n.attr("name"): n for n in graph.leaves()}
 
-    judged: dict[tuple, Extraction] = {}  # exact answers by e-graph: the final one was often judged last
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
+    seen: list[tuple[EGraphView, Extraction | None]] = []  # each judge's e-graph and exact answer, in order
 
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
         settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
                         min(limits.ilp_seconds, JUDGE_SECONDS), settings)
-        if found.exact:
-            judged[(tuple(view.nodes), tuple(roots))] = found
+        seen.append((view, found if found.exact else None))
         return found.cost, to_graph(view, found.choice, roots, leaves, graph)
 
     if worker is not None:
@@ -269,11 +274,15 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     else:
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum)
     t1 = time.perf_counter()
+    judged = None
+    if report.final_judged is not None:  # this run's judges are the last report.judges entries (a replay adds its own)
+        seen_view, judged = seen[len(seen) - report.judges + report.final_judged]
+        view = view if view is not None else seen_view
     roots = [view.lets[r] for r in roots_let]
     costs = node_costs(view, model, graph.dtype, prices)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
-    extraction = judged.get((tuple(view.nodes), tuple(roots))) if judged else None
+    extraction = judged
     if extraction is None:
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds,
                              ILPSettings(solver=limits.ilp_solver))

@@ -228,6 +228,13 @@ class EGraphRunner:
         by_need_left = limits.multi_by_need if judge is not None and self.multi_rules else 0
         best_cost, mark, pending = math.inf, None, False  # mark: push depth before the by-need round
         first_round = True  # no merge round has paid yet
+        seen, base = None, None  # the judge that saw the e-graph as it is now; the one before a round
+
+        def judged() -> tuple[float, Graph]:
+            nonlocal seen
+            answer = judge()
+            seen, self.report.judges = self.report.judges, self.report.judges + 1
+            return answer
         for i in range(limits.iterations):
             t0 = time.perf_counter()
             by_need, pending = pending, False
@@ -270,30 +277,33 @@ class EGraphRunner:
                 stop = "time limit"
                 break
             if by_need:  # a merge round is judged at once: its gain shows in the iteration that merges
-                cost, best = judge()
+                cost, best = judged()
                 if cost >= best_cost * (1 - 1e-9):  # it did not pay: undo it
                     self._pop_to(mark)
-                    mark, self.report.undone = None, True
+                    mark, self.report.undone, seen = None, True, base
                     stop = "saturated" if first_round else "saturated, then merged by need"
                     break
                 best_cost, mark = cost, None
                 if by_need_left <= 0:  # the last round paid: its graph is the answer
                     stop = "saturated, then merged by need"
                     break
+                base, seen = seen, None
                 mark, pending, by_need_left, first_round = self._open_round(best), True, by_need_left - 1, False
                 continue
             if not updated and not (i + 1 < limits.k_multi):
                 stop = "saturated"
                 if by_need_left <= 0:
                     break
-                cost, best = judge()  # merges by need: the best graph so far, whose ops the next round pairs
+                cost, best = judged()  # merges by need: the best graph so far, whose ops the next round pairs
                 best_cost = min(best_cost, cost)
+                base, seen = seen, None
                 mark, pending, by_need_left = self._open_round(best), True, by_need_left - 1
         if mark is not None:  # the last merge round did not pay, or broke a cap: undo it
             self._pop_to(mark)
-            self.report.undone = True
+            self.report.undone, seen = True, base
             if stop != "saturated":
                 stop += " (the last by-need merge round was undone)"
         self.report.final_enodes = self.size()
+        self.report.final_judged = seen  # marks (``chosen``) are no e-nodes: that judge's view still holds
         self.report.stop = stop
         return self.report

@@ -242,3 +242,15 @@ def test_the_final_egraph_is_the_one_a_judge_saw(model, judges, final):
     assert final_view(Runner(), report) is None
     view, _, plain, _ = _saturate(compile_rules(default_rules()), build(model), Limits(multi_by_need=0))
     assert plain.judges == 0 and plain.final_judged is None and view is not None
+
+
+def test_a_merge_round_that_breaks_the_node_cap_is_undone_whole():
+    """QKV's second merge round grows the e-graph from 75 to 151 e-nodes; under a cap of 100 it
+    is undone at once (its push is the round's own), not stepped batch by batch up to the cap
+    and then undone anyway. The first round's graph (34.21 µs) is the answer."""
+    r = optimize(build("qkv"), default_rules(), "h100", Limits(nodes=100))
+    report = r.work.report
+    assert r.best_us == pytest.approx(34.21, abs=0.01)
+    assert report.stop == "node limit (the last by-need merge round was undone)"
+    assert [it.enodes for it in report.iterations][-2:] == [75, 151] and report.enodes == 75
+    assert report.final_judged == 1 and report.judges == 2  # the overshooting round was never judged

@@ -157,6 +157,13 @@ def test_real_quick_optimizes_on_measured_costs_and_times_every_file(tmp_path, m
     for r in data["rows"]:
         for name in ("taso", "eqsat", "h100"):
             assert r[f"{name}_verified"] and r[f"{name}_ms"] > 0 and r[f"{name}_speedup"] > 0
+            written = tmp_path / "models" / f"{r['model']}.{name}.onnx"
+            if not r[f"{name}_changed"]:  # a kept input is handed back as the input file: speedup 1, not noise
+                assert written.read_bytes() == (tmp_path / "models" / f"{r['model']}.onnx").read_bytes()
+                assert r[f"{name}_speedup"] == 1.0 and r[f"{name}_measured_ratio"] > 0
+            else:
+                assert r[f"{name}_speedup"] == r[f"{name}_measured_ratio"]
+    assert any(not r[f"{n}_changed"] for r in data["rows"] for n in ("taso", "eqsat", "h100"))
     summary = data["summary"]
     assert summary["candidates"] >= 8 and 0 <= summary["mean_relative_error"] < 1
     assert (tmp_path / "real.png").stat().st_size > 0

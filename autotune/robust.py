@@ -22,6 +22,11 @@ instead:
   landscape; the first batch is that estimate's best config for every value of every knob, so
   each knob's correction is measured once, then a farthest-point spread. ``prior="none"`` ranks
   from the measurements alone.
+* **Additive members** (``additive``). Beside the boosted trees, the ensemble holds ridge fits of
+  the correction on one-hot knob values: each knob value's effect adds up, so they predict
+  combinations never measured together (split-K 2 *and* 4 warps *and* one stage), where trees
+  extrapolate flat. Where the two kinds disagree the spread is large, and the upper confidence
+  bound sends measurements there.
 * **One tile, at most twice a batch** (``per_family``). Configs that differ only in ``group_m``
   are nearly ties whose order is the unmodeled factor; without the cap a batch filled up with
   one tile's launch orders.
@@ -51,13 +56,15 @@ class RobustTuner(IncrementalTuner):
     spent on neighbours of the best measured configs; ``prior``: one of :data:`PRIORS` (with
     ``analytic`` the models regress the log-time correction, and ``objective`` applies to
     ``none`` only); ``per_family``: configs per tile (all knobs but ``group_m``) in one batch's
-    model-picked part (0: no cap)."""
+    model-picked part (0: no cap); ``additive``: ridge members (penalty ``ridge`` per sample) in
+    the ensemble, with the prior only."""
 
     name = "robust"
 
     def __init__(self, batch: int = 16, first: int = 32, ensemble: int = 4, kappa: float = 1.0, local: float = 0.25,
                  top_measured: int = 4, features: str = "program", n_estimators: int = 60, objective: str = "rank",
-                 prior: str = "analytic", per_family: int = 2, space: Space = SPACE):
+                 prior: str = "analytic", per_family: int = 2, additive: int = 2, ridge: float = 0.1,
+                 space: Space = SPACE):
         if not 0 <= local <= 1:
             raise ValueError(f"local must be in [0, 1], got {local}")
         if prior not in PRIORS:
@@ -67,6 +74,7 @@ class RobustTuner(IncrementalTuner):
         self.batch, self.first, self.ensemble, self.kappa, self.local = batch, first, ensemble, kappa, local
         self.top_measured, self.features, self.n_estimators, self.space = top_measured, features, n_estimators, space
         self.objective, self.prior, self.per_family = objective, prior, per_family
+        self.additive, self.ridge = additive, ridge
         self.plan_size = batch
 
     def start(self, workload: Workload, seed: int = 0) -> RobustSession:
@@ -103,6 +111,9 @@ class RobustSession(IndexSession):
             self.features = np.hstack([self.features, self.log_estimate[:, None]])
         self.position = {int(i): k for k, i in enumerate(self.pool)}  # flat index -> row of pool
         digits = space.digits(self.pool)
+        offsets = np.concatenate([[0], np.cumsum(space.sizes)[:-1]])
+        self.onehot = np.zeros((len(self.pool), int(np.sum(space.sizes))))
+        self.onehot[np.arange(len(self.pool))[:, None], digits + offsets] = 1.0
         digits[:, COLUMN["group_m"]] = 0  # configs that differ only in group_m share a family
         self.family = space.index_of_digits(digits)
 
@@ -185,8 +196,19 @@ class RobustSession(IndexSession):
                                  random_state=self.seed * 1000 + len(rows) * 10 + k)
             fit = model.fit(self.features[rows[boot]], y[boot])
             preds.append(fit.predict(self.features) - self.log_estimate)
+        for k in range(self.tuner.additive):
+            boot = self.rng.integers(0, len(rows), size=len(rows)) if k else np.arange(len(rows))
+            preds.append(self._additive(rows[boot], y[boot]) - self.log_estimate)
         stacked = np.stack(preds)
         return stacked.mean(axis=0), stacked.std(axis=0)
+
+    def _additive(self, rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """A ridge fit of the correction on one-hot knob values: each knob value's effect adds up,
+        so it predicts combinations never measured together, where trees extrapolate flat."""
+        X = self.onehot[rows]
+        lam = self.tuner.ridge * len(rows)
+        coef = np.linalg.solve(X.T @ X + lam * np.eye(X.shape[1]), X.T @ (y - y.mean()))
+        return self.onehot @ coef + y.mean()
 
     def _model_pick(self, n: int) -> np.ndarray:
         with_prior = self.log_estimate is not None

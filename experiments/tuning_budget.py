@@ -66,7 +66,8 @@ def summarize(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SHAPES,
-        random_shapes: int = RANDOM_SHAPES, seeds: int = 5, checkpoints: Sequence[int] = CHECKPOINTS,
+        random_shapes: int = RANDOM_SHAPES, seeds: int = 5, first_seed: int = 0,
+        checkpoints: Sequence[int] = CHECKPOINTS,
         workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
     from autotune import workload as wl
     from autotune.registry import make_tuner
@@ -77,12 +78,14 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
     for s in names:
         wl.get_workload(s)
     cells = [Cell.of("tuning-budget", "experiments.tuning_budget:budget_cell", tuner=t, shape=s, seed=k,
-                     checkpoints=tuple(checkpoints)) for t in tuners for s in names for k in range(seeds)]
+                     checkpoints=tuple(checkpoints)) for t in tuners for s in names
+             for k in range(first_seed, first_seed + seeds)]
     results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="tuning budget")
     rows = summarize(results)
     overhead = {t: statistics.median([x for r in results if r["tuner"] == t for x in r["batch_s"][1:]] or [0.0])
                 for t in tuners}
-    write_table(out, "tuning_budget", rows, {"command": command, "seeds": seeds, "random_seed": RANDOM_SEED,
+    write_table(out, "tuning_budget", rows, {"command": command, "seeds": seeds, "first_seed": first_seed,
+                                             "random_seed": RANDOM_SEED,
                                              "median_slack_points": MEDIAN_SLACK, "worst_floor_pct": WORST_FLOOR,
                                              "seconds_per_batch": overhead})
     last = max(checkpoints)
@@ -106,15 +109,17 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuners", default=",".join(TUNERS), help="comma-separated tuner names (and the bound oracle)")
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated named shapes or MxNxK")
     p.add_argument("--random-shapes", type=int, default=RANDOM_SHAPES, help="how many random shapes to add")
-    p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 per tuner and shape")
+    p.add_argument("--seeds", type=int, default=5, help="how many seeds per tuner and shape")
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seeds FIRST..FIRST+N-1 (e.g. 5 for a check on seeds the tuners were not tuned on)")
     p.add_argument("--trials", default=",".join(map(str, CHECKPOINTS)), help="comma-separated budgets")
     add_sweep_options(p, "results/tuning_budget", device=False, seed=False)
 
 
 def _run(args: argparse.Namespace) -> int:
     run(Path(args.out), tuners=split_list(args.tuners), shapes=split_list(args.shapes),
-        random_shapes=args.random_shapes, seeds=args.seeds, checkpoints=[int(x) for x in split_list(args.trials)],
-        **sweep_kwargs(args))
+        random_shapes=args.random_shapes, seeds=args.seeds, first_seed=args.first_seed,
+        checkpoints=[int(x) for x in split_list(args.trials)], **sweep_kwargs(args))
     return 0
 
 

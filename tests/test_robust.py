@@ -127,3 +127,21 @@ def test_prior_none_ranks_from_measurements_alone():
     b = RobustTuner(n_estimators=20).tune(w, 48, SimulatedMeasurer(seed=2), seed=2)
     assert len(a.history) == len(b.history) == 48
     assert [r.config for r in a.history[:32]] != [r.config for r in b.history[:32]]
+
+
+def test_additive_members_predict_knob_effects_never_measured_together():
+    """The ridge member adds up one-hot knob effects: measured configs show 1 stage faster (but
+    always with 8 warps) and 4 warps faster (always with 3 stages); it predicts the never-measured
+    pair 4 warps *and* 1 stage as the fastest, which trees, flat outside the data, would not."""
+    from autotune.space import COLUMN
+
+    session = RobustTuner(ridge=1e-3).start(SHAPES["square"], seed=0)
+    v = session.values
+    w, st = v[:, COLUMN["num_warps"]], v[:, COLUMN["num_stages"]]
+    seen = np.flatnonzero(((w == 8) & np.isin(st, (1, 3))) | ((w == 4) & (st == 3)))
+    effect = 0.3 * (w == 4) + 0.2 * (st == 1)
+    pred = session._additive(seen, effect[seen])
+    pair = (w == 4) & (st == 1)
+    assert pair.any() and not np.isin(np.flatnonzero(pair), seen).any()
+    assert pred[pair].mean() == pytest.approx(0.5, abs=0.02)
+    assert pred[pair].mean() > pred[seen].max() - 1e-9

@@ -21,9 +21,12 @@ class FakeTimer:
 
     def __init__(self):
         self.calls: list[str] = []
+        self.cold: list[bool] = []
 
-    def __call__(self, graph: Graph, threads: int = 1, warmup: int = 8, runs: int = 32, seed: int = 0) -> Timing:
+    def __call__(self, graph: Graph, threads: int = 1, warmup: int = 8, runs: int = 32, seed: int = 0,
+                 cold_weights: bool = False) -> Timing:
         self.calls.append(graph.name)
+        self.cold.append(cold_weights)
         if graph.name == "overhead":
             return Timing(5.0, 5.0, 5.0, runs)
         us = 5.0 + sum((30.0 if n.op == "matmul" else 10.0) + n.shapes[0][0] * 1e-3
@@ -196,3 +199,30 @@ def test_a_kernel_onnxruntime_cannot_run_is_a_clear_error_and_stores_nothing(fak
     with pytest.raises(ValueError, match=r"ort-cpu: onnxruntime cannot run the kernel conv2d alone .*indices out"):
         OrtCpuCost(progress=False).graph_time_us(small_cnn())
     assert not (tmp_path / "db.jsonl").exists() or "conv2d" not in (tmp_path / "db.jsonl").read_text()
+
+
+def test_products_reading_weights_are_timed_with_cold_weights(fake, monkeypatch):
+    """Timed alone, a kernel's 40 runs read the same weights from cache; in an inference a
+    product's weights were last read one inference ago. So a product reading a weight (fused or
+    not) is timed after the caches are evicted, under a key of its own; a product of two
+    activations and a convolution are timed warm."""
+    from eqsat.measured import timer
+
+    weighted = op_kernel("matmul", (), ((16, 64), (64, 32)), (False, True))
+    plain = op_kernel("matmul", (), ((16, 64), (64, 32)), (False, False))
+    conv = op_kernel("conv2d", (("pad", "same"),), ((1, 8, 8, 8), (8, 8, 3, 3)), (False, True))
+    assert weighted.cold_weights and not plain.cold_weights and not conv.cold_weights
+    assert weighted.key != op_kernel("matmul", (), ((16, 64), (64, 32)), (True, True)).key
+    assert "cold-weights" in weighted.key and "cold-weights" not in plain.key
+    cost = OrtCpuCost(progress=False)
+    for k in (weighted, plain, conv):
+        cost.kernel_us(k)
+    timed = [cold for name, cold in zip(fake.calls, fake.cold) if name != "overhead"]
+    assert timed == [True, False, False]
+    evicted = []
+    monkeypatch.setattr(timer, "evict_caches", lambda feeds: evicted.append(sorted(feeds)))
+    feeds = {"x0": __import__("numpy").ones((2, 2), dtype="float32")}
+    sess = SimpleNamespace(run=lambda outputs, f: None)
+    timer.run_us(sess, feeds)
+    timer.run_us(sess, feeds, cold_weights=True)
+    assert evicted == [["x0"]]

@@ -69,7 +69,8 @@ class OrtCpuCost:
         if found is None:
             self._tick(kernel.name)
             try:
-                found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs)
+                found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
+                                   cold_weights=kernel.cold_weights)
             except Exception as exc:  # onnxruntime's own errors have no common base class
                 raise ValueError(f"{self.name}: onnxruntime cannot run the kernel {kernel.name} alone on random "
                                  f"inputs ({str(exc).splitlines()[0][:200]}); price this model on a roofline "

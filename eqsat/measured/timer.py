@@ -14,6 +14,8 @@ import numpy as np
 from ..graph import Graph
 
 WARMUP, RUNS = 8, 32  # TASO's numbers
+FLUSH_BYTES = 64 << 20  # written before each timed run of a cold-weights kernel: more than this CPU's caches
+_flush: list[np.ndarray] = []
 KERNEL_SECONDS = 0.5  # a slow kernel is timed for about this long (at least MIN_RUNS runs) instead
 MIN_RUNS = 5
 
@@ -62,18 +64,32 @@ def export_for_timing(graph: Graph, path: Path) -> Path:
     return path
 
 
-def run_us(sess: Any, feeds: dict[str, Any]) -> float:
-    """Wall time of one ``run`` (µs)."""
+def evict_caches(feeds: dict[str, Any]) -> None:
+    """Write :data:`FLUSH_BYTES` (one float per 64-byte line), then read the inputs again: the
+    kernel's weights are cold, its activations hot, as in an inference whose products read
+    weights last touched one inference ago."""
+    if not _flush:
+        _flush.append(np.zeros(FLUSH_BYTES // 4, dtype=np.float32))
+    _flush[0][::16] += 1.0
+    for v in feeds.values():
+        np.asarray(v).sum()
+
+
+def run_us(sess: Any, feeds: dict[str, Any], cold_weights: bool = False) -> float:
+    """Wall time of one ``run`` (µs), after :func:`evict_caches` with ``cold_weights``."""
+    if cold_weights:
+        evict_caches(feeds)
     start = time.perf_counter()
     sess.run(None, feeds)
     return (time.perf_counter() - start) * 1e6
 
 
-def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0) -> Timing:
+def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0,
+               cold_weights: bool = False) -> Timing:
     """Export ``graph`` as float32 ONNX and time ``runs`` runs after ``warmup`` with ``threads``
-    intra-op threads. A kernel slower than ``KERNEL_SECONDS / runs`` gets one warm-up run and as
-    many timed runs as fit in ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution
-    would otherwise take 4 s to price."""
+    intra-op threads (each timed run after :func:`evict_caches` with ``cold_weights``). A kernel
+    slower than ``KERNEL_SECONDS / runs`` gets one warm-up run and as many timed runs as fit in
+    ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution would otherwise take 4 s."""
     from ..onnx import random_feeds
 
     with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
@@ -84,7 +100,7 @@ def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int =
         warmup, runs = 1, max(MIN_RUNS, min(runs, int(KERNEL_SECONDS / first)))
     for _ in range(warmup - 1):
         sess.run(None, feeds)
-    return Timing.of(np.array([run_us(sess, feeds) for _ in range(runs)]))
+    return Timing.of(np.array([run_us(sess, feeds, cold_weights) for _ in range(runs)]))
 
 
 SESSIONS = 4  # sessions per model in an end-to-end comparison

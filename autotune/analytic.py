@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .resources import registers_per_thread, smem_bytes
+from .resources import Limits, blocks_per_sm
 from .space import column
 from .workload import Workload
 
@@ -54,13 +54,8 @@ def estimate_us(workload: Workload, configs: np.ndarray, sheet: Datasheet = A100
     tiles_m, tiles_n = np.ceil(M / bm), np.ceil(N / bn)
     blocks = tiles_m * tiles_n * sk
     k_steps = np.ceil(np.ceil(K / sk) / bk)
-    regs = registers_per_thread(configs)
-    per_sm = np.maximum(np.minimum.reduce([
-        np.full(len(configs), float(sheet.max_blocks_per_sm)),
-        np.floor(sheet.smem_per_sm / np.maximum(smem_bytes(configs), 1)),
-        np.floor(sheet.max_threads_per_sm / (32 * w)),
-        np.floor(sheet.regs_per_sm / (32 * w * regs)),
-    ]), 1)
+    per_sm = blocks_per_sm(configs, sheet.smem_per_sm, sheet.max_threads_per_sm, sheet.max_blocks_per_sm,
+                           Limits(regs_per_sm=sheet.regs_per_sm))
     resident = np.minimum(per_sm, np.ceil(blocks / sheet.sms))
     waves = np.ceil(blocks / (sheet.sms * resident))
     block_flops = 2 * bm * bn * bk * k_steps

@@ -24,9 +24,8 @@ import numpy as np
 from .resources import (
     Limits,
     accumulators_per_thread,
+    blocks_per_sm,
     legal,
-    registers_per_thread,
-    smem_bytes,
 )
 from .space import SPACE, column
 from .workload import Workload
@@ -88,19 +87,10 @@ def time_us(workload: Workload, configs: np.ndarray, spec: GPUSpec = A100_LIKE) 
                                 ("split_k", "block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m"))
     limits = spec.limits
     ok = legal(configs, limits)
-    smem = smem_bytes(configs).astype(np.float64)
     acc = accumulators_per_thread(configs)
-    regs = registers_per_thread(configs, limits)
     spill = np.maximum(acc + 40 - spec.max_regs_per_thread, 0) / spec.max_regs_per_thread
 
-    # occupancy: resident blocks per SM
-    occ = np.minimum.reduce([
-        np.full(len(configs), float(spec.max_blocks_per_sm)),
-        np.floor(spec.smem_per_sm / np.maximum(smem, 1)),
-        np.floor(spec.max_threads_per_sm / (32 * w)),
-        np.floor(spec.regs_per_sm / (32 * w * regs)),
-    ])
-    occ = np.maximum(occ, 1)  # legal() guarantees one block fits
+    occ = blocks_per_sm(configs, spec.smem_per_sm, spec.max_threads_per_sm, spec.max_blocks_per_sm, limits)
 
     tiles_m, tiles_n = np.ceil(M / bm), np.ceil(N / bn)
     k_split = np.ceil(K / sk)

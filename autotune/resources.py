@@ -79,3 +79,16 @@ def why_illegal(configs: np.ndarray, limits: Limits = A100_LIMITS) -> list[str]:
         else:
             out.append("")
     return out
+
+
+def blocks_per_sm(configs: np.ndarray, smem_per_sm: int, max_threads_per_sm: int, max_blocks_per_sm: int,
+                  limits: Limits = A100_LIMITS) -> np.ndarray:
+    """Thread blocks one SM holds at once: the tightest of its block slots, shared memory,
+    threads and registers (at least 1; :func:`legal` guarantees one block fits)."""
+    w = column(configs, "num_warps").astype(np.float64)
+    return np.maximum(np.minimum.reduce([
+        np.full(len(configs), float(max_blocks_per_sm)),
+        np.floor(smem_per_sm / np.maximum(smem_bytes(configs).astype(np.float64), 1)),
+        np.floor(max_threads_per_sm / (32 * w)),
+        np.floor(limits.regs_per_sm / (32 * w * registers_per_thread(configs, limits))),
+    ]), 1)

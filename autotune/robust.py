@@ -174,13 +174,17 @@ class RobustSession(IndexSession):
         y = normalized_throughput(np.array(self.trials.times), np.zeros(len(rows)))
         preds = []
         for k in range(self.tuner.ensemble):
-            boot = self.rng.integers(0, len(rows), size=len(rows)) if k else np.arange(len(rows))
+            boot = self._bootstrap(k, len(rows))
             model = XGBCostModel(self.tuner.objective, n_estimators=self.tuner.n_estimators,
                                  random_state=self.seed * 1000 + len(rows) * 10 + k)
             p = model.fit(self.features[rows[boot]], y[boot]).predict(self.features)
             preds.append((p - p.mean()) / (p.std() or 1.0))
         stacked = np.stack(preds)
         return stacked.mean(axis=0), stacked.std(axis=0)
+
+    def _bootstrap(self, k: int, n: int) -> np.ndarray:
+        """Rows for ensemble member ``k``: all of them for the first, a seeded resample otherwise."""
+        return self.rng.integers(0, n, size=n) if k else np.arange(n)
 
     def _residual_scores(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """With the analytic prior: each model learns how much faster than estimated a config
@@ -191,13 +195,13 @@ class RobustSession(IndexSession):
         y = self.log_estimate[rows] - np.log(times)
         preds = []
         for k in range(self.tuner.ensemble):
-            boot = self.rng.integers(0, len(rows), size=len(rows)) if k else np.arange(len(rows))
+            boot = self._bootstrap(k, len(rows))
             model = XGBCostModel("reg", n_estimators=self.tuner.n_estimators, max_depth=4, learning_rate=0.2,
                                  random_state=self.seed * 1000 + len(rows) * 10 + k)
             fit = model.fit(self.features[rows[boot]], y[boot])
             preds.append(fit.predict(self.features) - self.log_estimate)
         for k in range(self.tuner.additive):
-            boot = self.rng.integers(0, len(rows), size=len(rows)) if k else np.arange(len(rows))
+            boot = self._bootstrap(k, len(rows))
             preds.append(self._additive(rows[boot], y[boot]) - self.log_estimate)
         stacked = np.stack(preds)
         return stacked.mean(axis=0), stacked.std(axis=0)

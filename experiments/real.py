@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 from .command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from .compare import COMPARE_MODELS, check_models
-from .onnx_io import TOLERANCE
+from .onnx_io import TOLERANCE, export_best
 from .output import pyplot, write_json, write_table
 from .sweep import Cell, run_cells
 
@@ -67,11 +66,7 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
         row, result = search_result(imported.graph, model, search, dev, seed, quick)
         best = result.best
         files[name] = folder / f"{model}.{name}.onnx"
-        changed = best.outputs != imported.graph.outputs
-        if changed:
-            onnx_io.save(imported, best, files[name])
-        else:  # what `optimize --out` hands the user when the search keeps the input: the input file
-            shutil.copyfile(src, files[name])
+        changed = not export_best(imported, best, src, files[name])  # a kept input: the input file, as optimize writes
         searches[name] = {"search_s": row["search_s"], "stop": row["stop"], "verified": row["verified"],
                           "changed": changed}
         if search == "taso" and dev == device:

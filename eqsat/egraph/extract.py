@@ -21,7 +21,7 @@ from typing import Any
 from ..cost import CostModel
 from ..graph import Graph, Node, node
 from .ilp import ILPSettings, ilp_extract
-from .language import Language
+from .language import Language, split_proj_attrs
 from .view import EGraphView, ENode, selection_cost
 
 
@@ -173,6 +173,42 @@ def to_graph(
     return Graph(tuple(built[r] for r in roots), template.dtype, template.name)
 
 
+def lookup_choice(view: EGraphView, graph: Graph, roots: list[Any], base: dict[Any, int]) -> dict[Any, int] | None:
+    """``base`` (an acyclic choice of every e-class) with ``graph``'s nodes chosen where it lies in
+    the e-graph (egg's ``lookup_expr``): the graph a previous extraction of a smaller version of
+    this e-graph found, whose nodes are all still here. None when a node is missing, or when the
+    choice it gives is not one acyclic DAG (two of its nodes in one e-class)."""
+    index = {(n.op, n.attrs, n.children, n.sizes) if n.op != "leaf" else ("leaf", n.leaf): i
+             for i, n in enumerate(view.nodes)}
+    found: dict[Node, int] = {}  # graph node -> e-node
+    for g in graph.nodes():
+        if g.op == "split":
+            continue
+        if g.is_leaf:
+            key: tuple = ("leaf", g.attr("name"))
+        elif g.op == "proj":
+            sp = g.inputs[0]
+            key = ("splitproj", split_proj_attrs(sp.attr("axis"), g.attr("index")),
+                   (view.nodes[found[sp.inputs[0]]].eclass,) if sp.inputs[0] in found else None,
+                   tuple(sp.attr("sizes")))
+        else:
+            kids = tuple(view.nodes[found[x]].eclass for x in g.inputs if x in found)
+            key = (g.op, g.attrs, kids if len(kids) == len(g.inputs) else None, ())
+        if key not in index:
+            return None
+        found[g] = index[key]
+    picked: dict[Any, int] = {}
+    for i in found.values():
+        c = view.nodes[i].eclass
+        if c not in view.const and picked.setdefault(c, i) != i:
+            return None  # two of its nodes in one e-class
+    if [view.nodes[found[o]].eclass for o in graph.outputs] != list(roots):
+        return None
+    choice = dict(base)
+    choice.update(picked)
+    return choice
+
+
 EXTRACTORS = ("ilp", "greedy")
 
 
@@ -200,9 +236,13 @@ class Extraction:
 
 
 def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str = "ilp",
-            seconds: float = 60.0, settings: ILPSettings | None = None) -> Extraction:
+            seconds: float = 60.0, settings: ILPSettings | None = None, hint: Graph | None = None) -> Extraction:
     """The greedy choice, improved by the exact ILP (started from the greedy choice, which stays
-    the upper bound) with ``extractor="ilp"``; the ILP's answer is kept only when no worse."""
+    the upper bound) with ``extractor="ilp"``; the ILP's answer is kept only when no worse.
+
+    ``hint``: a graph known to lie in this e-graph (the answer of an earlier extraction of a part
+    of it); where it is cheaper than the greedy choice, the ILP starts from it instead. On
+    Inception-v3's last merge round that is the optimum itself, and HiGHS need only prove it."""
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()
@@ -211,11 +251,16 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     greedy_s = time.perf_counter() - start
     if extractor == "greedy":
         return Extraction(choice, greedy, greedy, "greedy", None, "not run", greedy_s, first_incumbent_s=greedy_s)
-    ilp = ilp_extract(view, costs, roots, choice, greedy, settings or ILPSettings(), max(seconds - greedy_s, 0.01))
+    first, first_cost = choice, greedy
+    hinted = lookup_choice(view, hint, roots, choice) if hint is not None else None
+    if hinted is not None and (hinted_cost := selection_cost(view, costs, hinted, roots)) < greedy:
+        first, first_cost = hinted, hinted_cost
+    ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), max(seconds - greedy_s, 0.01))
     seconds_taken = time.perf_counter() - start
-    if ilp is None or ilp.cost > greedy + 1e-9:
-        status = "no solution within the time limit" if ilp is None else "worse than greedy"
-        return Extraction(choice, greedy, greedy, "greedy", None, status, seconds_taken,
+    if ilp is None or ilp.cost > first_cost + 1e-9:
+        status = "no solution within the time limit" if ilp is None else "worse than its start"
+        method = "greedy" if first is choice else "hint"
+        return Extraction(first, first_cost, greedy, method, None, status, seconds_taken,
                           first_incumbent_s=greedy_s)
     return Extraction(ilp.choice, ilp.cost, greedy, "ilp", ilp.gap, ilp.status, seconds_taken, ilp.bound,
                       greedy_s, ilp.stats)

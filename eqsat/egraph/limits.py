@@ -25,6 +25,7 @@ class Limits:
     k_multi: int = 1
     multi_by_need: int = 2  # merge rounds by need after saturation, while each improves the optimum (0: off)
     multi_match_limit: int = 2_000  # in a by-need round, a multi-pattern rule matching more often is banned
+    round_rewrites: bool = False  # a by-need round runs the rewrite rules once after its merges too
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"
     ilp_seconds: float = 60.0
@@ -67,8 +68,8 @@ class RunReport:
     multi_compiled: int = 0
     egglog_rules: int = 0
     rules_skipped: dict[str, int] = field(default_factory=dict)
-    undone: bool = False  # the last by-need merge round was undone
-    final_enodes: int | None = None  # the e-graph's size at the end (after an undo)
+    undone: bool = False  # the last by-need merge round was discarded (the answer is the e-graph before it)
+    final_enodes: int | None = None  # the size of the e-graph the answer is from
     judges: int = 0  # how many times merges by need asked for the exact optimum
     final_judged: int | None = None  # the final e-graph is the one judge number k (0-based) saw, unchanged
 

@@ -100,21 +100,25 @@ def _worker(conn: Any) -> None:
     serves every model of a run). After an iteration that leaves too little time for another
     like it, it sends a snapshot of the e-graph, so a kill during the next one loses nothing
     already done."""
-    from . import runner  # noqa: F401  egglog loads now, while the parent prepares the first job
+    from .runner import HostPool  # egglog loads now, while the parent prepares the first job
 
+    hosts = HostPool()  # jobs' rules stay loaded for later jobs that need them
     while True:
         try:
             rules, graph, limits = conn.recv()
         except EOFError:  # the parent is gone, or gave up before sending a job
             return
-        _run_job(conn, rules, graph, limits)
+        host = hosts.pick(rules)
+        if not _run_job(conn, rules, graph, limits, host):
+            hosts.drop(host)  # a failed job may leave it in any state
 
 
-def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
+def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None) -> bool:
+    """Run one job, sending its progress and result; whether it ended cleanly (``host`` back as it was)."""
     from .runner import EGraphRunner
 
     try:
-        runner = EGraphRunner(rules)
+        runner = EGraphRunner(rules, host=host)
         roots = runner.insert(graph)
         conn.send(("started", None))
         t0 = time.perf_counter()
@@ -136,9 +140,13 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits) -> None:
             return conn.recv()
 
         report = runner.run(limits, on_iteration, judge)
-        conn.send(("done", (final_view(runner, report), roots, report, time.perf_counter() - t0)))
+        done = (final_view(runner, report), roots, report, time.perf_counter() - t0)
+        runner.release()
+        conn.send(("done", done))
+        return True
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return False
 
 
 def start_method() -> str:
@@ -262,12 +270,15 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
     seen: list[tuple[EGraphView, Extraction | None]] = []  # each judge's e-graph and exact answer, in order
 
+    hint: list[Graph] = []  # the last judge's graph: it lies in every later, larger e-graph of the run
+
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
         settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
-                        min(limits.ilp_seconds, JUDGE_SECONDS), settings)
+                        min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[-1] if hint else None)
         seen.append((view, found if found.exact else None))
-        return found.cost, to_graph(view, found.choice, roots, leaves, graph)
+        hint.append(to_graph(view, found.choice, roots, leaves, graph))
+        return found.cost, hint[-1]
 
     if worker is not None:
         view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum)
@@ -285,7 +296,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     extraction = judged
     if extraction is None:
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds,
-                             ILPSettings(solver=limits.ilp_solver))
+                             ILPSettings(solver=limits.ilp_solver), hint[-1] if hint else None)
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)

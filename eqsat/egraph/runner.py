@@ -42,22 +42,35 @@ NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-no
 class EGraphRunner:
     """An egglog e-graph holding one tensor graph and the compiled rules."""
 
-    def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True):
-        """Load compiled rules (or compile ``rules``; ``multi=False`` drops multi-pattern ones)."""
+    def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True, host: RuleHost | None = None):
+        """Load compiled rules (or compile ``rules``; ``multi=False`` drops multi-pattern ones) into a
+        new e-graph, or into ``host``'s (rules it holds from earlier runs are not loaded again;
+        :meth:`release` gives the host back as it was)."""
         compiled = rules if isinstance(rules, Compiled) else compile_rules(rules, multi=multi)
         self.lang = compiled.lang
-        self.egraph = egglog.EGraph()
+        self.host = host
         start = time.perf_counter()
-        self._send(HEADER)
-        for kind in KINDS:
-            names = " ".join(f"{kind}_{b}" for b in range(BATCHES))
-            self._send(" ".join(f"(ruleset {kind}_{b})" for b in range(BATCHES)) +
-                       f" (unstable-combined-ruleset {kind} {names})")
-        self._send(compiled.declarations)
-        for k, rule in enumerate(compiled.rules):
+        if host is None:
+            self.egraph = egglog.EGraph()
+            self._send(HEADER)
             for kind in KINDS:
-                rule = rule.replace(f":ruleset {kind} :name", f":ruleset {kind}_{k % BATCHES} :name")
-            self._send(rule)
+                names = " ".join(f"{kind}_{b}" for b in range(BATCHES))
+                self._send(" ".join(f"(ruleset {kind}_{b})" for b in range(BATCHES)) +
+                           f" (unstable-combined-ruleset {kind} {names})")
+            self._send(compiled.declarations)
+            for k, rule in enumerate(compiled.rules):
+                for kind in KINDS:
+                    rule = rule.replace(f":ruleset {kind} :name", f":ruleset {kind}_{k % BATCHES} :name")
+                self._send(rule)
+        else:
+            self.egraph = host.egraph
+            members = host.load(compiled)
+            host.egraph.run_program(*host.egraph.parse_program("(push)"))  # this run's state, popped by release
+            for kind in KINDS:
+                for b in range(BATCHES):
+                    batch = " ".join(name for k, (of, name) in enumerate(members) if of == kind and k % BATCHES == b)
+                    self._send(f"(unstable-combined-ruleset {kind}_{b} {batch})" if batch else f"(ruleset {kind}_{b})")
+                self._send(f"(unstable-combined-ruleset {kind} {' '.join(f'{kind}_{b}' for b in range(BATCHES))})")
         self.groups = compiled.groups
         self.multi_rules = len(compiled.multi_names)
         self.report = RunReport(
@@ -82,6 +95,13 @@ class EGraphRunner:
     def _pop_to(self, depth: int) -> None:
         while self.depth > depth:
             self._pop()
+
+    def release(self) -> None:
+        """Give the host's e-graph back as it was before this run (no-op without a host)."""
+        if self.host is not None:
+            self._pop_to(0)
+            self._send("(pop)")
+            self.host = None
 
     def _send(self, text: str) -> list[Any]:
         return self.egraph.run_program(*self.egraph.parse_program(text)) if text.strip() else []
@@ -138,14 +158,6 @@ class EGraphRunner:
         0.059 s in programs of 400, 0.032 s in programs of 25)."""
         for k in range(0, len(lines), CHUNK):
             self._send("\n".join(lines[k : k + CHUNK]))
-
-    def _open_round(self, best: Graph) -> int:
-        """Save the e-graph (push) and mark ``best``'s e-classes for a merge round; the push depth
-        to pop back to if the round does not pay."""
-        depth = self.depth
-        self._push()
-        self.mark_best(best)
-        return depth
 
     def mark_best(self, graph: Graph) -> None:
         """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
@@ -217,11 +229,14 @@ class EGraphRunner:
 
         Merges by need: when the rules saturate, ``judge`` gives the exact extracted cost of the
         e-graph and the graph that has it; while it improves (at most ``multi_by_need`` times),
-        the e-graph is saved (push), that graph's e-classes are marked ``chosen``, and one more
-        multi-pattern iteration runs on pairs of marked ops only (TASO's step: merge two ops of
-        the current best graph; a rule matching more than ``multi_match_limit`` times is still
-        banned). The round is judged right after that iteration: one whose optimum is no better,
-        or that breaks a cap, is undone (pop) and ends the run; one that pays is followed at once
+        that graph's e-classes are marked ``chosen``, and one more multi-pattern iteration runs
+        on pairs of marked ops only (TASO's step: merge two ops of the current best graph; a rule
+        matching more than ``multi_match_limit`` times is still banned). The rewrite rules do not
+        run in it (``round_rewrites`` runs them once after the merges): on the ten benchmark
+        models they changed no best cost and cost NasRNN 0.7 s, NasNet-A 0.6 s, Inception-v3 0.3 s. The round is judged
+        right after that iteration: one whose optimum is no better, or that breaks a cap, ends
+        the run and is discarded (the answer is the e-graph the judge before it saw; it is not
+        popped, which would cost a copy of the e-graph for nothing); one that pays is followed at once
         by the next round on the graph it found. Merge rounds are TASO's greedy steps on top of
         the saturated e-graph, and the rewrite rules are not saturated again after them: on the
         ten benchmark models every round's gain showed in its merge iteration, and saturating
@@ -233,24 +248,29 @@ class EGraphRunner:
         before = self.size()
         grew, last_s = 10.0, 0.0  # the first iteration's growth is a guess; it has no history
         by_need_left = limits.multi_by_need if judge is not None and self.multi_rules else 0
-        best_cost, mark, pending = math.inf, None, False  # mark: push depth before the by-need round
+        best_cost, open_round, pending = math.inf, False, False  # open_round: a merge round not yet judged
         first_round = True  # no merge round has paid yet
         seen, base = None, None  # the judge that saw the e-graph as it is now; the one before a round
+        judged_sizes: list[int] = []  # the e-graph's size at each judge
 
         def judged() -> tuple[float, Graph]:
             nonlocal seen
             answer = judge()
             seen, self.report.judges = self.report.judges, self.report.judges + 1
+            judged_sizes.append(self.size())
             return answer
         for i in range(limits.iterations):
             t0 = time.perf_counter()
             by_need, pending = pending, False
             multi = i < limits.k_multi or by_need
-            sets = ["best" if by_need else "multi", "rw"] if multi else ["rw"]
+            if by_need:  # a merge round: the merges, and the rewrites after them only if asked
+                sets = ["best", "rw"] if limits.round_rewrites else ["best"]
+            else:
+                sets = ["multi", "rw"] if multi else ["rw"]
             cap = ""
             if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
                 out, cap = self._batched(sets, limits, start)
-            elif by_need:  # a merge round, saved by its own push: one that overshoots is undone whole
+            elif by_need:  # a merge round: one that overshoots is discarded whole
                 out = self._schedule(sets, limits)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
                     cap = "node limit"
@@ -289,17 +309,17 @@ class EGraphRunner:
                 break
             if by_need:  # a merge round is judged at once: its gain shows in the iteration that merges
                 cost, best = judged()
-                if cost >= best_cost * (1 - 1e-9):  # it did not pay: undo it
-                    self._pop_to(mark)
-                    mark, self.report.undone, seen = None, True, base
+                if cost >= best_cost * (1 - 1e-9):  # it did not pay: discard it
+                    open_round, self.report.undone, seen = False, True, base
                     stop = "saturated" if first_round else "saturated, then merged by need"
                     break
-                best_cost, mark = cost, None
+                best_cost, open_round = cost, False
                 if by_need_left <= 0:  # the last round paid: its graph is the answer
                     stop = "saturated, then merged by need"
                     break
                 base, seen = seen, None
-                mark, pending, by_need_left, first_round = self._open_round(best), True, by_need_left - 1, False
+                self.mark_best(best)
+                open_round, pending, by_need_left, first_round = True, True, by_need_left - 1, False
                 continue
             if not updated and not (i + 1 < limits.k_multi):
                 stop = "saturated"
@@ -308,13 +328,82 @@ class EGraphRunner:
                 cost, best = judged()  # merges by need: the best graph so far, whose ops the next round pairs
                 best_cost = min(best_cost, cost)
                 base, seen = seen, None
-                mark, pending, by_need_left = self._open_round(best), True, by_need_left - 1
-        if mark is not None:  # the last merge round did not pay, or broke a cap: undo it
-            self._pop_to(mark)
+                self.mark_best(best)
+                open_round, pending, by_need_left = True, True, by_need_left - 1
+        if open_round:  # the last merge round broke a cap before it was judged: discard it
             self.report.undone, seen = True, base
             if stop != "saturated":
-                stop += " (the last by-need merge round was undone)"
-        self.report.final_enodes = self.size()
+                stop += " (the last by-need merge round was discarded)"
+        self.report.final_enodes = judged_sizes[seen] if self.report.undone and seen is not None else self.size()
         self.report.final_judged = seen  # marks (``chosen``) are no e-nodes: that judge's view still holds
         self.report.stop = stop
         return self.report
+
+
+LOAD_MS_PER_RULE = 0.7  # egglog 13.2 loading one compiled rule (measured: 0.6-0.8 ms, VGG-19's 153 in 0.11 s)
+COPY_MS_PER_RULE = 0.12  # one run's saves and restores (2 pushes, 2 pops) per rule a host holds (450: 55 ms)
+
+
+class RuleHost:
+    """One egglog e-graph that keeps every rule and constructor any run loaded into it, each rule
+    in a ruleset of its own; a run loads only what is new, saves the e-graph (push), names its
+    rules' rulesets as ``rw``/``multi``/``best`` and is popped at the end. A warm saturation worker
+    keeps a few (:class:`HostPool`), so a process that optimizes many models loads a rule once,
+    not once per model. Rules of other runs sit in rulesets that are never run, but egglog copies
+    them at every push: a host pays only where its rules are mostly the run's own."""
+
+    def __init__(self) -> None:
+        self.egraph = egglog.EGraph()
+        self.egraph.run_program(*self.egraph.parse_program(HEADER))
+        self.lines: set[str] = set()  # declarations sent
+        self.rulesets: dict[str, str] = {}  # rule text (with ``:ruleset KIND``) -> its own ruleset
+
+    def load(self, compiled: Compiled) -> list[tuple[str, str]]:
+        """Send what ``compiled`` needs and this e-graph lacks; the kind and ruleset of each of its
+        rules, in ``compiled.rules`` order."""
+        new = [line for line in compiled.declarations.splitlines() if line.strip() and line not in self.lines]
+        if new:
+            self.egraph.run_program(*self.egraph.parse_program("\n".join(new)))
+            self.lines.update(new)
+        members: list[tuple[str, str]] = []
+        for rule in compiled.rules:
+            kind = next(k for k in KINDS if f":ruleset {k} :name" in rule)
+            name = self.rulesets.get(rule)
+            if name is None:
+                name = f"q{len(self.rulesets)}"
+                text = f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name")
+                self.egraph.run_program(*self.egraph.parse_program(text))
+                self.rulesets[rule] = name
+            members.append((kind, name))
+        return members
+
+
+class HostPool:
+    """The hosts of one process, at most ``size``: a run takes the one that saves the most
+    (rules it holds already, less the copies of the rules it holds and the run does not need, at
+    the measured costs above), or a new one when none saves anything."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self.hosts: list[RuleHost] = []  # most recently used last
+
+    @staticmethod
+    def saving_ms(host: RuleHost, compiled: Compiled) -> float:
+        held = sum(rule in host.rulesets for rule in set(compiled.rules))
+        return LOAD_MS_PER_RULE * held - COPY_MS_PER_RULE * (len(host.rulesets) - held)
+
+    def pick(self, compiled: Compiled) -> RuleHost:
+        best = max(self.hosts, key=lambda h: self.saving_ms(h, compiled), default=None)
+        if best is None or self.saving_ms(best, compiled) <= 0:
+            best = RuleHost()
+            if len(self.hosts) >= self.size:
+                self.hosts.pop(0)
+        else:
+            self.hosts.remove(best)
+        self.hosts.append(best)
+        return best
+
+    def drop(self, host: RuleHost) -> None:
+        """Forget a host a failed run may have left in any state."""
+        if host in self.hosts:
+            self.hosts.remove(host)

@@ -16,7 +16,8 @@ and run again batch by batch, checking after each batch. An iteration predicted 
 the clock runs batch by batch from the start. Batches see each other's results, so a stepped
 iteration is not the simultaneous pass: it happens only where a cap stops the run anyway.
 Rules are sent to egglog one per call: parsing many rules in one program costs memory
-superlinearly in 13.2.
+superlinearly in 13.2. A warm worker runs its jobs in a :class:`RuleHost`'s e-graph, which keeps
+the rules of earlier jobs loaded (see :class:`HostPool` for when that pays).
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from eqsat.rules import Rule, format_pattern, format_rule, rule_key
 
 from .enumerate import enumerate_graphs
 from .fingerprint import buckets, count_pairs
+from .novelty import novel_groups
 from .prune import prune
 from .verify import Verdict, verify_rule
 from .world import WEIGHT, World
@@ -58,6 +60,7 @@ class GenerationStats:
     multi_rules: int
     verified_modp: int
     seconds: dict[str, float] = field(default_factory=dict)
+    novelty: dict[str, Any] | None = None  # with known rules: what the e-graph step kept of the buckets
     rejected_examples: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,10 +159,15 @@ def verify_all(jobs: list[Job], seed: int, workers: int = 1, progress: bool = Fa
 
 
 def generate(
-    world: World, max_ops: int, seed: int = 0, progress: bool = False, workers: int = 1
+    world: World, max_ops: int, seed: int = 0, progress: bool = False, workers: int = 1,
+    known: Sequence[Rule] | None = None,
 ) -> tuple[list[Rule], GenerationStats]:
     """Run the whole generator on ``world`` up to ``max_ops`` ops per graph (verification in
-    ``workers`` processes; the output does not depend on it)."""
+    ``workers`` processes; the output does not depend on it).
+
+    With ``known`` rules (e.g. the minimized set at ``max_ops - 1``), only buckets that hold a
+    graph of ``max_ops`` ops are paired, and only terms ``known`` cannot already prove equal
+    (:mod:`.novelty`); the rules are then named ``{world}{max_ops}-NNNNN``."""
     clock: dict[str, float] = {}
     t0 = time.perf_counter()
     en = enumerate_graphs(world, max_ops, seed=seed, progress=progress)
@@ -170,9 +178,15 @@ def generate(
     op_pairs, leaf_pairs = count_pairs(groups)
     clock["fingerprint"] = time.perf_counter() - t0
 
+    novelty = None
+    if known is not None:
+        novelty = novel_groups(en, groups, known, max_ops)
+        clock.update({f"novelty {k}": v for k, v in novelty.seconds.items()})
+        groups = novelty.groups
     t0 = time.perf_counter()
     pruned = prune(en, groups, seed=seed)
     clock["prune"] = time.perf_counter() - t0
+    prefix = world.name if known is None else f"{world.name}{max_ops}"
 
     t0 = time.perf_counter()
     oriented: dict[str, tuple[Pattern, Pattern, bool, dict[str, tuple[int, ...]]]] = {}
@@ -199,7 +213,8 @@ def generate(
         weights = ",".join(sorted(v for v in shapes if world.kind_of(v) == WEIGHT))
         meta = (("origin", "generated"), ("world", world.name), ("vars", var_signature(world, shapes)))
         rule = Rule(
-            f"{world.name}-{i:04d}", (left,), (right,), both, meta + ((("weights", weights),) if weights else ())
+            f"{prefix}-{i:04d}" if known is None else f"{prefix}-{i:05d}", (left,), (right,), both,
+            meta + ((("weights", weights),) if weights else ())
         )
         jobs.append((i, rule, shapes, _alt_dims(world, shapes)))
     verdicts = verify_all(jobs, seed, workers, progress, f"verify {world.name}")
@@ -263,6 +278,11 @@ def generate(
         verified_modp=verified_modp,
         seconds={k: round(v, 3) for k, v in clock.items()},
         rejected_examples=examples,
+        novelty=None if novelty is None else {
+            "buckets_in": novelty.buckets_in, "terms_in": novelty.terms_in, "names": novelty.names,
+            "enodes": novelty.enodes,
+            "pairs_before": novelty.pairs_before, "pairs_after": novelty.pairs_after,
+            "buckets_out": len(novelty.groups)},
     )
     return rules + multi, stats
 
@@ -282,4 +302,9 @@ def header_lines(stats: GenerationStats, command: str, world: World) -> list[str
         f"{stats.rejected_typecheck} (no valid shapes); kept {stats.single_rules} single-output rules "
         f"({stats.verified_modp} also mod p) and {stats.multi_rules} two-output rules",
         "a rule applies wherever both sides type-check with equal output shapes",
-    ]
+    ] + ([] if stats.novelty is None else [
+        f"known rules ran on the {stats.novelty['buckets_in']} buckets holding a {stats.max_ops}-op graph "
+        f"({stats.novelty['terms_in']} terms, {stats.novelty['names']} names of {stats.max_ops}-op graphs, "
+        f"{stats.novelty['enodes']} e-nodes): {stats.novelty['pairs_before']} pairs -> "
+        f"{stats.novelty['pairs_after']} pairs of terms they do not prove equal",
+    ])

@@ -126,15 +126,17 @@ def derivable(kept: Sequence[Rule], candidates: Sequence[tuple[Rule, list[Sides]
 
 
 def minimize(rules: Sequence[Rule], settings: MinimizeSettings = MinimizeSettings(),
-             progress: bool = False) -> MinimizeReport:
+             progress: bool = False, known: Sequence[Rule] = ()) -> MinimizeReport:
     """The rules the kept set cannot derive, in the input's order, each checked one with
-    ``checked=against:N,iterations:K`` metadata (N kept rules it was checked against).
+    ``checked=against:N,iterations:K`` metadata (N kept rules it was checked against). ``known``
+    rules (a set minimized before, e.g. at a smaller graph size) count as kept from the start;
+    the report's ``kept`` holds only rules of ``rules``.
 
     Rules of one size are checked together against the smaller kept ones; the survivors then join
     the kept set in rounds of doubling size (most general first), the rest re-checked after each
     round, so rules of one size can derive each other too (associativity derives its variants)."""
     start = time.perf_counter()
-    kept: list[Rule] = []
+    kept: list[Rule] = list(known)
     derived: list[str] = []
     passthrough = batches = 0
     by_size: dict[int, list[tuple[Rule, list[Sides]]]] = {}
@@ -182,5 +184,5 @@ def minimize(rules: Sequence[Rule], settings: MinimizeSettings = MinimizeSetting
             take *= 2
     bar.close()
     position = {r.name: k for k, r in enumerate(rules)}
-    kept.sort(key=lambda r: position[r.name])
+    kept = sorted(kept[len(known):], key=lambda r: position[r.name])
     return MinimizeReport(tuple(kept), tuple(derived), passthrough, batches, time.perf_counter() - start)

@@ -120,9 +120,7 @@ def prune(en: Enumeration, groups: dict[int, list[Node]], seed: int = 0) -> Prun
     """Apply both pruning kinds to every candidate pair, in a deterministic order."""
     ser = Serializer(en.leaves)
     tables = leaf_permutations(en.leaves)
-    fp = {t: fingerprint(en.values[t]) for groups_ in groups.values() for t in groups_}
-    for leaf in en.leaves:
-        fp[leaf] = fingerprint(en.values[leaf])
+    fp = _Fingerprints(en)  # of any term, not only the grouped ones (arguments need not be grouped)
     rng = np.random.default_rng(seed)
     out = Pruned()
     seen: set[tuple[str, str]] = set()
@@ -153,10 +151,22 @@ def prune(en: Enumeration, groups: dict[int, list[Node]], seed: int = 0) -> Prun
     return out
 
 
-def _common_root(a: Node, b: Node, fp: dict[Node, int]) -> bool:
+class _Fingerprints(dict):
+    """Term -> fingerprint, computed on first use."""
+
+    def __init__(self, en: Enumeration):
+        super().__init__()
+        self.en = en
+
+    def __missing__(self, t: Node) -> int:
+        self[t] = fingerprint(self.en.values[t])
+        return self[t]
+
+
+def _common_root(a: Node, b: Node, fp: _Fingerprints) -> bool:
     if a.op != b.op or a.attrs != b.attrs or len(a.inputs) != len(b.inputs):
         return False
-    return all(x is y or fp.get(x) == fp.get(y) for x, y in zip(a.inputs, b.inputs))
+    return all(x is y or fp[x] == fp[y] for x, y in zip(a.inputs, b.inputs))
 
 
 def _fresh_leaf(en: Enumeration, a: Node, b: Node, s: Node) -> Node:

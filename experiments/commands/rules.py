@@ -20,6 +20,9 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats-json", help="write the generator's statistics here")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="verification processes (same output for any value)")
+    p.add_argument("--known", nargs="+", metavar="SET_OR_FILE",
+                   help="rules found before (e.g. matrix-min): pair only buckets holding a graph of --max-ops ops, "
+                        "and only terms these rules cannot already prove equal (Ruler's step)")
 
 
 def _add_verify(p: argparse.ArgumentParser) -> None:
@@ -38,16 +41,22 @@ def _add_minimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iterations", type=int, default=3, help="saturation iterations per derivability check")
     p.add_argument("--seed", type=int, default=0, help="seed of the second shape assignment")
     p.add_argument("--json", dest="json_out", help="write the report (kept, dropped and why) here")
+    p.add_argument("--known", nargs="+", metavar="SET_OR_FILE",
+                   help="rules kept before (not written): candidates they derive are dropped too")
 
 
 def _minimize(args: argparse.Namespace) -> int:
     from eqsat.rules import load_rules, save_rules
+    from eqsat.rulesets import default_rules
     from taso_baseline.minimize import MinimizeSettings, minimize
 
     rules = [r for path in args.files for r in load_rules(path)]
-    report = minimize(rules, MinimizeSettings(iterations=args.iterations, seed=args.seed), progress=progress())
+    known = default_rules(args.known) if args.known else []
+    report = minimize(rules, MinimizeSettings(iterations=args.iterations, seed=args.seed), progress=progress(),
+                      known=known)
+    against = f" --known {' '.join(args.known)}" if args.known else ""
     header = [f"minimized by: eqsat-lab rules minimize {' '.join(args.files)} --iterations {args.iterations} "
-              f"--seed {args.seed}",
+              f"--seed {args.seed}{against}",
               f"from {len(rules)} rules: {report.summary()}",
               "a rule was dropped when equality saturation with the rules kept before it made its two sides equal "
               f"within {args.iterations} iterations, at two shape assignments"]
@@ -90,12 +99,17 @@ def _fmt(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from eqsat.rules import save_rules
+    from eqsat.rulesets import default_rules
     from taso_baseline.generate import generate, header_lines
     from taso_baseline.world import get_world
 
     world = get_world(args.world)
-    rules, stats = generate(world, args.max_ops, seed=args.seed, progress=progress(), workers=args.workers)
+    known = default_rules(args.known) if args.known else None
+    rules, stats = generate(world, args.max_ops, seed=args.seed, progress=progress(), workers=args.workers,
+                            known=known)
     command = f"eqsat-lab rules generate --world {args.world} --max-ops {args.max_ops} --seed {args.seed}"
+    if args.known:
+        command += f" --known {' '.join(args.known)}"
     save_rules(args.out, rules, header_lines(stats, command, world))
     if args.stats_json:
         write_json(args.stats_json, stats.to_dict())

@@ -1,0 +1,110 @@
+"""Candidate pairs that known rules cannot already prove (Ruler's step, for k = 4).
+
+TASO pairs every two graphs of a fingerprint bucket: at four ops that is 12 million pairs in
+the matrix world, nearly all of them consequences of the rules found at three ops. Here the
+terms of every bucket that holds a graph of the new size go into one e-graph with the known
+rules, which run for a few iterations; terms the rules make equal share an e-class, and only
+one representative per e-class (its smallest, first-enumerated term) is paired. A bucket whose
+terms all end in one e-class yields nothing; one with m e-classes yields the pairs of its m
+representatives. The e-graph can only join terms whose equality follows from the rules, so
+no equality is lost that the rules do not already give (up to the iteration bound, as in
+:mod:`.minimize`).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eqsat.egraph.limits import Limits
+from eqsat.egraph.rewrites import compile_rules
+from eqsat.egraph.runner import EGraphRunner
+from eqsat.graph import Graph, Node
+from eqsat.rules import Rule
+
+from .enumerate import Enumeration
+
+
+@dataclass(frozen=True)
+class NoveltySettings:
+    """How hard the known rules try: saturation ``iterations`` and an e-node cap."""
+
+    iterations: int = 2
+    nodes: int = 20_000_000
+    seconds: float = 600.0
+
+
+@dataclass(frozen=True)
+class Novelty:
+    """Buckets reduced to one representative per e-class, and what it took."""
+
+    groups: dict[int, list[Node]]  # fingerprint -> representatives (only buckets with two or more)
+    buckets_in: int  # buckets holding a term of the new size and another term
+    terms_in: int  # terms sent to the e-graph: every smaller one, one per name of the largest
+    names: int  # distinct (op, argument e-classes) among the largest terms
+    enodes: int  # the e-graph's size after the rules ran
+    pairs_before: int  # pairs of op terms TASO's way (every two terms of a bucket)
+    pairs_after: int
+    seconds: dict[str, float]
+
+
+def novel_groups(en: Enumeration, groups: dict[int, list[Node]], known: Sequence[Rule], size: int,
+                 settings: NoveltySettings = NoveltySettings()) -> Novelty:
+    """The buckets of ``groups`` that hold a term of ``size`` ops, each cut down to one term per
+    e-class after ``known`` ran on their terms.
+
+    In two steps, so that the e-graph holds far fewer terms than the buckets do: every smaller
+    term goes in and the rules run; a term of ``size`` ops is then named by its op and its
+    arguments' e-classes (terms with one name are equal by congruence), one term per name goes in,
+    and the rules run again, which joins names equal by a rewrite at the root."""
+    clock: dict[str, float] = {}
+    t0 = time.perf_counter()
+    chosen = {fp: terms for fp, terms in groups.items()
+              if len(terms) > 1 and any(not t.is_leaf and en.size(t) == size for t in terms)}
+    runner = EGraphRunner(compile_rules(list(known), multi=False, rewrite_constants=True))
+    limits = Limits(iterations=settings.iterations, nodes=settings.nodes, seconds=settings.seconds, k_multi=0)
+    smaller = tuple(t for level in en.by_size[1:size] for t in level)
+    ids = runner.insert_terms(Graph(smaller)) if smaller else {}
+    clock["insert smaller"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    runner.run(limits)
+    classes = runner.term_classes()
+    clock["saturate smaller"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cls = {t: classes[k] for t, k in ids.items()}
+    named: dict[tuple, Node] = {}  # (op, attrs, argument e-classes) -> the first term of that name
+    name_of: dict[Node, tuple] = {}
+    for terms in chosen.values():
+        for t in terms:
+            if not t.is_leaf and en.size(t) == size:
+                key = (t.op, t.attrs, tuple(cls[x] for x in t.inputs))
+                name_of[t] = key
+                named.setdefault(key, t)
+    reps = tuple(named.values())
+    # the representatives' arguments are in the e-graph already: insert them under fresh indices
+    new = runner.insert_terms(Graph(reps), offset=len(ids)) if reps else {}
+    clock["insert largest"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    report = runner.run(limits)
+    classes = runner.term_classes()
+    clock["saturate largest"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for t, k in new.items():
+        cls.setdefault(t, classes[k])
+    cls.update({t: classes[k] for t, k in ids.items()})
+    out: dict[int, list[Node]] = {}
+    pairs_before = pairs_after = 0
+    for fp, terms in chosen.items():
+        members: dict[object, Node] = {}
+        for t in terms:  # enumeration order: the smallest term of an e-class comes first
+            c = cls[named[name_of[t]]] if t in name_of else cls[t]
+            members.setdefault(c, t)
+        n = sum(not t.is_leaf for t in terms)
+        pairs_before += n * (n - 1) // 2
+        if len(members) > 1:
+            out[fp] = list(members.values())
+            m = sum(not t.is_leaf for t in out[fp])
+            pairs_after += m * (m - 1) // 2
+    clock["classes"] = time.perf_counter() - t0
+    return Novelty(out, len(chosen), len(smaller) + len(reps), len(named), report.enodes, pairs_before,
+                   pairs_after, {k: round(v, 3) for k, v in clock.items()})

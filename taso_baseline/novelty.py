@@ -48,6 +48,54 @@ class Novelty:
     seconds: dict[str, float]
 
 
+@dataclass
+class Naming:
+    """The first step: the smaller terms' e-classes in ``runner``'s e-graph, and the name of each
+    graph of the new size in the chosen buckets."""
+
+    runner: EGraphRunner
+    chosen: dict[int, list[Node]]  # buckets holding a graph of the new size and another term
+    ids: dict[Node, int]  # smaller term -> its (term K) index
+    classes: dict[Node, object]  # smaller term -> its e-class
+    named: dict[tuple, Node]  # (op, attrs, argument e-classes) -> the first graph of that name
+    name_of: dict[Node, tuple]
+    seconds: dict[str, float]
+
+
+def name_largest(en: Enumeration, groups: dict[int, list[Node]], known: Sequence[Rule], size: int,
+                 settings: NoveltySettings = NoveltySettings()) -> Naming:
+    """Every term smaller than ``size`` ops into one e-graph with ``known``, the rules run, and
+    the graphs of ``size`` ops in the buckets that hold one named by op and argument e-classes."""
+    clock: dict[str, float] = {}
+    t0 = time.perf_counter()
+    chosen = {fp: terms for fp, terms in groups.items()
+              if len(terms) > 1 and any(not t.is_leaf and en.size(t) == size for t in terms)}
+    runner = EGraphRunner(compile_rules(list(known), multi=False, rewrite_constants=True))
+    smaller = tuple(t for level in en.by_size[1:size] for t in level)
+    ids = runner.insert_terms(Graph(smaller)) if smaller else {}
+    clock["insert smaller"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    runner.run(_limits(settings))
+    classes = runner.term_classes()
+    clock["saturate smaller"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cls = {t: classes[k] for t, k in ids.items()}
+    named: dict[tuple, Node] = {}
+    name_of: dict[Node, tuple] = {}
+    for terms in chosen.values():
+        for t in terms:
+            if not t.is_leaf and en.size(t) == size:
+                key = (t.op, t.attrs, tuple(cls[x] for x in t.inputs))
+                name_of[t] = key
+                named.setdefault(key, t)
+    clock["name"] = time.perf_counter() - t0
+    return Naming(runner, chosen, ids, cls, named, name_of, clock)
+
+
+def _limits(settings: NoveltySettings) -> Limits:
+    return Limits(iterations=settings.iterations, nodes=settings.nodes, seconds=settings.seconds, k_multi=0)
+
+
 def novel_groups(en: Enumeration, groups: dict[int, list[Node]], known: Sequence[Rule], size: int,
                  settings: NoveltySettings = NoveltySettings()) -> Novelty:
     """The buckets of ``groups`` that hold a term of ``size`` ops, each cut down to one term per
@@ -57,35 +105,17 @@ def novel_groups(en: Enumeration, groups: dict[int, list[Node]], known: Sequence
     term goes in and the rules run; a term of ``size`` ops is then named by its op and its
     arguments' e-classes (terms with one name are equal by congruence), one term per name goes in,
     and the rules run again, which joins names equal by a rewrite at the root."""
-    clock: dict[str, float] = {}
+    naming = name_largest(en, groups, known, size, settings)
+    runner, chosen, ids, cls, named, name_of = (naming.runner, naming.chosen, naming.ids, naming.classes,
+                                                naming.named, naming.name_of)
+    clock = dict(naming.seconds)
     t0 = time.perf_counter()
-    chosen = {fp: terms for fp, terms in groups.items()
-              if len(terms) > 1 and any(not t.is_leaf and en.size(t) == size for t in terms)}
-    runner = EGraphRunner(compile_rules(list(known), multi=False, rewrite_constants=True))
-    limits = Limits(iterations=settings.iterations, nodes=settings.nodes, seconds=settings.seconds, k_multi=0)
-    smaller = tuple(t for level in en.by_size[1:size] for t in level)
-    ids = runner.insert_terms(Graph(smaller)) if smaller else {}
-    clock["insert smaller"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    runner.run(limits)
-    classes = runner.term_classes()
-    clock["saturate smaller"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    cls = {t: classes[k] for t, k in ids.items()}
-    named: dict[tuple, Node] = {}  # (op, attrs, argument e-classes) -> the first term of that name
-    name_of: dict[Node, tuple] = {}
-    for terms in chosen.values():
-        for t in terms:
-            if not t.is_leaf and en.size(t) == size:
-                key = (t.op, t.attrs, tuple(cls[x] for x in t.inputs))
-                name_of[t] = key
-                named.setdefault(key, t)
     reps = tuple(named.values())
     # the representatives' arguments are in the e-graph already: insert them under fresh indices
     new = runner.insert_terms(Graph(reps), offset=len(ids)) if reps else {}
     clock["insert largest"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    report = runner.run(limits)
+    report = runner.run(_limits(settings))
     classes = runner.term_classes()
     clock["saturate largest"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -106,5 +136,5 @@ def novel_groups(en: Enumeration, groups: dict[int, list[Node]], known: Sequence
             m = sum(not t.is_leaf for t in out[fp])
             pairs_after += m * (m - 1) // 2
     clock["classes"] = time.perf_counter() - t0
-    return Novelty(out, len(chosen), len(smaller) + len(reps), len(named), report.enodes, pairs_before,
+    return Novelty(out, len(chosen), len(ids) + len(reps), len(named), report.enodes, pairs_before,
                    pairs_after, {k: round(v, 3) for k, v in clock.items()})

@@ -189,6 +189,15 @@ def test_one_warm_saturation_worker_serves_every_model_of_a_process():
     assert SaturationWorker.shared().proc.pid != first
 
 
+def _saturated_qkv(limits):
+    """QKV saturated with the merge rules: the runner, its e-graph as data and the root e-classes."""
+    runner = EGraphRunner(MERGE)
+    roots = runner.insert(build("qkv"))
+    runner.run(limits)
+    view = read_egraph(runner.egraph, runner.lang)
+    return runner, view, [view.lets[r] for r in roots]
+
+
 def test_marking_an_extracted_graph_adds_no_enode_and_marks_its_classes():
     """A merge round marks the best graph's e-classes ``chosen`` by naming its terms again; they
     are all in the e-graph, so no e-node (nor any shape fact) is added. A graph that is not in it
@@ -196,11 +205,7 @@ def test_marking_an_extracted_graph_adds_no_enode_and_marks_its_classes():
     from eqsat.egraph.extract import extract, node_costs, to_graph
 
     graph = build("qkv")
-    runner = EGraphRunner(MERGE)
-    roots = runner.insert(graph)
-    runner.run(Limits(iterations=2, k_multi=1))
-    view = read_egraph(runner.egraph, runner.lang)
-    lets = [view.lets[r] for r in roots]
+    runner, view, lets = _saturated_qkv(Limits(iterations=2, k_multi=1))
     found = extract(view, node_costs(view, RooflineCost("h100"), graph.dtype), lets, "ilp", 10.0)
     best = to_graph(view, found.choice, lets, {n.attr("name"): n for n in graph.leaves()}, graph)
     before = runner.size()
@@ -311,11 +316,7 @@ def test_the_ilp_starts_from_the_graph_the_last_judge_found():
     from eqsat.graph import Graph, node
 
     graph = build("qkv")
-    runner = EGraphRunner(MERGE)
-    roots = runner.insert(graph)
-    runner.run(Limits(iterations=3, k_multi=2))
-    view = read_egraph(runner.egraph, runner.lang)
-    lets = [view.lets[r] for r in roots]
+    _, view, lets = _saturated_qkv(Limits(iterations=3, k_multi=2))
     costs = node_costs(view, RooflineCost("h100"), graph.dtype)
     leaves = {n.attr("name"): n for n in graph.leaves()}
     best = extract(view, costs, lets, "ilp", 10.0)

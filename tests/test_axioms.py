@@ -51,6 +51,9 @@ def test_a_proof_needs_its_axiom():
     "wrong: (ewadd ?A ?B) => ?A",
     "wrong: (transpose :perm [1 0] ?A) => ?A",
     "wrong: (ewmul (concat :axis 1 ?A ?B) (concat :axis 1 ?C ?D)) => (concat :axis 1 (ewmul ?A ?D) (ewmul ?B ?C))",
+    "wrong: (affine ?X ?S ?T) => (chmul (chadd ?X ?T) ?S)",  # the shift scaled too
+    "wrong: (chadd (conv2d :stride ?s :pad ?p :groups ?g :dilation ?d ?X ?W ?B) ?C) => "
+    "(conv2d :stride ?s :pad ?p :groups ?g :dilation ?d ?X ?W ?C)",  # the conv's own bias lost
 ])
 def test_unsound_rules_are_never_proved(text):
     assert _prove(text).status in ("not derivable", "unknown")
@@ -83,3 +86,13 @@ def test_rules_verify_prove_marks_the_proved_rules(tmp_path, capsys):
     assert "1 proved" in capsys.readouterr().out
     marked = {r.name: dict(r.meta).get("proved") for r in load_rules(out)}
     assert marked == {"assoc": "z3", "idem": None}
+
+
+def test_every_shipped_epilogue_rule_is_proved_from_the_axioms():
+    """The BN, scale and bias folds and the fused activations follow from the epilogue ops'
+    axioms (bias and affine as channel ops, conv scaling, channel ops composing)."""
+    from eqsat.rulesets import default_rules
+
+    prover = Prover(seconds=10.0)
+    for rule in default_rules(["epilogue"]):
+        assert prover.prove(rule).status == "proved", rule.name

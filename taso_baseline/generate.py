@@ -186,7 +186,7 @@ def generate(
     t0 = time.perf_counter()
     pruned = prune(en, groups, seed=seed)
     clock["prune"] = time.perf_counter() - t0
-    prefix = world.name if known is None else f"{world.name}{max_ops}"
+    prefix, width = (world.name, 4) if known is None else (f"{world.name}{max_ops}", 5)
 
     t0 = time.perf_counter()
     oriented: dict[str, tuple[Pattern, Pattern, bool, dict[str, tuple[int, ...]]]] = {}
@@ -213,7 +213,7 @@ def generate(
         weights = ",".join(sorted(v for v in shapes if world.kind_of(v) == WEIGHT))
         meta = (("origin", "generated"), ("world", world.name), ("vars", var_signature(world, shapes)))
         rule = Rule(
-            f"{prefix}-{i:04d}" if known is None else f"{prefix}-{i:05d}", (left,), (right,), both,
+            f"{prefix}-{i:0{width}d}", (left,), (right,), both,
             meta + ((("weights", weights),) if weights else ())
         )
         jobs.append((i, rule, shapes, _alt_dims(world, shapes)))

@@ -106,6 +106,12 @@ def _attr_kinds(rule: Rule) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+def _attr_choices(rule: Rule) -> list[dict[str, Any]]:
+    """Every combination of the rule's attribute variables' values (one empty one without any)."""
+    attrs = _attr_kinds(rule)
+    return [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
+
+
 def build_sides(rule: Rule, assignment: Assignment) -> tuple[tuple[Node, ...], tuple[Node, ...]] | None:
     """Both sides' nodes at ``assignment``, or None where a side does not type-check or shapes differ."""
     tensors = tensor_names(rule)
@@ -138,7 +144,6 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
     ``alt_dims`` gives per-axis sizes to randomize; without, ranks are searched first.
     """
     tensors = sorted(tensor_names(rule))
-    attrs = _attr_kinds(rule)
     found: list[tuple[Assignment, Sides]] = []
     keys: set[tuple] = set()
 
@@ -151,7 +156,7 @@ def sample_assignments(rule: Rule, rng: np.random.Generator, base: Mapping[str, 
         if sides is not None:
             found.append((a, sides))
 
-    attr_choices = [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
+    attr_choices = _attr_choices(rule)
     uniform: list[dict[str, tuple[int, ...]]] = []
     if base is None or any(t not in base for t in tensors):
         # a rule's own vars= must type it (wrong metadata is an error, not a reason to guess)
@@ -309,8 +314,7 @@ def world_shapes(world: Any, rule: Rule, fresh_shapes: bool = False
     if fresh and not fresh_shapes:
         return None, None
     if fresh:
-        attrs = _attr_kinds(rule)
-        attr_choices = [dict(zip(attrs, vals)) for vals in itertools.product(*attrs.values())] or [{}]
+        attr_choices = _attr_choices(rule)
         leaves = {v: _leaf(v, shape) for v, shape in base.items()}
         shapes = list(dict.fromkeys([leaf.shape for leaf in world.leaves] +
                                     [s for p in rule.lhs + rule.rhs for s in _subterm_shapes(p, leaves)]))

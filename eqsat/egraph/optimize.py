@@ -270,15 +270,15 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
     seen: list[tuple[EGraphView, Extraction | None]] = []  # each judge's e-graph and exact answer, in order
 
-    hint: list[Graph] = []  # the last judge's graph: it lies in every later, larger e-graph of the run
+    hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
 
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
         settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
-                        min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[-1] if hint else None)
+                        min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[0] if hint else None)
         seen.append((view, found if found.exact else None))
-        hint.append(to_graph(view, found.choice, roots, leaves, graph))
-        return found.cost, hint[-1]
+        hint[:] = [to_graph(view, found.choice, roots, leaves, graph)]
+        return found.cost, hint[0]
 
     if worker is not None:
         view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum)
@@ -296,7 +296,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     extraction = judged
     if extraction is None:
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds,
-                             ILPSettings(solver=limits.ilp_solver), hint[-1] if hint else None)
+                             ILPSettings(solver=limits.ilp_solver), hint[0] if hint else None)
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)

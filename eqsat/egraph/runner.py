@@ -49,29 +49,21 @@ class EGraphRunner:
         :meth:`release` gives the host back as it was)."""
         compiled = rules if isinstance(rules, Compiled) else compile_rules(rules, multi=multi)
         self.lang = compiled.lang
-        self.host = host
+        self.host = host  # None: this run owns its e-graph, and nothing is popped at the end
         start = time.perf_counter()
-        if host is None:
-            self.egraph = egglog.EGraph()
-            self._send(HEADER)
-            for kind in KINDS:
-                names = " ".join(f"{kind}_{b}" for b in range(BATCHES))
-                self._send(" ".join(f"(ruleset {kind}_{b})" for b in range(BATCHES)) +
-                           f" (unstable-combined-ruleset {kind} {names})")
-            self._send(compiled.declarations)
-            for k, rule in enumerate(compiled.rules):
-                for kind in KINDS:
-                    rule = rule.replace(f":ruleset {kind} :name", f":ruleset {kind}_{k % BATCHES} :name")
-                self._send(rule)
-        else:
-            self.egraph = host.egraph
-            members = host.load(compiled)
-            host.egraph.run_program(*host.egraph.parse_program("(push)"))  # this run's state, popped by release
-            for kind in KINDS:
-                for b in range(BATCHES):
-                    batch = " ".join(name for k, (of, name) in enumerate(members) if of == kind and k % BATCHES == b)
-                    self._send(f"(unstable-combined-ruleset {kind}_{b} {batch})" if batch else f"(ruleset {kind}_{b})")
-                self._send(f"(unstable-combined-ruleset {kind} {' '.join(f'{kind}_{b}' for b in range(BATCHES))})")
+        own = host or RuleHost()
+        self.egraph = own.egraph
+        members = own.load(compiled)
+        if host is not None:
+            self._send("(push)")  # this run's state, popped by release
+        batches: dict[tuple[str, int], list[str]] = {}  # the rules' own rulesets, BATCHES per kind (see run)
+        for k, (kind, name) in enumerate(members):
+            batches.setdefault((kind, k % BATCHES), []).append(name)
+        for kind in KINDS:
+            for b in range(BATCHES):
+                batch = " ".join(batches.get((kind, b), ()))
+                self._send(f"(unstable-combined-ruleset {kind}_{b} {batch})" if batch else f"(ruleset {kind}_{b})")
+            self._send(f"(unstable-combined-ruleset {kind} {' '.join(f'{kind}_{b}' for b in range(BATCHES))})")
         self.groups = compiled.groups
         self.multi_rules = len(compiled.multi_names)
         self.report = RunReport(
@@ -115,6 +107,32 @@ class EGraphRunner:
         self.roots = [names[o] for o in graph.outputs]
         return self.roots
 
+    def _expr(self, n: Node, ref: dict[Node, str]) -> str | None:
+        """The egglog term of ``n`` over its inputs' references (let names or ``(term K)``); None
+        for a split, which lives only as its projections (``splitproj``)."""
+        if n.is_leaf:
+            return f"(leaf {egg_string(n.attr('name'))})"
+        if n.op == "split":
+            return None
+        if n.op == "proj":
+            sp = n.inputs[0]
+            if sp.op != "split":
+                raise ValueError(f"proj of {sp.op} is not supported in the e-graph")
+            ctor = self.lang.ctor("splitproj", split_proj_attrs(sp.attr("axis"), n.attr("index")), 1,
+                                  len(sp.attr("sizes")), len(n.shape))
+            return f"({ctor.name} {ref[sp.inputs[0]]} {' '.join(map(str, sp.attr('sizes')))})"
+        ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs), rank=len(n.shape) if len(n.shapes) == 1 else None)
+        return f"({ctor.name} {' '.join(ref[x] for x in n.inputs)})"
+
+    @staticmethod
+    def _facts(n: Node, ref: str) -> list[str]:
+        """The shape and constness facts of ``n``, referred to as ``ref``."""
+        lines = [f"(set (rank {ref}) {len(n.shape)})"]
+        lines.extend(f"(set (dim {ref} {k}) {d})" for k, d in enumerate(n.shape))
+        if n.op == "weight":
+            lines.append(f"(const {ref})")
+        return lines
+
     def _terms(self, graph: Graph, prefix: str, facts: bool = True) -> dict[Node, str]:
         """Send ``graph``'s nodes as ``let`` terms named ``prefix`` + index, with their shapes and
         constness unless ``facts`` is off (a graph extracted from this e-graph: every term is in
@@ -122,34 +140,13 @@ class EGraphRunner:
         names: dict[Node, str] = {}
         lines: list[str] = []
         for i, n in enumerate(graph.nodes()):
-            var = f"{prefix}{i}"
-            if n.is_leaf:
-                expr = f"(leaf {egg_string(n.attr('name'))})"
-            elif n.op == "split":  # only its projections become e-nodes (splitproj)
+            expr = self._expr(n, names)
+            if expr is None:
                 continue
-            elif n.op == "proj":
-                sp = n.inputs[0]
-                if sp.op != "split":
-                    raise ValueError(f"proj of {sp.op} is not supported in the e-graph")
-                ctor = self.lang.ctor(
-                    "splitproj",
-                    split_proj_attrs(sp.attr("axis"), n.attr("index")),
-                    1,
-                    len(sp.attr("sizes")),
-                    len(n.shape),
-                )
-                expr = f"({ctor.name} {names[sp.inputs[0]]} {' '.join(map(str, sp.attr('sizes')))})"
-            else:
-                ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs), rank=len(n.shape) if len(n.shapes) == 1 else None)
-                expr = f"({ctor.name} {' '.join(names[x] for x in n.inputs)})"
-            names[n] = var
+            var = names[n] = f"{prefix}{i}"
             lines.append(f"(let {var} {expr})")
-            if not facts:
-                continue
-            lines.append(f"(set (rank {var}) {len(n.shape)})")
-            lines.extend(f"(set (dim {var} {k}) {d})" for k, d in enumerate(n.shape))
-            if n.op == "weight":
-                lines.append(f"(const {var})")
+            if facts:
+                lines.extend(self._facts(n, var))
         self._send(self.lang.take_pending())
         self._send_lines(lines)
         return names
@@ -165,21 +162,16 @@ class EGraphRunner:
             self._send("(function term (i64) T :merge old)")
             self.term_table = True
         ids: dict[Node, int] = {}
+        ref: dict[Node, str] = {}
         lines: list[str] = []
         for n in graph.nodes():
-            if n.op in ("split", "proj"):
-                raise ValueError("insert_terms takes single-output ops only")
+            expr = self._expr(n, ref)
+            if expr is None:
+                continue
             k = ids[n] = offset + len(ids)
-            if n.is_leaf:
-                expr = f"(leaf {egg_string(n.attr('name'))})"
-            else:
-                ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs), rank=len(n.shape))
-                expr = f"({ctor.name} {' '.join(f'(term {ids[x]})' for x in n.inputs)})"
-            lines.append(f"(set (term {k}) {expr})")
-            lines.append(f"(set (rank (term {k})) {len(n.shape)})")
-            lines.extend(f"(set (dim (term {k}) {d}) {size})" for d, size in enumerate(n.shape))
-            if n.op == "weight":
-                lines.append(f"(const (term {k}))")
+            ref[n] = f"(term {k})"
+            lines.append(f"(set {ref[n]} {expr})")
+            lines.extend(self._facts(n, ref[n]))
         self._send(self.lang.take_pending())
         for k in range(0, len(lines), chunk):
             self._send("\n".join(lines[k : k + chunk]))
@@ -393,16 +385,19 @@ class RuleHost:
 
     def __init__(self) -> None:
         self.egraph = egglog.EGraph()
-        self.egraph.run_program(*self.egraph.parse_program(HEADER))
+        self._send(HEADER)
         self.lines: set[str] = set()  # declarations sent
         self.rulesets: dict[str, str] = {}  # rule text (with ``:ruleset KIND``) -> its own ruleset
+
+    def _send(self, text: str) -> None:
+        self.egraph.run_program(*self.egraph.parse_program(text))
 
     def load(self, compiled: Compiled) -> list[tuple[str, str]]:
         """Send what ``compiled`` needs and this e-graph lacks; the kind and ruleset of each of its
         rules, in ``compiled.rules`` order."""
         new = [line for line in compiled.declarations.splitlines() if line.strip() and line not in self.lines]
         if new:
-            self.egraph.run_program(*self.egraph.parse_program("\n".join(new)))
+            self._send("\n".join(new))
             self.lines.update(new)
         members: list[tuple[str, str]] = []
         for rule in compiled.rules:
@@ -410,8 +405,7 @@ class RuleHost:
             name = self.rulesets.get(rule)
             if name is None:
                 name = f"q{len(self.rulesets)}"
-                text = f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name")
-                self.egraph.run_program(*self.egraph.parse_program(text))
+                self._send(f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name"))
                 self.rulesets[rule] = name
             members.append((kind, name))
         return members

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from eqsat.egraph.extract import read_egraph
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.rewrites import compile_rules
 from eqsat.egraph.runner import EGraphRunner
@@ -23,6 +24,7 @@ from eqsat.graph import Graph, Node
 from eqsat.rules import Rule
 
 from .enumerate import Enumeration
+from .root_rewrite import RootRewriter, join_names
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class NoveltySettings:
     iterations: int = 2
     nodes: int = 20_000_000
     seconds: float = 600.0
+    step: str = "root"  # the second step: "root" (rules at the new graphs' roots, in Python) or "egraph"
+    rounds: int = 1  # root rewriting rounds ("root" step)
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Novelty:
     pairs_before: int  # pairs of op terms TASO's way (every two terms of a bucket)
     pairs_after: int
     seconds: dict[str, float]
+    applied: int = 0  # rule instances applied at the roots ("root" step)
 
 
 @dataclass
@@ -92,6 +97,56 @@ def name_largest(en: Enumeration, groups: dict[int, list[Node]], known: Sequence
     return Naming(runner, chosen, ids, cls, named, name_of, clock)
 
 
+def root_classes(naming: Naming, known: Sequence[Rule], settings: NoveltySettings = NoveltySettings()
+                 ) -> tuple[dict[Node, object], int, int, dict[str, float]]:
+    """The second step by :mod:`.root_rewrite`: the e-graph of the smaller terms is frozen and the
+    known rules are matched at the roots of the new graphs' names. Returns each term of the chosen
+    buckets -> its class (equal for terms the rules proved equal), the rule instances applied, the
+    frozen e-graph's e-nodes, and the seconds per stage."""
+    clock: dict[str, float] = {}
+    t0 = time.perf_counter()
+    ids: dict[object, int] = {}
+    view = read_egraph(naming.runner.egraph, naming.runner.lang, ids)
+    cls = {t: ids[c] for t, c in naming.classes.items()}
+    name_of = {t: (k[0], k[1], tuple(ids[c] for c in k[2])) for t, k in naming.name_of.items()}
+    rewriter = RootRewriter(view, known)
+    clock["freeze"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    uf, applied = join_names(rewriter, sorted(set(name_of.values()), key=repr), settings.rounds)
+    clock["rewrite roots"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    classes = {t: uf.find(rewriter.item(name_of[t]) if t in name_of else ("c", cls[t]))
+               for terms in naming.chosen.values() for t in terms}
+    clock["classes"] = time.perf_counter() - t0
+    return classes, applied, len(view.nodes), clock
+
+
+def _root_step(naming: Naming, known: Sequence[Rule], settings: NoveltySettings) -> Novelty:
+    classes, applied, enodes, clock = root_classes(naming, known, settings)
+    out, before, after = _representatives(naming.chosen, classes.__getitem__)
+    return Novelty(out, len(naming.chosen), len(naming.ids) + len(naming.named), len(naming.named),
+                   enodes, before, after, {k: round(v, 3) for k, v in {**naming.seconds, **clock}.items()},
+                   applied)
+
+
+def _representatives(chosen: dict[int, list[Node]], key) -> tuple[dict[int, list[Node]], int, int]:
+    """Each bucket cut to its first term per ``key`` (enumeration order: the smallest term of a
+    class comes first), with the pairs of op terms before and after."""
+    out: dict[int, list[Node]] = {}
+    before = after = 0
+    for fp, terms in chosen.items():
+        members: dict[object, Node] = {}
+        for t in terms:
+            members.setdefault(key(t), t)
+        n = sum(not t.is_leaf for t in terms)
+        before += n * (n - 1) // 2
+        if len(members) > 1:
+            out[fp] = list(members.values())
+            m = sum(not t.is_leaf for t in out[fp])
+            after += m * (m - 1) // 2
+    return out, before, after
+
+
 def _limits(settings: NoveltySettings) -> Limits:
     return Limits(iterations=settings.iterations, nodes=settings.nodes, seconds=settings.seconds, k_multi=0)
 
@@ -106,6 +161,10 @@ def novel_groups(en: Enumeration, groups: dict[int, list[Node]], known: Sequence
     arguments' e-classes (terms with one name are equal by congruence), one term per name goes in,
     and the rules run again, which joins names equal by a rewrite at the root."""
     naming = name_largest(en, groups, known, size, settings)
+    if settings.step == "root":
+        return _root_step(naming, known, settings)
+    if settings.step != "egraph":
+        raise ValueError(f"unknown novelty step {settings.step!r} (known: root, egraph)")
     runner, chosen, ids, cls, named, name_of = (naming.runner, naming.chosen, naming.ids, naming.classes,
                                                 naming.named, naming.name_of)
     clock = dict(naming.seconds)
@@ -122,19 +181,8 @@ def novel_groups(en: Enumeration, groups: dict[int, list[Node]], known: Sequence
     for t, k in new.items():
         cls.setdefault(t, classes[k])
     cls.update({t: classes[k] for t, k in ids.items()})
-    out: dict[int, list[Node]] = {}
-    pairs_before = pairs_after = 0
-    for fp, terms in chosen.items():
-        members: dict[object, Node] = {}
-        for t in terms:  # enumeration order: the smallest term of an e-class comes first
-            c = cls[named[name_of[t]]] if t in name_of else cls[t]
-            members.setdefault(c, t)
-        n = sum(not t.is_leaf for t in terms)
-        pairs_before += n * (n - 1) // 2
-        if len(members) > 1:
-            out[fp] = list(members.values())
-            m = sum(not t.is_leaf for t in out[fp])
-            pairs_after += m * (m - 1) // 2
+    out, pairs_before, pairs_after = _representatives(
+        chosen, lambda t: cls[named[name_of[t]]] if t in name_of else cls[t])
     clock["classes"] = time.perf_counter() - t0
     return Novelty(out, len(chosen), len(ids) + len(reps), len(named), report.enodes, pairs_before,
                    pairs_after, {k: round(v, 3) for k, v in clock.items()})

@@ -25,11 +25,12 @@ from .language import Language, split_proj_attrs
 from .view import EGraphView, ENode, selection_cost
 
 
-def read_egraph(egraph: Any, lang: Language) -> EGraphView:
-    """The frozen e-graph as plain data (e-classes numbered 0, 1, ...; picklable)."""
+def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
+    """The frozen e-graph as plain data (e-classes numbered 0, 1, ...; picklable). ``ids``, if
+    given, receives egglog's e-class values -> those numbers (to translate other rows' e-classes)."""
     frozen = egraph.freeze()
     view = EGraphView()
-    ids: dict[Any, int] = {}
+    ids = {} if ids is None else ids
     cls = lambda v: ids.setdefault(v, len(ids))  # noqa: E731
     dims: dict[int, dict[int, int]] = {}
     for name, fn in frozen.functions.items():

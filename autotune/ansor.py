@@ -4,8 +4,10 @@ Each batch: build a population (the best measured programs, 20%, plus random ann
 sketches), evolve it for a few generations on the cost model's predicted throughput (mutation of
 one knob with probability 0.85, otherwise crossover of the tiling decisions of one parent with the
 other decisions of another), then measure the best unvisited programs plus ε·b random ones and
-retrain the model (throughput-weighted regression, as Ansor does). Ablation variants share the
-interface:
+retrain the model (throughput-weighted regression, as Ansor does). Added to Ansor's recipe: each
+batch first measures, for each of the four best measured programs and each knob, the best-predicted
+program that differs in that knob alone (wgrad at 256 trials, median of seeds 0-4: 84.3% -> 97.0%;
+seeds 5-9: 88.5% -> 96.4%). Ablation variants share the interface:
 
 * ``"beam"``: sequential construction in knob order (split-K, BLOCK_M, BLOCK_N, BLOCK_K, warps,
   stages, GROUP_M), pruning partial programs by the model's score with undecided knobs at their
@@ -79,12 +81,13 @@ class Ansor(IncrementalTuner):
 
     def __init__(self, variant: str = "full", batch: int = 64, population: int = 2048, generations: int = 4,
                  mutation_prob: float = 0.85, measured_fraction: float = 0.2, epsilon: float = 0.05,
-                 beam_width: int = 64, samples_per_batch: int = 1280, space: Space = SPACE):
+                 beam_width: int = 64, samples_per_batch: int = 1280, lines: int = 4, space: Space = SPACE):
         if variant not in VARIANTS:
             raise ValueError(f"unknown Ansor variant {variant!r}; choose from {', '.join(VARIANTS)}")
         self.variant, self.batch, self.population, self.generations = variant, batch, population, generations
         self.mutation_prob, self.measured_fraction, self.epsilon = mutation_prob, measured_fraction, epsilon
         self.beam_width, self.samples_per_batch, self.space = beam_width, samples_per_batch, space
+        self.lines = lines
         self.name = "ansor" if variant == "full" else f"ansor-{variant}"
 
     def start(self, workload: Workload, seed: int = 0) -> AnsorSession:
@@ -121,6 +124,28 @@ class Ansor(IncrementalTuner):
             pop = np.where(allowed[kids], kids, pop[parents[:, 0]])
             seen.append(pop)
         return np.unique(np.concatenate(seen))
+
+    def _knob_lines(self, score, allowed: np.ndarray, measured: list[int], times: list[float],
+                    visited: set[int]) -> np.ndarray:
+        """For each of the ``lines`` best measured programs and each knob, the best-predicted
+        unvisited legal program that differs in that knob alone. Mutation changes one knob too, but
+        its children survive only by the model's score; a knob whose effect the model has not seen
+        (wgrad: 2 warps where 8 were measured) is then never tried. A line per knob is measured
+        whatever the model thinks of it, so the incumbent moves one knob per batch."""
+        if self.lines <= 0 or not measured:
+            return np.empty(0, dtype=np.int64)
+        best = np.array(measured, dtype=np.int64)[np.argsort(np.array(times), kind="stable")][: self.lines]
+        out: list[int] = []
+        for d in self.space.digits(best):
+            for j, size in enumerate(self.space.sizes):
+                line = np.repeat(d[None, :], size, axis=0)
+                line[:, j] = np.arange(size)
+                idx = self.space.index_of_digits(line)
+                idx = np.array([i for i in idx[allowed[idx]] if int(i) not in visited and int(i) not in out],
+                               dtype=np.int64)
+                if len(idx):
+                    out.append(int(idx[np.argmax(score(idx))]))
+        return np.array(out, dtype=np.int64)
 
     def _beam(self, score, allowed: np.ndarray) -> np.ndarray:
         """Sequential construction pruned by scores of partial programs (undecided knobs at defaults)."""
@@ -168,7 +193,10 @@ class AnsorSession(IndexSession):
                                   self.trials.times, rng)
             cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
             n_random = int(round(t.epsilon * b))
-            batch = unvisited(cands, visited, b - n_random)
+            lines = t._knob_lines(score, self.allowed, self.trials.indices, self.trials.times, visited)
+            lines = lines[: max(0, b - n_random)] if t.variant == "full" else lines[:0]
+            batch = np.concatenate([lines, unvisited(cands, visited | set(lines.tolist()),
+                                                     b - n_random - len(lines))])
             batch = np.concatenate([batch, unvisited(random_annotation(self.sketches, self.pool, 8 * b, rng, space),
                                                        visited | set(batch.tolist()), b - len(batch))])
         return self.propose(batch)

@@ -41,7 +41,7 @@ from .analytic import estimate_us
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
 from .resources import legal
-from .space import COLUMN, SPACE, Config, Space
+from .space import SPACE, Config, Space
 from .tuners import IncrementalTuner, IndexSession
 from .workload import Workload
 
@@ -114,8 +114,7 @@ class RobustSession(IndexSession):
         offsets = np.concatenate([[0], np.cumsum(space.sizes)[:-1]])
         self.onehot = np.zeros((len(self.pool), int(np.sum(space.sizes))))
         self.onehot[np.arange(len(self.pool))[:, None], digits + offsets] = 1.0
-        digits[:, COLUMN["group_m"]] = 0  # configs that differ only in group_m share a family
-        self.family = space.index_of_digits(digits)
+        self.family = space.families(self.pool)
 
     # ------------------------------------------------------------------ proposing
     @property

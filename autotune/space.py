@@ -119,6 +119,15 @@ class Space:
     def config(self, index: int) -> Config:
         return Config(*(int(v) for v in self.values(index)[0]))
 
+    def families(self, index: np.ndarray | int) -> np.ndarray:
+        """A key per flat index, shared by configs that differ only in ``group_m`` (the launch
+        order: the knob most like a re-roll, which would otherwise fill a batch with one tile)."""
+        digits = self.digits(index)
+        names = [k.name for k in self.knobs]
+        if "group_m" in names:
+            digits[:, names.index("group_m")] = 0
+        return self.index_of_digits(digits)
+
     def neighbours(self, index: int) -> list[int]:
         """Configs one knob away, that knob moved to an adjacent value."""
         d = self.digits(index)[0]

@@ -83,3 +83,22 @@ def test_experiment_cells_for_ablation_and_tuner_comparison():
     assert 0 < a["pct"]["32"] <= a["pct"]["64"] <= 100
     rows = _median_rows([tri, compare_tuner_cell("triton", "decode", 1, (16, 64))], lambda r: r["tuner"])
     assert [r["trials"] for r in rows] == [16, 64]
+
+
+def test_knob_lines_move_the_best_program_one_knob_at_a_time():
+    """Each knob line of a best measured program differs from it in exactly one knob, is legal and
+    unvisited, and there is at most one per (program, knob)."""
+    w = SHAPES["wgrad"]
+    tuner = Ansor(lines=2)
+    sketches, pool = allowed_configs(w)
+    allowed = np.zeros(len(SPACE), dtype=bool)
+    allowed[pool] = True
+    measured = [int(i) for i in random_annotation(sketches, pool, 16, np.random.default_rng(0))]
+    times = [float(t) for t in hypogpu.time_us(w, SPACE.values(np.array(measured)))]
+    lines = tuner._knob_lines(lambda idx: -np.asarray(idx, dtype=float), allowed, measured, times, set(measured))
+    best = [measured[i] for i in np.argsort(times)[:2]]
+    assert 0 < len(lines) <= 2 * len(SPACE.sizes) and len(set(lines.tolist())) == len(lines)
+    for i in lines:
+        assert allowed[i] and int(i) not in measured
+        diffs = [int(np.sum(SPACE.digits(int(i))[0] != SPACE.digits(b)[0])) for b in best]
+        assert min(diffs) == 1

@@ -36,6 +36,10 @@ RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
     RuleSet("epilogue", "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
     RuleSet("matrix-min", "matrix.min.rules", "the matrix set less every rule the others derive (rules minimize)"),
     RuleSet("conv-min", "conv.min.rules", "the conv set less every rule the others derive (rules minimize)"),
+    RuleSet("matrix4", "matrix4.rules", "generated: matrix world, graphs of 4 ops that matrix-min does not prove"),
+    RuleSet("conv4", "conv4.rules", "generated: conv world, graphs of 4 ops that conv-min does not prove"),
+    RuleSet("matrix4-min", "matrix4.min.rules", "the matrix4 set less every rule matrix-min and the others derive"),
+    RuleSet("conv4-min", "conv4.min.rules", "the conv4 set less every rule conv-min and the others derive"),
 )}
 DEFAULT_RULE_SETS = ("matrix-min", "conv-min", "epilogue")
 FULL_RULE_SETS = ("matrix", "conv", "epilogue")  # the generated sets before minimization

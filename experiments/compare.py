@@ -42,9 +42,11 @@ class CompareRow:
     verified: bool
 
 
-def cells(models: Sequence[str], device: str, seed: int, quick: bool) -> list[Cell]:
+def cells(models: Sequence[str], device: str, seed: int, quick: bool,
+          rules: Sequence[str] | None = None) -> list[Cell]:
+    extra = {} if rules is None else {"rules": ",".join(rules)}  # the default cells keep their keys
     return [Cell.of("compare", "experiments.searches:run_search", model=m, search=s, device=device, seed=seed,
-                    quick=quick) for m in models for s in SEARCHES]
+                    quick=quick, **extra) for m in models for s in SEARCHES]
 
 
 def rows_from(results: Sequence[dict[str, Any]]) -> list[CompareRow]:
@@ -154,10 +156,18 @@ def run(
     executor: str = "local",
     progress: bool = True,
     command: str = "",
+    rules: Sequence[str] | None = None,
 ) -> list[CompareRow]:
     models = check_models(models or (QUICK_MODELS if quick else COMPARE_MODELS))
+    if rules is not None:
+        from eqsat.rulesets import resolve_rule_files
+
+        missing = [str(f) for f in resolve_rule_files(rules) if not f.is_file()]
+        if missing:
+            raise ValueError(f"--rules: no shipped set or file named {', '.join(missing)}")
     results = run_cells(
-        cells(models, device, seed, quick), out, workers=workers, executor=executor, progress=progress, desc="compare"
+        cells(models, device, seed, quick, rules), out, workers=workers, executor=executor, progress=progress,
+        desc="compare",
     )
     rows = rows_from(results)
     print(format_table(rows, device))

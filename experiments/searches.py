@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -56,7 +56,7 @@ def limits_for(search: Search, model: str = "", quick: bool = False, **overrides
 _PREPARED: dict[str, float] = {}
 
 
-def prepare_rules(search: str) -> float:
+def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
     """Parse the shipped rule sets (and, for the e-graph, compile them to egglog) once per process;
     returns the seconds it took.
 
@@ -66,15 +66,16 @@ def prepare_rules(search: str) -> float:
     from eqsat.egraph.rewrites import compile_rules
     from eqsat.rulesets import default_rules
 
-    if search not in _PREPARED:
+    key = f"{search}:{','.join(rule_sets or ())}"
+    if key not in _PREPARED:
         t0 = time.perf_counter()
-        rules = default_rules(get_search(search).default_rule_sets)
+        rules = default_rules(rule_sets or get_search(search).default_rule_sets)
         if search == "eqsat":
             compile_rules(rules, multi=True)
             for rule in rules:
                 rule_signatures(rule, False)  # the exact key relevant_rules uses
-        _PREPARED[search] = time.perf_counter() - t0
-    return _PREPARED[search]
+        _PREPARED[key] = time.perf_counter() - t0
+    return _PREPARED[key]
 
 
 def result_row(result: SearchResult, graph: Graph, prepare_s: float = 0.0) -> dict[str, Any]:
@@ -93,15 +94,15 @@ def result_row(result: SearchResult, graph: Graph, prepare_s: float = 0.0) -> di
 
 
 def search_graph(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                 limits: Any = None) -> tuple[dict[str, Any], Graph]:
+                 limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], Graph]:
     """One verified search of ``graph`` (``limits``: default the paper preset for ``model``, or the
-    smoke preset with ``quick``): the result row and the best graph."""
-    row, result = search_result(graph, model, search, device, seed, quick, limits)
+    smoke preset with ``quick``; ``rule_sets``: default the search's own): the row and the best graph."""
+    row, result = search_result(graph, model, search, device, seed, quick, limits, rule_sets)
     return row, result.best
 
 
 def search_result(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                  limits: Any = None) -> tuple[dict[str, Any], SearchResult]:
+                  limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
     """:func:`search_graph`, with the whole verified result (its work record) instead of the best graph."""
     from eqsat.cost import cost_model
     from eqsat.rulesets import default_rules
@@ -109,8 +110,8 @@ def search_result(graph: Graph, model: str, search: str, device: str = "h100", s
 
     engine = get_search(search)
     limits = limits if limits is not None else limits_for(engine, model, quick)
-    prepare_s = 0.0 if quick else prepare_rules(search)  # a smoke run need not warm every rule
-    rules = default_rules(engine.default_rule_sets)
+    prepare_s = 0.0 if quick else prepare_rules(search, rule_sets)  # a smoke run need not warm every rule
+    rules = default_rules(rule_sets or engine.default_rule_sets)
     result = run_verified(engine, graph, rules, cost_model(device), limits, seed)
     return result_row(result, graph, prepare_s) | {"model": model}, result
 
@@ -118,9 +119,10 @@ def search_result(graph: Graph, model: str, search: str, device: str = "h100", s
 def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
                nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
-               time_limit: float | str | None = "paper") -> dict[str, Any]:
+               time_limit: float | str | None = "paper", rules: str | None = None) -> dict[str, Any]:
     """One search on one benchmark graph as an experiment cell; the overrides replace the preset's
-    settings (``time_limit``: seconds for the α search, ``"paper"`` for the preset's cap, None for none)."""
+    settings (``time_limit``: seconds for the α search, ``"paper"`` for the preset's cap, None for none;
+    ``rules``: comma-separated rule sets or files for the search instead of its own)."""
     from eqsat.models import build
 
     engine = get_search(search)
@@ -130,5 +132,6 @@ def run_search(model: str, search: str, device: str = "h100", seed: int = 0, qui
             limits = replace(limits, time_limit=time_limit)
     else:
         limits = limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi)
-    row, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, limits)
-    return row
+    rule_sets = tuple(rules.split(",")) if rules else None
+    row, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, limits, rule_sets)
+    return row if rules is None else row | {"rules": rules}

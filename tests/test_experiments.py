@@ -39,6 +39,19 @@ def test_compare_quick_smoke(tmp_path, capsys):
     assert (tmp_path / "compare.png").stat().st_size > 10_000
 
 
+def test_compare_runs_both_searches_on_the_rule_sets_named(tmp_path, capsys):
+    """``--rules`` gives both searches the same sets (each run records them); an unknown set is one
+    clear error before any cell runs."""
+    assert main(["compare", "--quick", "--models", "qkv", "--rules", "matrix-min,epilogue,matrix4-min",
+                 "--out", str(tmp_path / "k4")]) == 0
+    runs = json.loads((tmp_path / "k4" / "compare.json").read_text())["runs"]
+    assert {r["search"] for r in runs} == {"taso", "eqsat"}
+    assert all(r["rules"] == "matrix-min,epilogue,matrix4-min" and r["verified"] for r in runs)
+    capsys.readouterr()
+    assert main(["compare", "--quick", "--rules", "matrix9", "--out", str(tmp_path / "bad")]) == 2
+    assert "matrix9" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
 def test_unknown_model_is_a_clear_error_and_writes_nothing(tmp_path, capsys):
     assert main(["compare", "--models", "qkv,resnet51", "--out", str(tmp_path / "o")]) == 2
     assert "resnet51" in capsys.readouterr().err

@@ -6,8 +6,8 @@ one knob with probability 0.85, otherwise crossover of the tiling decisions of o
 other decisions of another), then measure the best unvisited programs plus ε·b random ones and
 retrain the model (throughput-weighted regression, as Ansor does). Added to Ansor's recipe: each
 batch first measures, for each of the four best measured programs and each knob, the best-predicted
-program that differs in that knob alone (wgrad at 256 trials, median of seeds 0-4: 84.3% -> 97.0%;
-seeds 5-9: 88.5% -> 96.4%). Ablation variants share the interface:
+program that differs in that knob alone (wgrad at 256 trials, median of 25 seeds: 87.3% -> 96.4%).
+Ablation variants share the interface:
 
 * ``"beam"``: sequential construction in knob order (split-K, BLOCK_M, BLOCK_N, BLOCK_K, warps,
   stages, GROUP_M), pruning partial programs by the model's score with undecided knobs at their

@@ -42,6 +42,8 @@ class _Pat:
 
 @dataclass(frozen=True)
 class Direction:
+    """One usable rule direction: source and target patterns and the variables' ranks and fixed sizes."""
+
     name: str
     src: _Pat
     dst: _Pat
@@ -64,7 +66,9 @@ def _compile(p: Pattern) -> _Pat | None:
 
 
 def _vars(p: _Pat) -> set[str]:
-    return {p.var} if not p.op else set().union(*(_vars(a) for a in p.args)) if p.args else set()
+    if not p.op:
+        return {p.var}
+    return set().union(*map(_vars, p.args))
 
 
 def directions(rules: Sequence[Rule]) -> list[Direction]:

@@ -266,7 +266,7 @@ def test_the_four_op_sets_hold_only_four_op_discoveries_and_their_minimized_subs
 
 @pytest.mark.slow
 def test_the_four_op_sets_regenerate_byte_for_byte():
-    """547 s for both worlds on 2 cores (peak 5 GB for the matrix world)."""
+    """547 s for both worlds on 2 cores (peak 4.8 GiB for the matrix world)."""
     from eqsat.rulesets import default_rules
 
     for world, name in ((CONV, "conv"), (MATRIX, "matrix")):

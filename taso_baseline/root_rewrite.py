@@ -151,16 +151,22 @@ class RootRewriter:
             return None
         return ("n", key)
 
-    def _types(self, key: tuple) -> bool:
-        op, attrs, kids = key
+    def shape(self, item: Item) -> tuple[int, ...] | None:
+        """An item's output shape: its e-class's, or the op table's shape rule on its arguments'
+        (None where it does not type-check)."""
+        if item[0] == "c":
+            return self.view.shapes.get(item[1])
+        op, attrs, kids = item[1]
         shapes = [self.view.shapes.get(k) for k in kids]
         if any(s is None for s in shapes):
-            return False
+            return None
         try:
-            get_op(op).shape(dict(attrs), tuple(shapes))  # type: ignore[arg-type]
+            return tuple(get_op(op).shape(dict(attrs), tuple(shapes))[0])  # type: ignore[arg-type]
         except EqsatError:
-            return False
-        return True
+            return None
+
+    def _types(self, key: tuple) -> bool:
+        return self.shape(("n", key)) is not None
 
     def item(self, key: tuple) -> Item:
         """A root name as an item: its e-class if the e-graph already holds that node."""
@@ -168,15 +174,21 @@ class RootRewriter:
         return ("c", found) if found is not None else ("n", key)
 
     def rewrite(self, key: tuple) -> Iterator[Item]:
-        """What one rule direction at the root of the name ``key`` makes it equal to."""
+        """What one rule direction at the root of the name ``key`` makes it equal to. A generated
+        rule holds where both sides type-check *with equal output shapes*, so a right side of
+        another shape is not a rewrite."""
         op, attrs, kids = key
-        for d in self.by_root.get((op, attrs), ()):
+        directions = self.by_root.get((op, attrs), ())
+        if not directions:
+            return
+        want = self.shape(("n", key))
+        for d in directions:
             if len(d.src.args) != len(kids):
                 continue
             dims = dict(d.dims)
             for env in self._match_args(d.src.args, kids, {}, dims):
                 out = self._build(d.dst, env, True)
-                if out is not None:
+                if out is not None and self.shape(out) == want:
                     yield out
 
 

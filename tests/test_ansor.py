@@ -86,8 +86,8 @@ def test_experiment_cells_for_ablation_and_tuner_comparison():
 
 
 def test_knob_lines_move_the_best_program_one_knob_at_a_time():
-    """Each knob line of a best measured program differs from it in exactly one knob, is legal and
-    unvisited, and there is at most one per (program, knob)."""
+    """Each knob line of an incumbent (the best measured program of a warp count) differs from it in
+    exactly one knob, is legal and unvisited, and there is at most one per (program, knob)."""
     w = SHAPES["wgrad"]
     tuner = Ansor(lines=2)
     sketches, pool = allowed_configs(w)
@@ -96,7 +96,12 @@ def test_knob_lines_move_the_best_program_one_knob_at_a_time():
     measured = [int(i) for i in random_annotation(sketches, pool, 16, np.random.default_rng(0))]
     times = [float(t) for t in hypogpu.time_us(w, SPACE.values(np.array(measured)))]
     lines = tuner._knob_lines(lambda idx: -np.asarray(idx, dtype=float), allowed, measured, times, set(measured))
-    best = [measured[i] for i in np.argsort(times)[:2]]
+    order = [measured[i] for i in np.argsort(times, kind="stable")]
+    warps = {}
+    for i in order:  # the incumbents: the best measured program of each of two warp counts
+        warps.setdefault(SPACE.config(i).num_warps, i)
+    best = list(warps.values())[:2]
+    assert len({SPACE.config(b).num_warps for b in best}) == 2
     assert 0 < len(lines) <= 2 * len(SPACE.sizes) and len(set(lines.tolist())) == len(lines)
     for i in lines:
         assert allowed[i] and int(i) not in measured

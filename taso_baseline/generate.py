@@ -27,7 +27,7 @@ from eqsat.rules import Rule, format_pattern, format_rule, rule_key
 
 from .enumerate import enumerate_graphs
 from .fingerprint import buckets, count_pairs
-from .novelty import novel_groups
+from .novelty import NoveltySettings, novel_groups
 from .prune import prune
 from .verify import Verdict, verify_rule
 from .world import WEIGHT, World
@@ -180,7 +180,7 @@ def generate(
 
     novelty = None
     if known is not None:
-        novelty = novel_groups(en, groups, known, max_ops)
+        novelty = novel_groups(en, groups, known, max_ops, NoveltySettings(workers=workers))
         clock.update({f"novelty {k}": v for k, v in novelty.seconds.items()})
         groups = novelty.groups
     t0 = time.perf_counter()

@@ -36,6 +36,7 @@ class NoveltySettings:
     seconds: float = 600.0
     step: str = "root"  # the second step: "root" (rules at the new graphs' roots, in Python) or "egraph"
     rounds: int = 1  # root rewriting rounds ("root" step)
+    workers: int = 1  # processes matching rules at the roots ("root" step; same result for any value)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def root_classes(naming: Naming, known: Sequence[Rule], settings: NoveltySetting
     rewriter = RootRewriter(view, known)
     clock["freeze"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    uf, applied = join_names(rewriter, sorted(set(name_of.values()), key=repr), settings.rounds)
+    uf, applied = join_names(rewriter, sorted(set(name_of.values()), key=repr), settings.rounds, settings.workers)
     clock["rewrite roots"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     classes = {t: uf.find(rewriter.item(name_of[t]) if t in name_of else ("c", cls[t]))

@@ -17,7 +17,10 @@ no e-class) stays a candidate pair, to be pruned, verified and minimized as befo
 """
 from __future__ import annotations
 
+import multiprocessing
+import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,9 +214,35 @@ class UnionFind:
             self.parent[ra] = rb
 
 
-def join_names(rewriter: RootRewriter, names: Sequence[tuple], rounds: int = 1) -> tuple[UnionFind, int]:
+_SHARED: tuple[RootRewriter, list[tuple]] | None = None  # set before forking: workers read it, copy-free
+
+
+def _rewrite_range(bounds: tuple[int, int]) -> list[list[Item]]:
+    rewriter, frontier = _SHARED  # type: ignore[misc]
+    return [list(rewriter.rewrite(key)) for key in frontier[bounds[0]:bounds[1]]]
+
+
+def _rewrite_all(rewriter: RootRewriter, frontier: list[tuple], workers: int) -> list[list[Item]]:
+    """Each name's rewrites, in ``workers`` forked processes when more than one (same result)."""
+    if workers <= 1 or len(frontier) < 10_000 or not sys.platform.startswith("linux"):
+        return [list(rewriter.rewrite(key)) for key in frontier]
+    global _SHARED
+    _SHARED = (rewriter, frontier)
+    try:
+        step = -(-len(frontier) // (4 * workers))
+        chunks = [(k, min(k + step, len(frontier))) for k in range(0, len(frontier), step)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return [outs for part in pool.map(_rewrite_range, chunks) for outs in part]
+    finally:
+        _SHARED = None
+
+
+def join_names(rewriter: RootRewriter, names: Sequence[tuple], rounds: int = 1,
+               workers: int = 1) -> tuple[UnionFind, int]:
     """A union-find over the names' items after ``rounds`` of root rewriting (each round rewrites
-    the names the previous one produced), and the number of rule instances applied."""
+    the names the previous one produced), and the number of rule instances applied. The matching
+    runs in ``workers`` processes; the joins are made here, in name order, so the result does not
+    depend on ``workers``."""
     uf = UnionFind()
     seen: set[tuple] = set()
     frontier: list[tuple] = []
@@ -224,9 +253,10 @@ def join_names(rewriter: RootRewriter, names: Sequence[tuple], rounds: int = 1) 
     applied = 0
     for _ in range(rounds):
         nxt = []
-        for key in frontier:  # a name the e-graph holds already is rewritten too: its rules may not have run
+        # a name the e-graph holds already is rewritten too: its rules may not have run
+        for key, outs in zip(frontier, _rewrite_all(rewriter, frontier, workers)):
             it = rewriter.item(key)
-            for out in rewriter.rewrite(key):
+            for out in outs:
                 applied += 1
                 uf.union(it, out)
                 if out[0] == "n" and out[1] not in seen:

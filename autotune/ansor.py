@@ -140,7 +140,8 @@ class Ansor(IncrementalTuner):
             return np.empty(0, dtype=np.int64)
         order = np.array(measured, dtype=np.int64)[np.argsort(np.array(times), kind="stable")]
         if self.niche:
-            cols = [COLUMN[k] for k in self.niche]
+            names = [k.name for k in self.space.knobs]
+            cols = [names.index(k) for k in self.niche]
             keys = [tuple(r) for r in self.space.values(order)[:, cols]]
             first: dict[tuple, int] = {}
             for i, key in zip(order.tolist(), keys):
@@ -149,15 +150,16 @@ class Ansor(IncrementalTuner):
         else:
             best = order[: self.lines]
         out: list[int] = []
+        taken = set(visited)
         for d in self.space.digits(best):
             for j, size in enumerate(self.space.sizes):
                 line = np.repeat(d[None, :], size, axis=0)
                 line[:, j] = np.arange(size)
                 idx = self.space.index_of_digits(line)
-                idx = np.array([i for i in idx[allowed[idx]] if int(i) not in visited and int(i) not in out],
-                               dtype=np.int64)
+                idx = np.array([i for i in idx[allowed[idx]] if int(i) not in taken], dtype=np.int64)
                 if len(idx):
                     out.append(int(idx[np.argmax(score(idx))]))
+                    taken.add(out[-1])
         return np.array(out, dtype=np.int64)
 
     def _beam(self, score, allowed: np.ndarray) -> np.ndarray:
@@ -206,8 +208,8 @@ class AnsorSession(IndexSession):
                                   self.trials.times, rng)
             cands = cands[np.argsort(-score(cands), kind="stable")] if len(cands) else cands
             n_random = int(round(t.epsilon * b))
-            lines = t._knob_lines(score, self.allowed, self.trials.indices, self.trials.times, visited)
-            lines = lines[: max(0, b - n_random)] if t.variant == "full" else lines[:0]
+            lines = (t._knob_lines(score, self.allowed, self.trials.indices, self.trials.times, visited)
+                     if t.variant == "full" else np.empty(0, dtype=np.int64))[: max(0, b - n_random)]
             batch = np.concatenate([lines, unvisited(cands, visited | set(lines.tolist()),
                                                      b - n_random - len(lines))])
             batch = np.concatenate([batch, unvisited(random_annotation(self.sketches, self.pool, 8 * b, rng, space),

@@ -160,11 +160,9 @@ def run(
 ) -> list[CompareRow]:
     models = check_models(models or (QUICK_MODELS if quick else COMPARE_MODELS))
     if rules is not None:
-        from eqsat.rulesets import resolve_rule_files
+        from eqsat.rulesets import default_rules
 
-        missing = [str(f) for f in resolve_rule_files(rules) if not f.is_file()]
-        if missing:
-            raise ValueError(f"--rules: no shipped set or file named {', '.join(missing)}")
+        default_rules(rules)  # an unknown set or unreadable file is one error before any cell runs
     results = run_cells(
         cells(models, device, seed, quick, rules), out, workers=workers, executor=executor, progress=progress,
         desc="compare",

@@ -53,7 +53,7 @@ def limits_for(search: Search, model: str = "", quick: bool = False, **overrides
                          f"(its limits: {fields})") from None
 
 
-_PREPARED: dict[str, float] = {}
+_PREPARED: dict[tuple[str, tuple[str, ...]], float] = {}
 
 
 def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
@@ -66,7 +66,7 @@ def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
     from eqsat.egraph.rewrites import compile_rules
     from eqsat.rulesets import default_rules
 
-    key = f"{search}:{','.join(rule_sets or ())}"
+    key = (search, tuple(rule_sets or ()))
     if key not in _PREPARED:
         t0 = time.perf_counter()
         rules = default_rules(rule_sets or get_search(search).default_rule_sets)

@@ -109,14 +109,15 @@ def root_classes(naming: Naming, known: Sequence[Rule], settings: NoveltySetting
     ids: dict[object, int] = {}
     view = read_egraph(naming.runner.egraph, naming.runner.lang, ids)
     cls = {t: ids[c] for t, c in naming.classes.items()}
-    name_of = {t: (k[0], k[1], tuple(ids[c] for c in k[2])) for t, k in naming.name_of.items()}
+    frozen = {k: (k[0], k[1], tuple(ids[c] for c in k[2])) for k in naming.named}  # enumeration order
+    name_of = {t: frozen[k] for t, k in naming.name_of.items()}
     rewriter = RootRewriter(view, known)
     clock["freeze"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    uf, applied = join_names(rewriter, sorted(set(name_of.values()), key=repr), settings.rounds, settings.workers)
+    uf, applied = join_names(rewriter, list(frozen.values()), settings.rounds, settings.workers)
     clock["rewrite roots"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    classes = {t: uf.find(rewriter.item(name_of[t]) if t in name_of else ("c", cls[t]))
+    classes = {t: uf[rewriter.item(name_of[t]) if t in name_of else ("c", cls[t])]
                for terms in naming.chosen.values() for t in terms}
     clock["classes"] = time.perf_counter() - t0
     return classes, applied, len(view.nodes), clock

@@ -24,6 +24,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from networkx.utils import UnionFind
+
 from eqsat.egraph.view import EGraphView
 from eqsat.errors import EqsatError
 from eqsat.ops import get_op
@@ -150,9 +152,7 @@ class RootRewriter:
         found = self.hashcons.get(key)
         if found is not None:
             return ("c", found)
-        if not root or not self._types(key):
-            return None
-        return ("n", key)
+        return ("n", key) if root else None  # a new root: rewrite() checks that it type-checks
 
     def shape(self, item: Item) -> tuple[int, ...] | None:
         """An item's output shape: its e-class's, or the op table's shape rule on its arguments'
@@ -168,9 +168,6 @@ class RootRewriter:
         except EqsatError:
             return None
 
-    def _types(self, key: tuple) -> bool:
-        return self.shape(("n", key)) is not None
-
     def item(self, key: tuple) -> Item:
         """A root name as an item: its e-class if the e-graph already holds that node."""
         found = self.hashcons.get(key)
@@ -178,13 +175,15 @@ class RootRewriter:
 
     def rewrite(self, key: tuple) -> Iterator[Item]:
         """What one rule direction at the root of the name ``key`` makes it equal to. A generated
-        rule holds where both sides type-check *with equal output shapes*, so a right side of
-        another shape is not a rewrite."""
+        rule holds where both sides type-check *with equal output shapes*, so a right side that does
+        not type-check or has another shape is not a rewrite."""
         op, attrs, kids = key
         directions = self.by_root.get((op, attrs), ())
         if not directions:
             return
         want = self.shape(("n", key))
+        if want is None:
+            return
         for d in directions:
             if len(d.src.args) != len(kids):
                 continue
@@ -193,25 +192,6 @@ class RootRewriter:
                 out = self._build(d.dst, env, True)
                 if out is not None and self.shape(out) == want:
                     yield out
-
-
-class UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[Item, Item] = {}
-
-    def find(self, x: Item) -> Item:
-        parent = self.parent
-        root = x
-        while parent.get(root, root) != root:
-            root = parent[root]
-        while x != root:
-            x, parent[x] = parent.get(x, x), root
-        return root
-
-    def union(self, a: Item, b: Item) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[ra] = rb
 
 
 _SHARED: tuple[RootRewriter, list[tuple]] | None = None  # set before forking: workers read it, copy-free

@@ -42,7 +42,7 @@ def test_compare_quick_smoke(tmp_path, capsys):
 def test_compare_runs_both_searches_on_the_rule_sets_named(tmp_path, capsys):
     """``--rules`` gives both searches the same sets (each run records them); an unknown set is one
     clear error before any cell runs."""
-    assert main(["compare", "--quick", "--models", "qkv", "--rules", "matrix-min,epilogue,matrix4-min",
+    assert main(["compare", "--quick", "--models", "qkv", "--rules", "matrix-min", "epilogue", "matrix4-min",
                  "--out", str(tmp_path / "k4")]) == 0
     runs = json.loads((tmp_path / "k4" / "compare.json").read_text())["runs"]
     assert {r["search"] for r in runs} == {"taso", "eqsat"}

@@ -10,9 +10,9 @@ from ..command import Command, add_models, add_sweep_options, split_list, sweep_
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies and TENSAT's suite")
     p.add_argument("--quick", action="store_true", help="smoke test: two small models, tiny budgets")
-    p.add_argument("--rules", metavar="SETS",
-                   help="comma-separated rule sets or files for both searches (default: each search's own "
-                        "sets, the minimized ones for the e-graph and the generated ones for the α search)")
+    p.add_argument("--rules", nargs="+", metavar="SET_OR_FILE",
+                   help="shipped rule sets or rule files for both searches (default: each search's own, the "
+                        "minimized sets for the e-graph and the generated ones for the α search)")
     add_sweep_options(p, "results/compare")
 
 
@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from ..compare import run as run_compare
 
     run_compare(split_list(args.models) or None, args.device, Path(args.out), quick=args.quick, seed=args.seed,
-                rules=tuple(split_list(args.rules)) if args.rules else None, **sweep_kwargs(args))
+                rules=tuple(args.rules) if args.rules else None, **sweep_kwargs(args))
     return 0
 
 

@@ -234,17 +234,22 @@ def run(
 
 
 ABLATION_SHAPES = ("square", "wgrad")
-ABLATION_VARIANTS = ("full", "beam", "no-finetune", "limited")
+ABLATION_VARIANTS = (("full", "analytic"), ("full", "none"), ("beam", "analytic"), ("no-finetune", "analytic"),
+                     ("limited", "analytic"))
+"""(variant, prior) pairs: every search variant with the default prior, and full Ansor without it."""
 COMPARE_TUNER_SHAPES = ("square", "prefill", "decode", "wgrad")
 
 
-def ansor_cell(variant: str, shape: str, seed: int, checkpoints: Sequence[int]) -> dict[str, Any]:
+def ansor_cell(
+    variant: str, shape: str, seed: int, checkpoints: Sequence[int], prior: str = "analytic"
+) -> dict[str, Any]:
     from autotune.ansor import Ansor
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
     from autotune.workload import SHAPES
 
-    r = Ansor(variant=variant).tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
+    tuner = Ansor(variant=variant, prior=prior)
+    r = tuner.tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
     return {
         "tuner": r.tuner,
         "shape": shape,
@@ -294,8 +299,16 @@ def run_ansor_ablation(
     out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True, command: str = ""
 ) -> list[dict[str, Any]]:
     cells = [
-        Cell.of("ansor-ablation", "experiments.tuning:ansor_cell", variant=v, shape=s, seed=k, checkpoints=CHECKPOINTS)
-        for v in ABLATION_VARIANTS
+        Cell.of(
+            "ansor-ablation",
+            "experiments.tuning:ansor_cell",
+            variant=v,
+            prior=p,
+            shape=s,
+            seed=k,
+            checkpoints=CHECKPOINTS,
+        )
+        for v, p in ABLATION_VARIANTS
         for s in ABLATION_SHAPES
         for k in range(seeds)
     ]
@@ -466,7 +479,7 @@ EXPERIMENTS = (
     _row(
         "ansor-ablation",
         "results/ansor_ablation",
-        "Ansor vs beam search, no fine-tuning, limited space",
+        "Ansor vs no analytic prior, beam search, no fine-tuning, limited space",
         run_ansor_ablation,
     ),
     _row(

@@ -145,3 +145,18 @@ def test_additive_members_predict_knob_effects_never_measured_together():
     assert pair.any() and not np.isin(np.flatnonzero(pair), seen).any()
     assert pred[pair].mean() == pytest.approx(0.5, abs=0.02)
     assert pred[pair].mean() > pred[seen].max() - 1e-9
+
+
+def test_novelty_distance_is_the_knob_distance_to_the_nearest_measured_config():
+    """Kept up to date across batches, it equals a brute-force minimum of differing knobs; 0 on
+    measured configs."""
+    w = SHAPES["wgrad"]
+    session, m = RobustTuner(n_estimators=10).start(w, 0), SimulatedMeasurer(seed=0)
+    for _ in range(2):
+        session.update(m.measure(w, session.next_batch(session.batch_size)))
+        dist = session._distance_to_measured().copy()
+    rows = np.array([session.position[i] for i in session.trials.indices])
+    brute = (session.digits[:, None, :] != session.digits[rows][None, :, :]).sum(axis=2).min(axis=1)
+    assert np.array_equal(dist, brute) and (dist[rows] == 0).all() and dist.max() >= 2
+    with pytest.raises(ValueError, match="novelty"):
+        RobustTuner(novelty=-1)

@@ -121,7 +121,8 @@ class RobustSession(IndexSession):
             self.features = np.hstack([self.features, self.log_estimate[:, None]])
         self.position = {int(i): k for k, i in enumerate(self.pool)}  # flat index -> row of pool
         digits = space.digits(self.pool)
-        self.digits, self.distance, self.counted = digits, np.full(len(self.pool), digits.shape[1]), 0
+        self.digits = digits.astype(np.int8)  # knob value indices, small: the distance compares them often
+        self.distance, self.counted = np.full(len(self.pool), digits.shape[1], dtype=np.int8), 0
         offsets = np.concatenate([[0], np.cumsum(space.sizes)[:-1]])
         self.onehot = np.zeros((len(self.pool), int(np.sum(space.sizes))))
         self.onehot[np.arange(len(self.pool))[:, None], digits + offsets] = 1.0
@@ -247,7 +248,7 @@ class RobustSession(IndexSession):
         """Knobs in which each config differs from its nearest measured config (kept up to date
         as measurements arrive)."""
         for i in self.trials.indices[self.counted:]:
-            d = np.sum(self.digits != self.digits[self.position[i]], axis=1)
+            d = (self.digits != self.digits[self.position[i]]).sum(axis=1, dtype=np.int8)
             np.minimum(self.distance, d, out=self.distance)
         self.counted = len(self.trials.indices)
         return self.distance

@@ -48,7 +48,7 @@ from .analytic import estimate_us
 from .cost_model import XGBCostModel, normalized_throughput
 from .features import featurize
 from .resources import legal
-from .space import SPACE, Config, Space
+from .space import SPACE, Config, Space, knob_distance
 from .tuners import IncrementalTuner, IndexSession
 from .workload import Workload
 
@@ -247,9 +247,8 @@ class RobustSession(IndexSession):
     def _distance_to_measured(self) -> np.ndarray:
         """Knobs in which each config differs from its nearest measured config (kept up to date
         as measurements arrive)."""
-        for i in self.trials.indices[self.counted:]:
-            d = (self.digits != self.digits[self.position[i]]).sum(axis=1, dtype=np.int8)
-            np.minimum(self.distance, d, out=self.distance)
+        new = [self.position[i] for i in self.trials.indices[self.counted:]]
+        np.minimum(self.distance, knob_distance(self.digits, self.digits[new]), out=self.distance)
         self.counted = len(self.trials.indices)
         return self.distance
 

@@ -158,6 +158,16 @@ class Space:
 SPACE = Space()
 
 
+def knob_distance(digits: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """For each row of ``digits`` (knob value positions, as :meth:`Space.digits` gives), how many
+    knobs it differs in from the nearest row of ``others`` (the number of knobs when ``others``
+    is empty): what a tuner's novelty bonus counts."""
+    out = np.full(len(digits), digits.shape[1], dtype=np.int8)
+    for row in others:
+        np.minimum(out, (digits != row).sum(axis=1, dtype=np.int8), out=out)
+    return out
+
+
 def column(configs: np.ndarray, name: str) -> np.ndarray:
     """One knob's values from an (n, 7) array of configs."""
     return configs[:, COLUMN[name]]

@@ -243,3 +243,12 @@ def test_a_torn_last_record_is_dropped_with_a_warning_and_the_run_resumes(tmp_pa
     path.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
     with pytest.raises(ValueError, match=r"run.jsonl:2: not a measurement record"):
         read_records(path)
+
+
+def test_knob_distance_counts_differing_knobs_to_the_nearest_other():
+    from autotune.space import knob_distance
+
+    d = SPACE.digits(np.array([0, 1, len(SPACE) - 1]))
+    assert knob_distance(d, d[:1]).tolist() == [0, 1, len(SPACE.sizes)]  # index 1 moves the last knob
+    assert knob_distance(d, d[[0, 2]]).tolist() == [0, 1, 0]
+    assert knob_distance(d, d[:0]).tolist() == [len(SPACE.sizes)] * 3

@@ -74,6 +74,8 @@ def test_every_variant_runs_on_the_common_interface():
         Ansor(variant="greedy")
     with pytest.raises(ValueError, match="prior"):
         Ansor(prior="roofline")
+    with pytest.raises(ValueError, match="novelty"):
+        Ansor(novelty=-0.1)
     assert Ansor(prior="none").name == "ansor-no-prior" and Ansor(variant="beam").name == "ansor-beam"
 
 

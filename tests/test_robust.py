@@ -160,3 +160,24 @@ def test_novelty_distance_is_the_knob_distance_to_the_nearest_measured_config():
     assert np.array_equal(dist, brute) and (dist[rows] == 0).all() and dist.max() >= 2
     with pytest.raises(ValueError, match="novelty"):
         RobustTuner(novelty=-1)
+
+
+def test_local_picks_are_within_radius_knobs_of_the_best_measured_configs():
+    """The local share goes to unproposed configs at most ``radius`` knobs from one of the
+    ``top_measured`` fastest measurements, best-predicted first; a larger radius reaches pairs of
+    knobs moved together."""
+    w = SHAPES["wgrad"]
+    session, m = RobustTuner(n_estimators=10, top_measured=2).start(w, 0), SimulatedMeasurer(seed=0)
+    session.update(m.measure(w, session.next_batch(session.batch_size)))
+    rows = np.array([session.position[i] for i in session.trials.indices])
+    best = rows[np.argsort(session.trials.times)[:2]]
+    mean = session.rng.normal(size=len(session.pool))
+    free = session._free()
+    picked = session._near_best(mean, free, 8)
+    dist = (session.digits[picked][:, None, :] != session.digits[best][None, :, :]).sum(axis=2).min(axis=1)
+    assert len(picked) == 8 and free[picked].all() and (dist <= 2).all() and (dist == 2).any()
+    near = np.flatnonzero(free & ((session.digits[:, None, :] != session.digits[best][None]).sum(axis=2).min(axis=1)
+                                  <= 2))
+    assert mean[picked].min() >= np.sort(mean[near])[-8]
+    with pytest.raises(ValueError, match="radius"):
+        RobustTuner(radius=0)

@@ -38,8 +38,8 @@ instead:
   optimum sat four knobs away from every measured config), so the upper confidence bound adds
   ``novelty`` (in the score's units: log time with the prior) per knob in which a config differs
   from its nearest measured config. At 128 trials on the 13 shapes of the tuning-budget
-  experiment, 0.03 holds on 12/12/11 shapes on seeds 0-4/5-9/10-14 against 12/11/11 without it
-  (chosen on ffn_down and 126x13030x9400, seeds 0-9; seeds 10-14 are untouched).
+  experiment, with the earlier one-knob local steps, 0.03 held on 12/12/11 shapes on seeds
+  0-4/5-9/10-14 against 12/11/11 without it (chosen on ffn_down and 126x13030x9400, seeds 0-9).
 * **One tile, at most twice a batch** (``per_family``). Configs that differ only in ``group_m``
   are nearly ties whose order is the unmodeled factor; without the cap a batch filled up with
   one tile's launch orders.

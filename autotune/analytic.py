@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .resources import Limits, blocks_per_sm
-from .space import column
-from .workload import Workload
+from autotune.resources import Limits, blocks_per_sm
+from autotune.space import column
+from autotune.workload import Workload
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .analytic import estimate_us
-from .cost_model import XGBCostModel, normalized_throughput
-from .features import featurize
-from .resources import legal
-from .sketch import Compute, Sketch, generate_sketches, sketch_space
-from .space import COLUMN, SPACE, Config, Space, knob_distance
-from .tuners import IncrementalTuner, IndexSession, unvisited
-from .workload import Workload
+from autotune.analytic import estimate_us
+from autotune.cost_model import XGBCostModel, normalized_throughput
+from autotune.features import featurize
+from autotune.resources import legal
+from autotune.sketch import Compute, Sketch, generate_sketches, sketch_space
+from autotune.space import COLUMN, SPACE, Config, Space, knob_distance
+from autotune.tuners import IncrementalTuner, IndexSession, unvisited
+from autotune.workload import Workload
 
 VARIANTS = ("full", "beam", "no-finetune", "limited")
 PRIORS = ("analytic", "none")

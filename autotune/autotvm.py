@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .cost_model import XGBCostModel, normalized_throughput
-from .features import featurize
-from .measure import read_records
-from .resources import legal
-from .space import COLUMN, SPACE, Config, Space
-from .tuners import IncrementalTuner, IndexSession, Trials, unvisited
-from .workload import Workload
+from autotune.cost_model import XGBCostModel, normalized_throughput
+from autotune.features import featurize
+from autotune.measure import read_records
+from autotune.resources import legal
+from autotune.space import COLUMN, SPACE, Config, Space
+from autotune.tuners import IncrementalTuner, IndexSession, Trials, unvisited
+from autotune.workload import Workload
 
 
 @dataclass

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .measure import MeasureResult, RecordLog, _record
-from .minitriton import run
-from .space import Config
-from .workload import Workload
+from autotune.measure import MeasureResult, RecordLog, _record
+from autotune.minitriton import run
+from autotune.space import Config
+from autotune.workload import Workload
 
 MAX_WORK = 2 ** 28  # M*N*K above this is too slow for a Python tile loop: use a smaller shape
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from . import hypogpu
-from .measure import SimulatedMeasurer
-from .tuners import TuneResult
-from .workload import Workload
+from autotune import hypogpu
+from autotune.measure import SimulatedMeasurer
+from autotune.tuners import TuneResult
+from autotune.workload import Workload
 
 
 def _oracle(**kwargs: Any) -> Any:
-    from .oracle import ModeledOracle
+    from autotune.oracle import ModeledOracle
 
     return ModeledOracle(**kwargs)
 

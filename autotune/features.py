@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .resources import accumulators_per_thread, smem_bytes
-from .space import column
-from .workload import Workload
+from autotune.resources import accumulators_per_thread, smem_bytes
+from autotune.space import column
+from autotune.workload import Workload
 
 KNOB_FEATURES = ("log2_split_k", "log2_block_m", "log2_block_n", "log2_block_k", "log2_num_warps",
                  "num_stages", "log2_group_m")

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .resources import (
+from autotune.resources import (
     Limits,
     accumulators_per_thread,
     blocks_per_sm,
     legal,
 )
-from .space import SPACE, column
-from .workload import Workload
+from autotune.space import SPACE, column
+from autotune.workload import Workload
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hypogpu import time_us
-from .space import COLUMN, SPACE, Config
-from .tuners import TRITON_SLIDE_CONFIGS
-from .workload import SHAPES, Workload
+from autotune.hypogpu import time_us
+from autotune.space import COLUMN, SPACE, Config
+from autotune.tuners import TRITON_SLIDE_CONFIGS
+from autotune.workload import SHAPES, Workload
 
 
 @dataclass(frozen=True)

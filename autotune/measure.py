@@ -19,10 +19,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import hypogpu
-from .resources import why_illegal
-from .space import Config
-from .workload import Workload
+from autotune import hypogpu
+from autotune.resources import why_illegal
+from autotune.space import Config
+from autotune.workload import Workload
 
 
 @dataclass(frozen=True)

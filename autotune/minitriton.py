@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .space import Config
+from autotune.space import Config
 
 
 def run(a: np.ndarray, b: np.ndarray, config: Config, relu: bool = False, dtype: type = np.float16) -> np.ndarray:

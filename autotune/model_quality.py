@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import spearmanr
 
-from . import hypogpu
-from .cost_model import XGBCostModel, normalized_throughput
-from .features import featurize
-from .resources import legal
-from .space import SPACE
-from .workload import Workload
+from autotune import hypogpu
+from autotune.cost_model import XGBCostModel, normalized_throughput
+from autotune.features import featurize
+from autotune.resources import legal
+from autotune.space import SPACE
+from autotune.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def partial_program_quality(
     """Ansor's argument against pruning partial programs (OSDI'20 §2): a model
     trained on complete programs scores programs with only the first k decisions made (the rest
     at "not done yet" defaults) against how fast they end up."""
-    from .ansor import PARTIAL_DEFAULTS
+    from autotune.ansor import PARTIAL_DEFAULTS
 
     rng = np.random.default_rng(seed)
     allv = SPACE.all_values()

@@ -14,11 +14,11 @@ import dataclasses
 
 import numpy as np
 
-from . import hypogpu
-from .resources import legal
-from .space import SPACE, Space
-from .tuners import IncrementalTuner, ListSession, Session
-from .workload import Workload
+from autotune import hypogpu
+from autotune.resources import legal
+from autotune.space import SPACE, Space
+from autotune.tuners import IncrementalTuner, ListSession, Session
+from autotune.workload import Workload
 
 
 class ModeledOracle(IncrementalTuner):

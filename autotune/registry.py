@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .tuners import GridSearch, RandomSearch, TritonAutotune
+from autotune.tuners import GridSearch, RandomSearch, TritonAutotune
 
 
 def _autotvm(**kwargs: Any) -> Any:
-    from .autotvm import AutoTVM
+    from autotune.autotvm import AutoTVM
 
     return AutoTVM(**kwargs)
 
 
 def _ansor(**kwargs: Any) -> Any:
-    from .ansor import Ansor
+    from autotune.ansor import Ansor
 
     return Ansor(**kwargs)
 
@@ -27,13 +27,13 @@ def _ansor(**kwargs: Any) -> Any:
 def _autotvm_b16(**kwargs: Any) -> Any:
     """AutoTVM refitting every 16 measurements, with 16 annealing chains restarted each batch at
     the best measured configs (Ansor seeds its evolution the same way)."""
-    from .autotvm import AutoTVM
+    from autotune.autotvm import AutoTVM
 
     return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
 
 
 def _robust(**kwargs: Any) -> Any:
-    from .robust import RobustTuner
+    from autotune.robust import RobustTuner
 
     return RobustTuner(**kwargs)
 
@@ -48,7 +48,7 @@ TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSea
 def make_tuner(name: str, **kwargs: Any) -> Any:
     """A new tuner called ``name`` (or an evaluation bound, :data:`autotune.evaluate.BOUNDS`), or
     a clear error listing them."""
-    from .evaluate import BOUNDS
+    from autotune.evaluate import BOUNDS
 
     factory = TUNERS.get(name) or BOUNDS.get(name)
     if factory is None:

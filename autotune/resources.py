@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .space import column
+from autotune.space import column
 
 
 @dataclass(frozen=True)

@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analytic import estimate_us
-from .cost_model import XGBCostModel, normalized_throughput
-from .features import featurize
-from .resources import legal
-from .space import SPACE, Config, Space, knob_distance
-from .tuners import IncrementalTuner, IndexSession
-from .workload import Workload
+from autotune.analytic import estimate_us
+from autotune.cost_model import XGBCostModel, normalized_throughput
+from autotune.features import featurize
+from autotune.resources import legal
+from autotune.space import SPACE, Config, Space, knob_distance
+from autotune.tuners import IncrementalTuner, IndexSession
+from autotune.workload import Workload
 
 PRIORS = ("analytic", "none")
 """``analytic``: the models learn the correction to :func:`autotune.analytic.estimate_us`;

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .evaluate import optimum_us, true_us
-from .measure import SimulatedMeasurer
-from .tuners import Session, TuneResult, drive, reselect
-from .workload import Workload
+from autotune.evaluate import optimum_us, true_us
+from autotune.measure import SimulatedMeasurer
+from autotune.tuners import Session, TuneResult, drive, reselect
+from autotune.workload import Workload
 
 STRATEGIES = ("round-robin", "gradient")
 SIMILARITY = ("all", "intensity")

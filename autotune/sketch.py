@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .space import COLUMN, KNOBS, SPACE
-from .workload import Workload
+from autotune.space import COLUMN, KNOBS, SPACE
+from autotune.workload import Workload
 
 GPU_TILING = "SSSRRSRS"
 SMALL_OUTPUT = 108 * 128 * 128  # fewer output elements than one 128x128 tile per SM: few thread blocks

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .measure import Measurer, MeasureResult
-from .resources import legal
-from .space import SPACE, Config, Space
-from .workload import Workload
+from autotune.measure import Measurer, MeasureResult
+from autotune.resources import legal
+from autotune.space import SPACE, Config, Space
+from autotune.workload import Workload
 
 
 @dataclass

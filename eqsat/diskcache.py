@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .files import replace_atomic
+from eqsat.files import replace_atomic
 
 PACKAGE_DIR = Path(__file__).parent
 

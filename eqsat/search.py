@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from .cost import CostModel
-from .errors import EqsatError
-from .evaluate import Comparison, compare_graphs
-from .graph import Graph
-from .rules import Rule
+from eqsat.cost.roofline import CostModel
+from eqsat.errors import EqsatError
+from eqsat.ir.evaluate import Comparison, compare_graphs
+from eqsat.ir.graph import Graph
+from eqsat.rules.rulefile import Rule
 
 
 class SearchError(EqsatError):

@@ -14,8 +14,8 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from .command import Command, add_subcommands
-from .memory import reuse_large_blocks
+from experiments.command import Command, add_subcommands
+from experiments.memory import reuse_large_blocks
 
 COMMAND_MODULES = ("compare", "optimize", "cost", "table", "models", "dot", "rules", "extract", "experiment", "tune",
                    "pet")

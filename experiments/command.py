@@ -87,7 +87,7 @@ def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def device_help(default: str = "h100") -> str:
-    from eqsat.devices import DEVICES
+    from eqsat.cost.devices import DEVICES
 
     return (f"roofline device: {', '.join(DEVICES)} or a .json profile; or ort-cpu[:threads], measured on this "
             f"machine in onnxruntime (default {default})")

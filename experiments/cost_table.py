@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from eqsat.cost import RooflineCost
+from eqsat.cost.roofline import RooflineCost
 from eqsat.models import MODELS, build
 
 

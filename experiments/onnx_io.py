@@ -65,7 +65,7 @@ def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
     """Import a written file again and price it as the search priced its best graph: the gain a
     user gets is the file's, not the graph's (a fusion the export had to split shows here)."""
     from eqsat import onnx as onnx_io
-    from eqsat.cost import cost_model
+    from eqsat.cost.roofline import cost_model
 
     written_us = cost_model(device).graph_time_us(onnx_io.load(path, batch=batch, dims=dims).graph)
     gap = (written_us - best_us) / best_us if best_us > 0 else 0.0
@@ -74,7 +74,7 @@ def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
 
 def price_written(args: Any, best_us: float) -> dict[str, Any]:
     """:func:`written_cost` of ``args.out``, printed for the user."""
-    from .command import parse_dims
+    from experiments.command import parse_dims
 
     row = written_cost(args.out, best_us, args.device, args.batch, parse_dims(args.dim))
     note = ("agrees" if row["written_agrees"] else
@@ -89,8 +89,8 @@ ORT_LEVELS = ("ENABLE_ALL", "DISABLE_ALL")
 
 def ort_latency_ms(before: str, after: str, level: str, runs: int = 15, seed: int = 0) -> tuple[float, float]:
     """Median onnxruntime CPU latency (ms) of two models on the same inputs, 1 thread, run
-    alternately (:func:`eqsat.measured.timer.time_files`) with graph optimizations ``level``."""
-    from eqsat.measured.timer import time_files
+    alternately (:func:`eqsat.cost.measured.timer.time_files`) with graph optimizations ``level``."""
+    from eqsat.cost.measured.timer import time_files
 
     a, b = time_files([before, after], level, runs, seed)
     return a.median_us / 1e3, b.median_us / 1e3

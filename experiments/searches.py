@@ -15,7 +15,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from eqsat.graph import Graph
+    from eqsat.ir.graph import Graph
     from eqsat.search import Search, SearchResult
 
 # name -> "module:class"; imported on first use, so listing the names costs nothing
@@ -64,7 +64,7 @@ def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
     search's time is its own and does not depend on which model ran first."""
     from eqsat.egraph.relevance import rule_signatures
     from eqsat.egraph.rewrites import compile_rules
-    from eqsat.rulesets import default_rules
+    from eqsat.rules.rulesets import default_rules
 
     key = (search, tuple(rule_sets or ()))
     if key not in _PREPARED:
@@ -104,8 +104,8 @@ def search_graph(graph: Graph, model: str, search: str, device: str = "h100", se
 def search_result(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
                   limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
     """:func:`search_graph`, with the whole verified result (its work record) instead of the best graph."""
-    from eqsat.cost import cost_model
-    from eqsat.rulesets import default_rules
+    from eqsat.cost.roofline import cost_model
+    from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
 
     engine = get_search(search)

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eqsat.domains import MERSENNE_31, modp
-from eqsat.evaluate import evaluate
-from eqsat.graph import Graph, input_, node, weight
-
-from .verify import Region
+from eqsat.ir.domains import MERSENNE_31, modp
+from eqsat.ir.evaluate import evaluate
+from eqsat.ir.graph import Graph, input_, node, weight
+from pet.verify import Region
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from eqsat.cost import CostModel, cost_model
-from eqsat.devices import Device
-from eqsat.graph import Graph
-
-from .programs import ConvProblem, candidates
-from .verify import correction_kernels, overhead, verify
+from eqsat.cost.devices import Device
+from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.ir.graph import Graph
+from pet.programs import ConvProblem, candidates
+from pet.verify import correction_kernels, overhead, verify
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eqsat.graph import Graph, Node, input_, node, weight
-from eqsat.ops import conv_pads
+from eqsat.ir.graph import Graph, Node, input_, node, weight
+from eqsat.ir.ops import conv_pads
 
 AXES = {"H": 2, "W": 3}
 

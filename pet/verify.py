@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from eqsat.domains import FLOAT, MERSENNE_31, Domain, modp
-from eqsat.evaluate import evaluate
-from eqsat.graph import Graph, input_, node, weight
-from eqsat.ops import pad_array
-
-from .programs import ConvProblem, Transformation
+from eqsat.ir.domains import FLOAT, MERSENNE_31, Domain, modp
+from eqsat.ir.evaluate import evaluate
+from eqsat.ir.graph import Graph, input_, node, weight
+from eqsat.ir.ops import pad_array
+from pet.programs import ConvProblem, Transformation
 
 Interval = tuple[int, int]  # inclusive
 

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from eqsat.domains import INT, Domain
 from eqsat.errors import EqsatError
-from eqsat.graph import Node, node
-
-from .world import OpInstance, World
+from eqsat.ir.domains import INT, Domain
+from eqsat.ir.graph import Node, node
+from taso_baseline.world import OpInstance, World
 
 
 @dataclass

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from eqsat.domains import INT
-from eqsat.graph import Node, topo_order
-
-from .enumerate import Enumeration
+from eqsat.ir.domains import INT
+from eqsat.ir.graph import Node, topo_order
+from taso_baseline.enumerate import Enumeration
 
 
 def fingerprint(value: np.ndarray) -> int:

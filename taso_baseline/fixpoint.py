@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from eqsat.costmodel import CostModel
-from eqsat.graph import Graph
-from eqsat.rules import Rule
-
-from .matcher import RuleIndex, compile_rules, rewrite_at
-from .rewrite import Expanded, apply_replacements, initial_state
+from eqsat.cost.costmodel import CostModel
+from eqsat.ir.graph import Graph
+from eqsat.rules.rulefile import Rule
+from taso_baseline.matcher import RuleIndex, compile_rules, rewrite_at
+from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
 
 
 @dataclass(frozen=True)

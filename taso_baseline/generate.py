@@ -21,16 +21,15 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from eqsat.graph import Node, leaves_of
-from eqsat.pattern import App, Dim, Pattern, Var, pattern_of, tensor_vars
-from eqsat.rules import Rule, format_pattern, format_rule, rule_key
-
-from .enumerate import enumerate_graphs
-from .fingerprint import buckets, count_pairs
-from .novelty import NoveltySettings, novel_groups
-from .prune import prune
-from .verify import Verdict, verify_rule
-from .world import WEIGHT, World
+from eqsat.ir.graph import Node, leaves_of
+from eqsat.rules.pattern import App, Dim, Pattern, Var, pattern_of, tensor_vars
+from eqsat.rules.rulefile import Rule, format_pattern, format_rule, rule_key
+from taso_baseline.enumerate import enumerate_graphs
+from taso_baseline.fingerprint import buckets, count_pairs
+from taso_baseline.novelty import NoveltySettings, novel_groups
+from taso_baseline.prune import prune
+from taso_baseline.verify import Verdict, verify_rule
+from taso_baseline.world import WEIGHT, World
 
 
 @dataclass

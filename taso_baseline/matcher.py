@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from eqsat.errors import EqsatError
-from eqsat.graph import Node
-from eqsat.pattern import App, Pattern, instantiate, match
-from eqsat.rules import Rule
+from eqsat.ir.graph import Node
+from eqsat.rules.pattern import App, Pattern, instantiate, match
+from eqsat.rules.rulefile import Rule
 
 Key = tuple[str, tuple[str | None, ...]]
 

@@ -22,12 +22,11 @@ from eqsat.egraph.limits import Limits
 from eqsat.egraph.rewrites import compile_rules
 from eqsat.egraph.runner import EGraphRunner
 from eqsat.errors import EqsatError
-from eqsat.graph import Graph, Node, input_, rebuild
-from eqsat.pattern import App, Pattern, attr_vars, walk
-from eqsat.rules import Rule
-
-from .verify import Sides, sample_assignments, world_shapes
-from .world import WORLDS
+from eqsat.ir.graph import Graph, Node, input_, rebuild
+from eqsat.rules.pattern import App, Pattern, attr_vars, walk
+from eqsat.rules.rulefile import Rule
+from taso_baseline.verify import Sides, sample_assignments, world_shapes
+from taso_baseline.world import WORLDS
 
 
 @dataclass(frozen=True)

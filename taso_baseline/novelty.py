@@ -20,11 +20,10 @@ from eqsat.egraph.extract import read_egraph
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.rewrites import compile_rules
 from eqsat.egraph.runner import EGraphRunner
-from eqsat.graph import Graph, Node
-from eqsat.rules import Rule
-
-from .enumerate import Enumeration
-from .root_rewrite import RootRewriter, join_names
+from eqsat.ir.graph import Graph, Node
+from eqsat.rules.rulefile import Rule
+from taso_baseline.enumerate import Enumeration
+from taso_baseline.root_rewrite import RootRewriter, join_names
 
 
 @dataclass(frozen=True)

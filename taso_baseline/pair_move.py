@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eqsat.graph import Node, node, split
-from eqsat.ops import get_op
-from eqsat.rules import parse_rule
-
-from .rewrite import Expanded
-from .verify import verify_rule
+from eqsat.ir.graph import Node, node, split
+from eqsat.ir.ops import get_op
+from eqsat.rules.rulefile import parse_rule
+from taso_baseline.rewrite import Expanded
+from taso_baseline.verify import verify_rule
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.errors import EqsatError
-from eqsat.pattern import App, Arith, Dim, Pattern, Var, tensor_vars
-from eqsat.rules import Rule, load_rules
-from eqsat.rulesets import RULES_DIR
+from eqsat.rules.pattern import App, Arith, Dim, Pattern, Var, tensor_vars
+from eqsat.rules.rulefile import Rule, load_rules
+from eqsat.rules.rulesets import RULES_DIR
 
 AXIOMS_PATH = RULES_DIR / "axioms.rules"
 

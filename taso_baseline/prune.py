@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from eqsat.domains import INT
-from eqsat.evaluate import evaluate_nodes
-from eqsat.graph import Graph, Node, input_, leaves_of, node, weight
-
-from .enumerate import Enumeration
-from .fingerprint import fingerprint
+from eqsat.ir.domains import INT
+from eqsat.ir.evaluate import evaluate_nodes
+from eqsat.ir.graph import Graph, Node, input_, leaves_of, node, weight
+from taso_baseline.enumerate import Enumeration
+from taso_baseline.fingerprint import fingerprint
 
 _PRIVATE = 0xE000  # leaf i is written as chr(_PRIVATE + i) in templates
 FRESH = "D"

@@ -15,8 +15,8 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from eqsat.cost import CostModel
-from eqsat.graph import Graph, Node, combine_codes, rebuild
+from eqsat.cost.roofline import CostModel
+from eqsat.ir.graph import Graph, Node, combine_codes, rebuild
 
 _CANON: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
 

@@ -28,9 +28,9 @@ from networkx.utils import UnionFind
 
 from eqsat.egraph.view import EGraphView
 from eqsat.errors import EqsatError
-from eqsat.ops import get_op
-from eqsat.pattern import Pattern, Var, attr_vars
-from eqsat.rules import Rule
+from eqsat.ir.ops import get_op
+from eqsat.rules.pattern import Pattern, Var, attr_vars
+from eqsat.rules.rulefile import Rule
 
 Item = tuple  # ("c", e-class) or ("n", (op, attrs, argument e-classes))
 

@@ -23,16 +23,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from eqsat.cost import CostModel, cost_model
-from eqsat.devices import Device
-from eqsat.graph import Graph, Node
-from eqsat.rules import Rule
-from eqsat.rulesets import FULL_RULE_SETS, default_rules
+from eqsat.cost.devices import Device
+from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.ir.graph import Graph, Node
+from eqsat.rules.rulefile import Rule
+from eqsat.rules.rulesets import FULL_RULE_SETS, default_rules
 from eqsat.search import SearchResult
-
-from .matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
-from .pair_move import pair_moves
-from .rewrite import Expanded, State, apply_replacements, initial_state, state_key
+from taso_baseline.matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
+from taso_baseline.pair_move import pair_moves
+from taso_baseline.rewrite import Expanded, State, apply_replacements, initial_state, state_key
 
 
 @dataclass(frozen=True)

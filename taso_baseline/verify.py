@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.domains import FLOAT, MERSENNE_31, Domain, modp
 from eqsat.errors import EqsatError
-from eqsat.evaluate import evaluate_nodes
-from eqsat.graph import Graph, Node, input_, topo_order
-from eqsat.ops import get_op
-from eqsat.pattern import App, Pattern, Var, instantiate, tensor_vars, walk
-from eqsat.rules import Rule
+from eqsat.ir.domains import FLOAT, MERSENNE_31, Domain, modp
+from eqsat.ir.evaluate import evaluate_nodes
+from eqsat.ir.graph import Graph, Node, input_, topo_order
+from eqsat.ir.ops import get_op
+from eqsat.rules.pattern import App, Pattern, Var, instantiate, tensor_vars, walk
+from eqsat.rules.rulefile import Rule
 
 Assignment = dict[str, Any]  # tensor var -> shape, attribute var -> value
 Sides = tuple[tuple[Node, ...], tuple[Node, ...]]
@@ -361,7 +361,7 @@ class FileReport:
 
 def verify_rules(rules: Sequence[Rule], seed: int = 0, path: str = "<rules>") -> FileReport:
     """Verify rules from any source; generated rules use their world's leaf shapes when they can."""
-    from .world import WORLDS
+    from taso_baseline.world import WORLDS
 
     verdicts = []
     for i, rule in enumerate(rules):

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eqsat.graph import Node, input_, weight
-from eqsat.ops import get_op
+from eqsat.ir.graph import Node, input_, weight
+from eqsat.ir.ops import get_op
 
 ACT, WEIGHT, ANY = "act", "weight", "any"
 

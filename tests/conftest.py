@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from eqsat.graph import Graph, input_, node, split, weight
+from eqsat.ir.graph import Graph, input_, node, split, weight
 
 
 def resnet_steps(n: int = 32, c: int = 64, hw: int = 56) -> dict[str, Graph]:

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from eqsat.cost import RooflineCost
+from eqsat.cost.roofline import RooflineCost
 from eqsat.models import build
-from eqsat.rulesets import default_rules
+from eqsat.rules.rulesets import default_rules
 from eqsat.search import verify as verify_result
 from experiments.cli import main
 from taso_baseline.rewrite import Expanded, apply_replacements, initial_state

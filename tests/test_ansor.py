@@ -101,7 +101,7 @@ def test_analytic_prior_scores_follow_the_datasheet_before_and_correct_it_after_
 
 
 def test_experiment_cells_for_ablation_and_tuner_comparison():
-    from experiments.tuning import _median_rows, ansor_cell, compare_tuner_cell
+    from experiments.runs.tuning import _median_rows, ansor_cell, compare_tuner_cell
 
     tri = compare_tuner_cell("triton", "decode", 0, (16, 64))
     assert tri["pct"]["16"] == tri["pct"]["64"] < 40  # 24 configs, measured once: 3.6x from the optimum

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat.ops import OP_TABLE
-from eqsat.rules import load_rules, parse_rules
+from eqsat.ir.ops import OP_TABLE
+from eqsat.rules.rulefile import load_rules, parse_rules
 from taso_baseline.verify import verify_rule
 
 z3 = pytest.importorskip("z3")
@@ -91,7 +91,7 @@ def test_rules_verify_prove_marks_the_proved_rules(tmp_path, capsys):
 def test_every_shipped_epilogue_rule_is_proved_from_the_axioms():
     """The BN, scale and bias folds and the fused activations follow from the epilogue ops'
     axioms (bias and affine as channel ops, conv scaling, channel ops composing)."""
-    from eqsat.rulesets import default_rules
+    from eqsat.rules.rulesets import default_rules
 
     prover = Prover(seconds=10.0)
     for rule in default_rules(["epilogue"]):

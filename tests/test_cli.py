@@ -96,9 +96,9 @@ def test_user_errors_are_one_line_with_exit_2(tmp_path, capsys):
 
 
 def test_a_graph_whose_output_is_its_input_reports_no_speedup():
-    from eqsat.cost import RooflineCost
-    from eqsat.graph import Graph, input_
-    from eqsat.rulesets import default_rules
+    from eqsat.cost.roofline import RooflineCost
+    from eqsat.ir.graph import Graph, input_
+    from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
     from taso_baseline.search import AlphaSearch
 
@@ -114,7 +114,7 @@ def test_cost_on_the_measured_device(tmp_path, capsys, monkeypatch):
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "resnet_block on ort-cpu (float32)" in first and "predicted end-to-end latency" in first
-    from eqsat.measured import database
+    from eqsat.cost.measured import database
 
     database._OPEN.clear()  # as a new process
     assert main(args) == 0

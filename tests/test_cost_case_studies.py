@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from conftest import lora_steps, qkv_steps, resnet_steps
 
-from eqsat.cost import cost
-from eqsat.evaluate import compare_graphs
+from eqsat.cost.roofline import cost
+from eqsat.ir.evaluate import compare_graphs
 from eqsat.models import build
 
 

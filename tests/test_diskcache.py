@@ -7,7 +7,7 @@ import sys
 from eqsat.diskcache import DiskMemo
 
 PROBE = """
-from eqsat.rulesets import default_rules
+from eqsat.rules.rulesets import default_rules
 from eqsat.egraph.rewrites import COMPILED, compile_rules
 compile_rules(default_rules(["epilogue", "matrix-min"]), multi=True)
 COMPILED.save()

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from eqsat.cost import RooflineCost
+from eqsat.cost.roofline import RooflineCost
 from eqsat.egraph import Limits
 from eqsat.egraph import optimize as _optimize
 from eqsat.egraph.extract import read_egraph
 from eqsat.egraph.runner import NODE_SLACK, EGraphRunner
+from eqsat.ir.ops import get_op
 from eqsat.models import build
-from eqsat.ops import get_op
-from eqsat.rules import parse_rules
-from eqsat.rulesets import default_rules
+from eqsat.rules.rulefile import parse_rules
+from eqsat.rules.rulesets import default_rules
 from eqsat.search import verify
 
 
@@ -61,7 +61,7 @@ def test_a_size_condition_filters_matches():
     """``ewmul -> matmul`` (unsound, for the test) is well typed only on square operands: its
     compiled condition compares two sizes (as a difference, see rewrites._as_comparison) and
     must keep it off the 3x5 pair while it fires on the 4x4 pair."""
-    from eqsat.graph import Graph, input_, node
+    from eqsat.ir.graph import Graph, input_, node
 
     rule = parse_rules("square-only: (ewmul ?A ?B) => (matmul ?A ?B) ; vars=A:?x?,B:?x?")
     x, y, p, q = input_("x", (4, 4)), input_("y", (4, 4)), input_("p", (3, 5)), input_("q", (3, 5))
@@ -90,7 +90,7 @@ tt: (transpose (transpose ?A)) <=> (matmul ?A (transpose (transpose ?A))) ; vars
 
 
 def test_node_limit_holds_within_its_slack_inside_an_iteration():
-    from eqsat.graph import Graph, input_, node
+    from eqsat.ir.graph import Graph, input_, node
 
     x = input_("x0", (4, 4))
     for i in range(1, 16):
@@ -111,7 +111,7 @@ def test_an_overrunning_saturation_is_killed_and_replayed():
     finished (possibly none), and the report says so. The overrun is certain, not
     hoped for: associativity on a chain of 60 matmuls needs far more than the 0.3 s allowed (the
     e-graph grows to about 36,000 e-nodes), whatever the machine's speed."""
-    from eqsat.graph import Graph, input_, node
+    from eqsat.ir.graph import Graph, input_, node
 
     x = input_("x0", (4, 4))
     for i in range(1, 60):
@@ -178,7 +178,7 @@ def test_one_warm_saturation_worker_serves_every_model_of_a_process():
     first = SaturationWorker.shared().proc.pid
     r = optimize(build("lora"), default_rules(), "h100", Limits(iterations=2))
     assert SaturationWorker.shared().proc.pid == first and r.best_us < r.original_us
-    from eqsat.graph import Graph, input_, node
+    from eqsat.ir.graph import Graph, input_, node
 
     x = input_("x0", (4, 4))
     for i in range(1, 60):
@@ -313,7 +313,7 @@ def test_the_ilp_starts_from_the_graph_the_last_judge_found():
     with a node the e-graph lacks is not found."""
     from eqsat.egraph.extract import extract, greedy_dag, lookup_choice, node_costs, to_graph
     from eqsat.egraph.view import selection_cost
-    from eqsat.graph import Graph, node
+    from eqsat.ir.graph import Graph, node
 
     graph = build("qkv")
     _, view, lets = _saturated_qkv(Limits(iterations=3, k_multi=2))

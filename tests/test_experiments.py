@@ -7,11 +7,11 @@ import json
 import pytest
 
 from eqsat.models import build
-from eqsat.rulesets import default_rules
+from eqsat.rules.rulesets import default_rules
 from experiments import sweep
-from experiments.budget import curve_rows
 from experiments.cli import main
-from experiments.hardware import penalty_rows
+from experiments.runs.budget import curve_rows
+from experiments.runs.hardware import penalty_rows
 from experiments.sweep import Cell, run_cells
 from taso_baseline.search import AlphaLimits, AlphaSearch, alpha_search
 

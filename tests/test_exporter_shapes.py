@@ -11,8 +11,8 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from eqsat import onnx as eo  # noqa: E402
-from eqsat.cost import RooflineCost  # noqa: E402
-from eqsat.evaluate import evaluate  # noqa: E402
+from eqsat.cost.roofline import RooflineCost  # noqa: E402
+from eqsat.ir.evaluate import evaluate  # noqa: E402
 from experiments.exporter_models import EXPORTER_MODELS, LARGE  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def test_transformer_ops_are_table_ops_and_are_written_as_single_kernels(tmp_pat
     imported = eo.load(EXPORTER_MODELS["pt_transformer"](tmp_path / "t.onnx"))
     ops = {n.op for n in imported.graph.nodes()}
     assert {"layernorm", "erf", "smul", "sadd", "softmax", "split", "proj"} <= ops
-    from eqsat.graph import Graph, input_, node
+    from eqsat.ir.graph import Graph, input_, node
 
     g = Graph((node("gelu", input_("x", (4, 8))),), name="g")
     eo.export_graph(g, tmp_path / "g.onnx")
@@ -115,8 +115,8 @@ def test_three_linears_into_one_concat_merge_into_one_product_by_default(tmp_pat
 def test_the_result_says_which_gains_onnxruntime_makes_by_itself(tmp_path):
     """MobileNetV2 blocks: every gain the roofline credits is a conv+ReLU6 fusion onnxruntime does
     anyway, so the runtime's own graph costs what the search's best does; QKV's merge is new."""
-    from eqsat.graph import Graph
-    from experiments.runtime_baseline import runtime_baseline
+    from eqsat.ir.graph import Graph
+    from experiments.runs.runtime_baseline import runtime_baseline
 
     model = RooflineCost("h100")
     mobile = eo.load(EXPORTER_MODELS["pt_mobilenet_v2"](tmp_path / "m.onnx")).graph
@@ -127,7 +127,7 @@ def test_the_result_says_which_gains_onnxruntime_makes_by_itself(tmp_path):
     assert runtime_baseline(qkv, model) == {"runtime_us": pytest.approx(model.graph_time_us(qkv)),
                                              "runtime_fusions": {}}
     # a fusion never duplicates a producer that another op still reads
-    from eqsat.graph import input_, node, weight
+    from eqsat.ir.graph import input_, node, weight
 
     x = input_("x", (1, 4, 8, 8))
     conv = node("conv2d", x, weight("w", (4, 4, 3, 3)), pad="same")

@@ -1,13 +1,13 @@
-"""Weight-only products are evaluated factored (eqsat.folds) and give the graph's values."""
+"""Weight-only products are evaluated factored (eqsat.ir.folds) and give the graph's values."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from eqsat.domains import FAST_PRIME, FLOAT, modp
-from eqsat.evaluate import evaluate, evaluate_nodes, random_leaves
-from eqsat.folds import Product
-from eqsat.graph import Graph, input_, node, weight
+from eqsat.ir.domains import FAST_PRIME, FLOAT, modp
+from eqsat.ir.evaluate import evaluate, evaluate_nodes, random_leaves
+from eqsat.ir.folds import Product
+from eqsat.ir.graph import Graph, input_, node, weight
 
 X = input_("x", (4, 16))
 A, B, C = weight("a", (16, 32)), weight("b", (32, 16)), weight("c", (32, 8))
@@ -62,7 +62,7 @@ def test_products_reading_an_input_are_computed_as_they_stand():
 
 
 def test_the_same_graph_is_equal_without_evaluation():
-    from eqsat.evaluate import compare_graphs
+    from eqsat.ir.evaluate import compare_graphs
 
     graph = folded_graphs()["consumer associates"]
     same = Graph(tuple(graph.outputs))  # a new Graph object over the same structural nodes

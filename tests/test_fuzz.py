@@ -5,7 +5,7 @@ exit 0, or in exit 2 with one line on stderr that names the input; never a trace
 exit 3 (an internal error), never a partial output file. Optimized graphs must be equivalent
 (each search's own final check; ONNX files are re-run in onnxruntime here). The number of
 examples scales with ``EQSAT_FUZZ_SCALE`` (default 1: a CI-sized run; the nightly run is
-``python -m experiments.bench_fuzz``).
+``python -m experiments.runs.bench_fuzz``).
 """
 from __future__ import annotations
 
@@ -202,9 +202,9 @@ def matrix_graphs(draw: st.DrawFn) -> list[str]:
 @fuzz(10)
 @given(steps=matrix_graphs(), search=st.sampled_from(["taso", "eqsat"]))
 def test_random_graphs_optimize_to_verified_equal_graphs(steps: list, search: str) -> None:
-    from eqsat.cost import cost_model
-    from eqsat.graph import Graph, input_, node, weight
-    from eqsat.rulesets import default_rules
+    from eqsat.cost.roofline import cost_model
+    from eqsat.ir.graph import Graph, input_, node, weight
+    from eqsat.rules.rulesets import default_rules
     from experiments.searches import get_search, limits_for
 
     n = 4

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from eqsat.cost import cost_model, measured_threads
-from eqsat.graph import Graph, input_, node, weight
-from eqsat.measured import OrtCpuCost, Timing, database, node_kernel, op_kernel
-from eqsat.measured import ortcpu as ortcpu_module
-from eqsat.measured.database import Context, MeasurementDB
-from eqsat.measured.kernels import fused_kernel
+from eqsat.cost.measured import OrtCpuCost, Timing, database, node_kernel, op_kernel
+from eqsat.cost.measured import ortcpu as ortcpu_module
+from eqsat.cost.measured.database import Context, MeasurementDB
+from eqsat.cost.measured.kernels import fused_kernel
+from eqsat.cost.roofline import cost_model, measured_threads
+from eqsat.ir.graph import Graph, input_, node, weight
 
 
 class FakeTimer:
@@ -206,7 +206,7 @@ def test_products_reading_weights_are_timed_with_cold_weights(fake, monkeypatch)
     product's weights were last read one inference ago. So a product reading a weight (fused or
     not) is timed after the caches are evicted, under a key of its own; a product of two
     activations and a convolution are timed warm."""
-    from eqsat.measured import timer
+    from eqsat.cost.measured import timer
 
     weighted = op_kernel("matmul", (), ((16, 64), (64, 32)), (False, True))
     plain = op_kernel("matmul", (), ((16, 64), (64, 32)), (False, False))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_rule_generator import TEXTBOOK_CONV, TEXTBOOK_MATRIX
 
-from eqsat.rules import parse_rule, parse_rules
-from eqsat.rulesets import RULE_SETS, default_rules
+from eqsat.rules.rulefile import parse_rule, parse_rules
+from eqsat.rules.rulesets import RULE_SETS, default_rules
 from taso_baseline.minimize import MinimizeSettings, derivable, minimize
 from taso_baseline.verify import sample_assignments
 

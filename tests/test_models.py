@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat.cost import cost
-from eqsat.evaluate import evaluate_nodes, random_leaves
+from eqsat.cost.roofline import cost
+from eqsat.ir.evaluate import evaluate_nodes, random_leaves
 from eqsat.models import CASE_STUDIES, MODELS, TENSAT_SUITE, build, model_params
 
 SMALL = {
@@ -86,7 +86,7 @@ def test_a_deep_graph_pickles_without_recursion():
     """Graphs go to the saturation worker by pickle; a nested pickle overflowed on deep models."""
     import pickle
 
-    from eqsat.graph import Graph, input_, node
+    from eqsat.ir.graph import Graph, input_, node
 
     x = input_("x", (4, 4))
     for _ in range(3000):

@@ -6,8 +6,8 @@ import pytest
 from test_minimize import SMALL
 
 from eqsat.egraph.extract import read_egraph
-from eqsat.rules import parse_rules
-from eqsat.rulesets import default_rules
+from eqsat.rules.rulefile import parse_rules
+from eqsat.rules.rulesets import default_rules
 from taso_baseline.enumerate import enumerate_graphs
 from taso_baseline.fingerprint import buckets
 from taso_baseline.generate import generate

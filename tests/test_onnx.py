@@ -11,9 +11,9 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from eqsat import onnx as eo  # noqa: E402
-from eqsat.cost import RooflineCost  # noqa: E402
+from eqsat.cost.roofline import RooflineCost  # noqa: E402
 from eqsat.egraph import Limits, optimize  # noqa: E402
-from eqsat.rulesets import default_rules  # noqa: E402
+from eqsat.rules.rulesets import default_rules  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -322,7 +322,7 @@ def test_zero_pad_maps_to_the_pad_op_and_other_pads_stay_opaque(tmp_path):
 def test_strided_same_padding_round_trips_with_asymmetric_pads(tmp_path):
     """SAME padding with stride 2 on an even size pads one more after than before: the export
     writes (0, 0, 1, 1) and the import reads it back as `same` (ResNeXt's downsampling convs)."""
-    from eqsat.graph import Graph, input_, node, weight
+    from eqsat.ir.graph import Graph, input_, node, weight
 
     x = input_("x", (1, 4, 8, 8))
     c = node("conv2d", x, weight("w", (4, 4, 3, 3)), stride=2, pad="same")
@@ -341,7 +341,7 @@ def test_strided_same_padding_round_trips_with_asymmetric_pads(tmp_path):
 def test_every_op_has_an_onnx_exporter_or_never_reaches_one():
     """Adding an op to the table means deciding how it is written: leaves become inputs or
     initializers, proj/noop only rename, and enlarge only ever acts on kernels (folded)."""
-    from eqsat.ops import OP_TABLE
+    from eqsat.ir.ops import OP_TABLE
 
     assert set(OP_TABLE) - set(eo.EXPORTERS) == {"input", "weight", "proj", "noop", "enlarge"}
 
@@ -489,7 +489,7 @@ def test_constants_and_static_shape_chains_fold_instead_of_going_opaque(tmp_path
 def test_a_matmul_with_a_fused_relu_is_written_as_one_fused_gemm_and_read_back(tmp_path):
     """VGG's fully connected layers: matmul+relu was written as MatMul and Relu, so the written file
     cost more than the search's best; it is onnxruntime's FusedGemm now, read back as one node."""
-    from eqsat.graph import Graph, input_, node, weight
+    from eqsat.ir.graph import Graph, input_, node, weight
 
     g = Graph((node("matmul", input_("x", (4, 8)), weight("w", (8, 5)), act="relu"),), name="mm")
     eo.export_graph(g, tmp_path / "mm.onnx")

@@ -6,11 +6,11 @@ import itertools
 import numpy as np
 import pytest
 
-from eqsat.domains import FAST_PRIME, FLOAT, INT, modp
 from eqsat.errors import AttributeError_, DomainError, ShapeError, UnknownOpError
-from eqsat.evaluate import evaluate_nodes
-from eqsat.graph import Graph, input_, node, topo_order
-from eqsat.ops import OP_TABLE, get_op
+from eqsat.ir.domains import FAST_PRIME, FLOAT, INT, modp
+from eqsat.ir.evaluate import evaluate_nodes
+from eqsat.ir.graph import Graph, input_, node, topo_order
+from eqsat.ir.ops import OP_TABLE, get_op
 
 # One or more instances of every non-leaf op: (op, input shapes, attributes).
 EXAMPLES = [

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat.domains import MERSENNE_31, modp
-from eqsat.evaluate import evaluate
+from eqsat.ir.domains import MERSENNE_31, modp
+from eqsat.ir.evaluate import evaluate
 from pet.programs import ConvProblem, DilationToBatch, SpatialSplit, candidates
 from pet.verify import apply_corrections, correction_kernels, false_pass_rates, overhead, random_inputs, verify
 
@@ -132,7 +132,7 @@ def test_pet_demo_cli_json(tmp_path, capsys):
 
 
 def test_optimizer_prices_verified_options_and_keeps_the_cheapest():
-    from eqsat.cost import RooflineCost
+    from eqsat.cost.roofline import RooflineCost
     from pet.optimizer import beam_search, layer_options, network
 
     layers = network("csrnet_backend", batch=2)

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from eqsat.cost import RooflineCost
-from eqsat.evaluate import contraction_terms
-from eqsat.graph import Graph, input_, node
+from eqsat.cost.roofline import RooflineCost
+from eqsat.ir.evaluate import contraction_terms
+from eqsat.ir.graph import Graph, input_, node
+from eqsat.ir.ops import OP_TABLE, OpSpec, get_op, register, unregister
 from eqsat.onnx import EXPORTERS
-from eqsat.ops import OP_TABLE, OpSpec, get_op, register, unregister
 from experiments.cli import main
 
 RULES = """

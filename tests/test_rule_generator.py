@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from eqsat.graph import input_, node
-from eqsat.ops import OP_TABLE, OpSpec, register, unregister
-from eqsat.rules import format_rules, load_rules, parse_rule, rule_key
-from eqsat.rulesets import RULES_DIR
+from eqsat.ir.graph import input_, node
+from eqsat.ir.ops import OP_TABLE, OpSpec, register, unregister
+from eqsat.rules.rulefile import format_rules, load_rules, parse_rule, rule_key
+from eqsat.rules.rulesets import RULES_DIR
 from experiments.cli import main
 from taso_baseline.enumerate import enumerate_graphs
 from taso_baseline.fingerprint import buckets, collision_rate, count_pairs, fingerprint, multi_fingerprint
@@ -267,7 +267,7 @@ def test_the_four_op_sets_hold_only_four_op_discoveries_and_their_minimized_subs
 @pytest.mark.slow
 def test_the_four_op_sets_regenerate_byte_for_byte():
     """547 s for both worlds on 2 cores (peak 4.8 GiB for the matrix world)."""
-    from eqsat.rulesets import default_rules
+    from eqsat.rules.rulesets import default_rules
 
     for world, name in ((CONV, "conv"), (MATRIX, "matrix")):
         rules, stats = generate(world, 4, seed=0, workers=2, known=default_rules([f"{name}-min"]))

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eqsat.errors import RuleParseError, ShapeError
-from eqsat.evaluate import compare_graphs
-from eqsat.graph import Graph, input_, node, weight
-from eqsat.pattern import App, Var, attr_vars, instantiate, match
-from eqsat.rules import format_rule, format_rules, load_rules, parse_rule, parse_rules, save_rules
+from eqsat.ir.evaluate import compare_graphs
+from eqsat.ir.graph import Graph, input_, node, weight
+from eqsat.rules.pattern import App, Var, attr_vars, instantiate, match
+from eqsat.rules.rulefile import format_rule, format_rules, load_rules, parse_rule, parse_rules, save_rules
 
 SAMPLE = """\
 # a hand-written sample
@@ -154,7 +154,7 @@ def patterns(depth: int):
 @settings(max_examples=200, deadline=None)
 @given(lhs=patterns(3).filter(lambda p: isinstance(p, App)), rhs=patterns(2).filter(lambda p: isinstance(p, App)))
 def test_generated_patterns_round_trip(lhs, rhs):
-    from eqsat.pattern import tensor_vars
+    from eqsat.rules.pattern import tensor_vars
 
     text = f"r: {format_rule.__globals__['format_pattern'](lhs)} => {format_rule.__globals__['format_pattern'](rhs)}"
     if tensor_vars(rhs) <= tensor_vars(lhs):
@@ -182,7 +182,7 @@ def test_shape_mismatches_are_clear_errors(op, s1, s2):
     else:
         import numpy as np
 
-        from eqsat.evaluate import evaluate
+        from eqsat.ir.evaluate import evaluate
 
         (out,) = evaluate(Graph((n,)), {"a": np.ones(s1), "b": np.ones(s2)})
         assert out.shape == n.shape
@@ -193,7 +193,7 @@ def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
     checks them; a fold that scales the kernel's input channels instead is caught."""
     import numpy as np
 
-    from eqsat.rulesets import RULES_DIR
+    from eqsat.rules.rulesets import RULES_DIR
     from taso_baseline.verify import verify_rule, verify_rules
 
     rules = load_rules(RULES_DIR / "epilogue.rules")
@@ -207,7 +207,7 @@ def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
 
 def test_attribute_variables_are_grounded_on_the_graph():
     from eqsat.egraph.relevance import ground_rules, relevant_rules
-    from eqsat.rulesets import RULES_DIR
+    from eqsat.rules.rulesets import RULES_DIR
 
     x = input_("x", (1, 4, 8, 8))
     c1 = node("conv2d", x, weight("w1", (4, 4, 3, 3)), pad="same")

@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cost import CostModel
-from ..graph import Graph, Node, node
-from .ilp import ILPSettings, ilp_extract
-from .language import Language, split_proj_attrs
-from .view import EGraphView, ENode, selection_cost
+from eqsat.cost.roofline import CostModel
+from eqsat.egraph.ilp import ILPSettings, ilp_extract
+from eqsat.egraph.language import Language, split_proj_attrs
+from eqsat.egraph.view import EGraphView, ENode, selection_cost
+from eqsat.ir.graph import Graph, Node, node
 
 
 def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .solvers import Program, Solution, get_solver
-from .view import EGraphView, selection_cost
+from eqsat.egraph.solvers import Program, Solution, get_solver
+from eqsat.egraph.view import EGraphView, selection_cost
 
 TIE_BREAK_US = 1e-6  # added to every node's cost: among equal-cost choices, prefer fewer nodes
 ACYCLIC = ("filter", "lazy")

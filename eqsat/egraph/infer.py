@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import itertools
 
-from ..errors import EqsatError, RuleCompileError
-from ..graph import input_
-from ..pattern import attr_vars, instantiate, tensor_vars
-from ..rules import Rule
+from eqsat.errors import EqsatError, RuleCompileError
+from eqsat.ir.graph import input_
+from eqsat.rules.pattern import attr_vars, instantiate, tensor_vars
+from eqsat.rules.rulefile import Rule
 
 MAX_RANK = 4
 SIDES = (3, 4, 1)  # cube sides tried in turn (a 1x1-kernel pattern needs 1, enlarge needs <= its size)

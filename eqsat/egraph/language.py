@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ops import get_op
+from eqsat.ir.ops import get_op
 
 HEADER = """
 (sort T)

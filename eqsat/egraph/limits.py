@@ -35,7 +35,7 @@ class Limits:
     def __post_init__(self) -> None:
         if self.extract not in ("ilp", "greedy"):
             raise ValueError(f"extract must be ilp or greedy, got {self.extract!r}")
-        from .solvers import SOLVERS
+        from eqsat.egraph.solvers import SOLVERS
 
         if self.ilp_solver not in SOLVERS:
             raise ValueError(f"ilp_solver must be one of {', '.join(SOLVERS)}, got {self.ilp_solver!r}")

@@ -12,18 +12,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..cost import CostModel, cost_model
-from ..devices import Device
-from ..graph import Graph
-from ..rules import Rule
-from ..rulesets import DEFAULT_RULE_SETS
-from ..search import SearchResult
-from .extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
-from .ilp import ILPSettings
-from .limits import Iteration, Limits, RunReport, growth
-from .relevance import relevant_rules
-from .rewrites import COMPILED, Compiled, compile_rules
-from .serialize import write_json as write_egraph_json
+from eqsat.cost.devices import Device
+from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.egraph.extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
+from eqsat.egraph.ilp import ILPSettings
+from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
+from eqsat.egraph.relevance import relevant_rules
+from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
+from eqsat.egraph.serialize import write_json as write_egraph_json
+from eqsat.ir.graph import Graph
+from eqsat.rules.rulefile import Rule
+from eqsat.rules.rulesets import DEFAULT_RULE_SETS
+from eqsat.search import SearchResult
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ what merges by need are judged by, and whose ops they pair."""
 
 def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any = None,
               optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
-    from .runner import EGraphRunner  # egglog: only where the e-graph lives
+    from eqsat.egraph.runner import EGraphRunner  # egglog: only where the e-graph lives
 
     runner = EGraphRunner(rules)
     roots = runner.insert(graph)
@@ -100,7 +100,7 @@ def _worker(conn: Any) -> None:
     serves every model of a run). After an iteration that leaves too little time for another
     like it, it sends a snapshot of the e-graph, so a kill during the next one loses nothing
     already done."""
-    from .runner import HostPool  # egglog loads now, while the parent prepares the first job
+    from eqsat.egraph.runner import HostPool  # egglog loads now, while the parent prepares the first job
 
     hosts = HostPool()  # jobs' rules stay loaded for later jobs that need them
     while True:
@@ -115,7 +115,7 @@ def _worker(conn: Any) -> None:
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None) -> bool:
     """Run one job, sending its progress and result; whether it ended cleanly (``host`` back as it was)."""
-    from .runner import EGraphRunner
+    from eqsat.egraph.runner import EGraphRunner
 
     try:
         runner = EGraphRunner(rules, host=host)

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from ..graph import Graph
-from ..pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, walk
-from ..rules import Rule, format_rule
-from ..symbolic import Sym, Undecidable, recording
-from .infer import with_inferred_ranks
-from .language import Language
-from .rewrites import COMPILED, RuleBuilder, Unsupported, compile_rule, parse_vars
+from eqsat.egraph.infer import with_inferred_ranks
+from eqsat.egraph.language import Language
+from eqsat.egraph.rewrites import COMPILED, RuleBuilder, Unsupported, compile_rule, parse_vars
+from eqsat.ir.graph import Graph
+from eqsat.ir.symbolic import Sym, Undecidable, recording
+from eqsat.rules.pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, walk
+from eqsat.rules.rulefile import Rule, format_rule
 
 Mask = tuple[int | None, ...] | None
 Signature = tuple

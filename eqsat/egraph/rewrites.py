@@ -3,7 +3,7 @@
 Each usable direction of a rule becomes one egglog ``rule``. Its query matches
 the source pattern, fixes every variable's rank and fixed sizes (from the
 rule's ``vars`` metadata, e.g. ``W:?x?x3x3``) and binds the free sizes. The op
-table's shape rules, run on symbolic sizes (:mod:`eqsat.symbolic`), give each
+table's shape rules, run on symbolic sizes (:mod:`eqsat.ir.symbolic`), give each
 new right-side node its dims (set by the rule's actions) and the equalities
 under which the right side type-checks (added to the query), so nothing
 ill-typed enters the e-graph. Two-output rules become multi-pattern rules in
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ..diskcache import DiskMemo
-from ..ops import get_op
-from ..pattern import App, Arith, Dim, Pattern, Var, tensor_vars
-from ..rules import Rule, format_rule
-from ..symbolic import Sym, Undecidable, recording
-from .language import Language, split_proj_attrs
+from eqsat.diskcache import DiskMemo
+from eqsat.egraph.language import Language, split_proj_attrs
+from eqsat.ir.ops import get_op
+from eqsat.ir.symbolic import Sym, Undecidable, recording
+from eqsat.rules.pattern import App, Arith, Dim, Pattern, Var, tensor_vars
+from eqsat.rules.rulefile import Rule, format_rule
 
 SymShape = tuple[Any, ...]
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import egglog.bindings as egglog
 
-from ..graph import Graph, Node
-from ..rules import Rule
-from .language import HEADER, egg_string, split_proj_attrs
-from .limits import Iteration, Limits, RunReport, growth
-from .rewrites import Compiled, compile_rules
+from eqsat.egraph.language import HEADER, egg_string, split_proj_attrs
+from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
+from eqsat.egraph.rewrites import Compiled, compile_rules
+from eqsat.ir.graph import Graph, Node
+from eqsat.rules.rulefile import Rule
 
 BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration
 KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops

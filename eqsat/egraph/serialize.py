@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import EqsatError
-from ..files import write_atomic
-from .view import EGraphView, ENode
+from eqsat.egraph.view import EGraphView, ENode
+from eqsat.errors import EqsatError
+from eqsat.files import write_atomic
 
 
 class EGraphFileError(EqsatError, ValueError):

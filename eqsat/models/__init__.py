@@ -10,10 +10,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..graph import Graph
-from .case_studies import lora, qkv, resnet_block
-from .cnn import inception_v3, nasnet_a, resnet50, resnext50, squeezenet, vgg19
-from .transformer import bert, nasrnn
+from eqsat.ir.graph import Graph
+from eqsat.models.case_studies import lora, qkv, resnet_block
+from eqsat.models.cnn import inception_v3, nasnet_a, resnet50, resnext50, squeezenet, vgg19
+from eqsat.models.transformer import bert, nasrnn
 
 MODELS: dict[str, Callable[..., Graph]] = {
     "resnet_block": resnet_block,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..graph import Graph, Node, input_, node, split, weight
-from ..ops import Shape
+from eqsat.ir.graph import Graph, Node, input_, node, split, weight
+from eqsat.ir.ops import Shape
 
 
 class ModelBuilder:

@@ -1,8 +1,8 @@
 """The reference three case studies (docs/reference.md), as their original graphs."""
 from __future__ import annotations
 
-from ..graph import Graph
-from .builder import ModelBuilder
+from eqsat.ir.graph import Graph
+from eqsat.models.builder import ModelBuilder
 
 
 def resnet_block(n: int = 32, c: int = 64, hw: int = 56, dtype: str = "bf16") -> Graph:

@@ -7,8 +7,8 @@ departs from the original network.
 """
 from __future__ import annotations
 
-from ..graph import Graph, Node
-from .builder import ModelBuilder
+from eqsat.ir.graph import Graph, Node
+from eqsat.models.builder import ModelBuilder
 
 
 # --------------------------------------------------------------------------- ResNet-50 / ResNeXt-50

@@ -1,8 +1,8 @@
 """Attention and RNN benchmarks from TASO's examples (as TENSAT's evaluation builds them)."""
 from __future__ import annotations
 
-from ..graph import Graph, Node
-from .builder import ModelBuilder
+from eqsat.ir.graph import Graph, Node
+from eqsat.models.builder import ModelBuilder
 
 
 def bert(seq: int = 64, hidden: int = 1024, heads: int = 16, layers: int = 8, dtype: str = "bf16") -> Graph:

@@ -17,10 +17,10 @@ written whole or not at all and passes ``onnx.checker``. :func:`export_graph` wr
 built in Python with given or random weights. :func:`max_difference` runs two models in
 onnxruntime on the same random inputs.
 """
-from .common import MIN_OPSET, OPSET, Imported, OnnxError
-from .reader import IMPORTERS, load
-from .runtime import max_difference, random_feeds, run_node
-from .writer import EXPORTERS, export_graph, interface_dtype, random_weights, save
+from eqsat.onnx.common import MIN_OPSET, OPSET, Imported, OnnxError
+from eqsat.onnx.reader import IMPORTERS, load
+from eqsat.onnx.runtime import max_difference, random_feeds, run_node
+from eqsat.onnx.writer import EXPORTERS, export_graph, interface_dtype, random_weights, save
 
 __all__ = ["EXPORTERS", "IMPORTERS", "MIN_OPSET", "OPSET", "Imported", "OnnxError", "export_graph", "load",
            "interface_dtype", "max_difference", "random_feeds", "random_weights", "run_node", "save"]

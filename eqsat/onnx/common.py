@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EqsatError
-from ..graph import Graph
+from eqsat.errors import EqsatError
+from eqsat.ir.graph import Graph
 
 OPSET = 17  # written by export_graph; an imported model is written back at its own opset
 MIN_OPSET = 13  # the importers follow opset 13+ (Split and Reshape take their sizes as inputs)

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import Node, input_, node, weight
-from ..ops import conv_pads
-from .common import ACTIVATIONS, Decline, OnnxError, _onnx, fused_activation
+from eqsat.ir.graph import Node, input_, node, weight
+from eqsat.ir.ops import conv_pads
+from eqsat.onnx.common import ACTIVATIONS, Decline, OnnxError, _onnx, fused_activation
 
 
 def _attrs(n: Any) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from ..errors import EqsatError
-from ..graph import Graph, Node, node, weight
-from .common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
-from .importers import IMPORTERS, _attrs, _Importer
-from .runtime import run_node
+from eqsat.errors import EqsatError
+from eqsat.ir.graph import Graph, Node, node, weight
+from eqsat.onnx.common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
+from eqsat.onnx.importers import IMPORTERS, _attrs, _Importer
+from eqsat.onnx.runtime import run_node
 
 
 def _topological_order(path: str, model: Any) -> list[int]:

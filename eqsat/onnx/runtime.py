@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ops import set_opaque_runner
-from .common import OPSET, OnnxError, _first_line, _onnx
+from eqsat.ir.ops import set_opaque_runner
+from eqsat.onnx.common import OPSET, OnnxError, _first_line, _onnx
 
 
 def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: int = OPSET) -> np.ndarray:

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluate import evaluate_nodes
-from ..files import replace_atomic
-from ..graph import Graph, Node
-from ..ops import conv_pads
-from .common import ACTIVATIONS, FUSED_DOMAIN, Imported, OnnxError, _onnx, skeleton
+from eqsat.files import replace_atomic
+from eqsat.ir.evaluate import evaluate_nodes
+from eqsat.ir.graph import Graph, Node
+from eqsat.ir.ops import conv_pads
+from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, Imported, OnnxError, _onnx, skeleton
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..command import Command, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import Command, add_models, add_sweep_options, split_list, sweep_kwargs
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compare import run as run_compare
+    from experiments.runs.compare import run as run_compare
 
     run_compare(split_list(args.models) or None, args.device, Path(args.out), quick=args.quick, seed=args.seed,
                 rules=tuple(args.rules) if args.rules else None, **sweep_kwargs(args))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command, add_device, add_onnx_input, load_model
-from ..output import write_json
+from experiments.command import Command, add_device, add_onnx_input, load_model
+from experiments.output import write_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.cost import cost_model
+    from eqsat.cost.roofline import cost_model
 
     graph, _ = load_model(args)
     model = cost_model(args.device)

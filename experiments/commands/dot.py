@@ -4,8 +4,7 @@ from __future__ import annotations
 import argparse
 
 from eqsat.files import write_atomic
-
-from ..command import Command, parse_params
+from experiments.command import Command, parse_params
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

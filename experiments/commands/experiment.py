@@ -8,10 +8,17 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ..command import Command, Experiment, add_subcommands, dispatched_by_subcommand
+from experiments.command import Command, Experiment, add_subcommands, dispatched_by_subcommand
 
-EXPERIMENT_MODULES = ["experiments.budget", "experiments.alpha", "experiments.hardware", "experiments.onnx_roundtrip",
-                      "experiments.real", "experiments.tuning", "experiments.tuning_budget"]
+EXPERIMENT_MODULES = [
+    "experiments.runs.budget",
+    "experiments.runs.alpha",
+    "experiments.runs.hardware",
+    "experiments.runs.onnx_roundtrip",
+    "experiments.runs.real",
+    "experiments.runs.tuning",
+    "experiments.runs.tuning_budget",
+]
 
 
 def experiments() -> list[Experiment]:

@@ -5,9 +5,8 @@ import argparse
 
 from eqsat.egraph.ilp import ACYCLIC
 from eqsat.egraph.solvers import DEFAULT_SOLVER, SOLVERS
-
-from ..command import Command, non_negative
-from ..output import write_json
+from experiments.command import Command, non_negative
+from experiments.output import write_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command
+from experiments.command import Command
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

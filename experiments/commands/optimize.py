@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..command import (
+from experiments.command import (
     Command,
     add_device,
     add_onnx_input,
@@ -21,8 +21,8 @@ from ..command import (
     non_negative,
     process_age_s,
 )
-from ..output import write_json
-from ..searches import SEARCHES
+from experiments.output import write_json
+from experiments.searches import SEARCHES
 
 # flag, search, field of that search's limits, argparse type, help
 LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
@@ -68,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rules",
         nargs="+",
         metavar="SET_OR_FILE",
-        help="shipped rule sets (names in eqsat/rulesets.py) or rule files (default: the search's own; eqsat: "
+        help="shipped rule sets (names in eqsat/rules/rulesets.py) or rule files (default: the search's own; eqsat: "
         "matrix-min conv-min epilogue, taso: matrix conv epilogue)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
@@ -82,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def limits_from(args: argparse.Namespace) -> Any:
     """The search's preset (``--preset``, default its paper preset, specialized to the model) with
     the limit flags given on the command line applied."""
-    from ..searches import get_search, preset_limits
+    from experiments.searches import get_search, preset_limits
 
     engine = get_search(args.search)
     given = {
@@ -101,13 +101,12 @@ def limits_from(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.cost import cost_model
-    from eqsat.rulesets import default_rules
+    from eqsat.cost.roofline import cost_model
+    from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
-
-    from ..onnx_io import check_out_path, price_written, write_optimized
-    from ..runtime_baseline import describe, runtime_baseline
-    from ..searches import get_search
+    from experiments.onnx_io import check_out_path, price_written, write_optimized
+    from experiments.runs.runtime_baseline import describe, runtime_baseline
+    from experiments.searches import get_search
 
     if args.model.endswith(".onnx"):
         check_out_path(args.model, args.out)

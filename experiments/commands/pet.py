@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command, add_device, add_subcommands, dispatched_by_subcommand
+from experiments.command import Command, add_device, add_subcommands, dispatched_by_subcommand
 
 
 def _add_problem(p: argparse.ArgumentParser) -> None:
@@ -43,7 +43,7 @@ def _add_optimize(p: argparse.ArgumentParser) -> None:
 
 def _lazy(name: str):
     def go(args: argparse.Namespace) -> int:
-        from .. import pet_demo
+        from experiments.runs import pet_demo
 
         return getattr(pet_demo, name)(args)
     return go

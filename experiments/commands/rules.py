@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command, add_subcommands, dispatched_by_subcommand, progress
-from ..output import write_json
+from experiments.command import Command, add_subcommands, dispatched_by_subcommand, progress
+from experiments.output import write_json
 
 
 def _files(p: argparse.ArgumentParser) -> None:
@@ -46,8 +46,8 @@ def _add_minimize(p: argparse.ArgumentParser) -> None:
 
 
 def _minimize(args: argparse.Namespace) -> int:
-    from eqsat.rules import load_rules, save_rules
-    from eqsat.rulesets import default_rules
+    from eqsat.rules.rulefile import load_rules, save_rules
+    from eqsat.rules.rulesets import default_rules
     from taso_baseline.minimize import MinimizeSettings, minimize
 
     rules = [r for path in args.files for r in load_rules(path)]
@@ -75,7 +75,7 @@ def _add_collisions(p: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from eqsat.rules import load_rules
+    from eqsat.rules.rulefile import load_rules
 
     for path in args.files:
         rules = load_rules(path)
@@ -89,7 +89,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _fmt(args: argparse.Namespace) -> int:
-    from eqsat.rules import format_rule, load_rules
+    from eqsat.rules.rulefile import format_rule, load_rules
 
     for path in args.files:
         for r in load_rules(path):
@@ -98,8 +98,8 @@ def _fmt(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from eqsat.rules import save_rules
-    from eqsat.rulesets import default_rules
+    from eqsat.rules.rulefile import save_rules
+    from eqsat.rules.rulesets import default_rules
     from taso_baseline.generate import generate, header_lines
     from taso_baseline.world import get_world
 
@@ -120,7 +120,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from eqsat.rules import format_rule, load_rules
+    from eqsat.rules.rulefile import format_rule, load_rules
     from taso_baseline.verify import verify_rules
 
     bad = 0
@@ -145,7 +145,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _prove(args: argparse.Namespace, path: str, rules: list) -> None:
     import time
 
-    from eqsat.rules import save_rules
+    from eqsat.rules.rulefile import save_rules
     from taso_baseline.prove import prove_rules
 
     start = time.perf_counter()
@@ -167,7 +167,7 @@ def _prove(args: argparse.Namespace, path: str, rules: list) -> None:
 
 
 def _collisions(args: argparse.Namespace) -> int:
-    from eqsat.graph import input_, node
+    from eqsat.ir.graph import input_, node
     from taso_baseline.fingerprint import collision_rate
 
     a, c = input_("A", (4, 4)), input_("C", (4, 4))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..command import Command, device_help, progress, split_list
+from experiments.command import Command, device_help, progress, split_list
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cost_table import run as run_table
+    from experiments.cost_table import run as run_table
 
     run_table(split_list(args.models) or None, split_list(args.devices), Path(args.out) if args.out else None,
               progress=progress())

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command import Command
+from experiments.command import Command
 
 ACTIONS = {"run": ("run_tune", "tune one shape"), "landscape": ("run_landscape", "the shape of the config space"),
            "curves": ("run_curves", "%% of optimum vs trials over seeds")}
@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import tune
+    from experiments.runs import tune
 
     return getattr(tune, ACTIONS[args.action][0])(args)
 

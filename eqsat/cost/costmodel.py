@@ -1,0 +1,74 @@
+"""The cost-model interface: what the searches, the extractor, PET and the reports take from any
+cost model (:class:`CostModel`), and the values it returns (:class:`OpCost`, :class:`CostReport`).
+Kept apart from the implementations (the roofline in :mod:`eqsat.cost.roofline`, the measured model in
+:mod:`eqsat.cost.measured`) so each can import it without importing the other."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from eqsat.ir.graph import Graph, Node
+from eqsat.ir.ops import Shape
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The price of one op: ``kind`` is compute, memory, folded (weight-only), view or leaf."""
+
+    op: str
+    shape: tuple
+    flops: int
+    bytes: int
+    time_us: float
+    kind: str
+    node: str = ""
+
+
+def node_in_shapes(n: Node) -> tuple[Shape, ...]:
+    """The shapes an op reads (a tuple-reading op reads all its producer's outputs)."""
+    if n.spec.takes_tuple:
+        return n.inputs[0].shapes
+    return tuple(x.shapes[0] for x in n.inputs)
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """Total and per-op breakdown of a graph on a device (rows in topological order)."""
+
+    graph: str
+    device: str
+    dtype: str
+    total_us: float
+    rows: tuple[OpCost, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "graph": self.graph, "device": self.device, "dtype": self.dtype, "total_us": self.total_us,
+            "ops": [r.__dict__ for r in self.rows if r.kind not in ("leaf", "view")],
+        }
+
+
+class CostModel(Protocol):
+    """What the searches need from a cost model (roofline or measured): a name for reports, the
+    price of one op from its signature (the e-graph extractor has no nodes, only shapes), of a
+    node, and of a whole graph."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def resolution(self) -> float:
+        """The relative price difference the model can tell apart (0: exact; a measured model's
+        timing noise): a search's gain below it is not taken."""
+        ...
+
+    def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
+                   out_shapes: Sequence[Shape], is_const: bool, dtype: str,
+                   const_inputs: Sequence[bool] | None = None) -> float: ...
+
+    def node_time_us(self, n: Node, dtype: str) -> float: ...
+
+    def graph_time_us(self, graph: Graph) -> float: ...
+
+    def report(self, graph: Graph) -> CostReport: ...

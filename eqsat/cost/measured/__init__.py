@@ -1,0 +1,10 @@
+"""Cost models measured on this machine: kernels as values (:mod:`.kernels`), timing in
+onnxruntime (:mod:`.timer`), the measurement database (:mod:`.database`) and the ``ort-cpu``
+cost model (:mod:`.ortcpu`)."""
+from eqsat.cost.measured.database import Context, MeasurementDB, machine_fingerprint
+from eqsat.cost.measured.kernels import Kernel, Step, node_kernel, op_kernel
+from eqsat.cost.measured.ortcpu import OrtCpuCost
+from eqsat.cost.measured.timer import Timing, time_graph
+
+__all__ = ["Context", "Kernel", "MeasurementDB", "OrtCpuCost", "Step", "Timing", "machine_fingerprint",
+           "node_kernel", "op_kernel", "time_graph"]

@@ -1,0 +1,155 @@
+"""Timing one kernel in onnxruntime's CPU provider, TASO's way: export it alone, warm up, time
+repeated runs, keep the median and the spread."""
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eqsat.ir.graph import Graph
+
+WARMUP, RUNS = 8, 32  # TASO's numbers
+FLUSH_BYTES = 64 << 20  # written before each timed run of a cold-weights kernel: more than this CPU's caches
+_flush: list[np.ndarray] = []
+KERNEL_SECONDS = 0.5  # a slow kernel is timed for about this long (at least MIN_RUNS runs) instead
+MIN_RUNS = 5
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall time of one ``session.run`` (µs): median and the 10th/90th percentiles of ``runs``."""
+
+    median_us: float
+    p10_us: float
+    p90_us: float
+    runs: int
+
+    @classmethod
+    def of(cls, us: np.ndarray, median_us: float | None = None) -> Timing:
+        """The timing of run times ``us`` (µs); ``median_us`` replaces their median when given."""
+        return cls(float(np.median(us)) if median_us is None else median_us, float(np.percentile(us, 10)),
+                   float(np.percentile(us, 90)), len(us))
+
+
+def session(path: str | Path, threads: int, level: str = "ENABLE_ALL") -> Any:
+    """An onnxruntime CPU session with ``threads`` intra-op threads and one inter-op thread."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
+    """Weights for timing: one small value per tensor (drawing millions of random numbers would
+    take longer than the timing; a dense kernel's speed does not depend on the values)."""
+    out = {}
+    for leaf in graph.leaves("weight"):
+        fan_in = int(np.prod(leaf.shape[1:])) if len(leaf.shape) > 1 else 1
+        out[leaf.attr("name")] = np.full(leaf.shape, 1.0 / np.sqrt(max(fan_in, 1)), dtype=np.float32)
+    return out
+
+
+def export_for_timing(graph: Graph, path: Path) -> Path:
+    """``graph`` as a float32 ONNX file with :func:`constant_weights`."""
+    from eqsat.onnx import export_graph
+
+    export_graph(graph, path, weights=constant_weights(graph))
+    return path
+
+
+def evict_caches(feeds: dict[str, Any]) -> None:
+    """Write :data:`FLUSH_BYTES` (one float per 64-byte line), then read the inputs again: the
+    kernel's weights are cold, its activations hot, as in an inference whose products read
+    weights last touched one inference ago."""
+    if not _flush:
+        _flush.append(np.zeros(FLUSH_BYTES // 4, dtype=np.float32))
+    _flush[0][::16] += 1.0
+    for v in feeds.values():
+        np.asarray(v).sum()
+
+
+def run_us(sess: Any, feeds: dict[str, Any], cold_weights: bool = False) -> float:
+    """Wall time of one ``run`` (µs), after :func:`evict_caches` with ``cold_weights``."""
+    if cold_weights:
+        evict_caches(feeds)
+    start = time.perf_counter()
+    sess.run(None, feeds)
+    return (time.perf_counter() - start) * 1e6
+
+
+def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0,
+               cold_weights: bool = False) -> Timing:
+    """Export ``graph`` as float32 ONNX and time ``runs`` runs after ``warmup`` with ``threads``
+    intra-op threads (each timed run after :func:`evict_caches` with ``cold_weights``). A kernel
+    slower than ``KERNEL_SECONDS / runs`` gets one warm-up run and as many timed runs as fit in
+    ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution would otherwise take 4 s."""
+    from eqsat.onnx import random_feeds
+
+    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+        sess = session(export_for_timing(graph, Path(tmp) / "kernel.onnx"), threads)
+    feeds = random_feeds(sess, seed)
+    first = run_us(sess, feeds) * 1e-6
+    if first * runs > KERNEL_SECONDS:
+        warmup, runs = 1, max(MIN_RUNS, min(runs, int(KERNEL_SECONDS / first)))
+    for _ in range(warmup - 1):
+        sess.run(None, feeds)
+    return Timing.of(np.array([run_us(sess, feeds, cold_weights) for _ in range(runs)]))
+
+
+SESSIONS = 4  # sessions per model in an end-to-end comparison
+SESSION_MEMORY = 4 << 30  # bytes of model files all sessions may hold together
+
+
+def sessions_for(paths: Sequence[str | Path], wanted: int = SESSIONS) -> int:
+    """Sessions per model that keep every session's weights within :data:`SESSION_MEMORY`."""
+    total = sum(Path(p).stat().st_size for p in paths)
+    return max(1, min(wanted, SESSION_MEMORY // max(total, 1)))
+
+
+def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
+               threads: int = 1, min_seconds: float = 0.0, max_runs: int = 400,
+               sessions: int | None = None) -> list[Timing]:
+    """End-to-end latency of ONNX models that take the same inputs.
+
+    Identical models in two sessions differ by up to 5% on this machine, steadily (where each
+    session's buffers landed in memory), so each model runs in ``sessions`` sessions (default
+    :func:`sessions_for`), and a model's latency is the mean of its sessions' medians. After two
+    warm-up runs each, every round runs every session once in a seeded random order, so drift in
+    the machine's speed hits all alike: at least ``runs`` runs per model and until
+    ``min_seconds`` have passed (at most ``max_runs``)."""
+    from eqsat.onnx import random_feeds
+
+    per = sessions if sessions is not None else sessions_for(paths)
+    opened = [(k, session(p, threads, level)) for _ in range(per) for k, p in enumerate(paths)]
+    feeds = random_feeds(opened[0][1], seed)
+    for _, s in opened:
+        for _ in range(2):
+            s.run(None, feeds)
+    times: list[list[float]] = [[] for _ in opened]
+    rng = np.random.default_rng(seed)
+    start = time.perf_counter()
+    rounds = 0
+    while rounds * per < max_runs and (rounds * per < runs or time.perf_counter() - start < min_seconds):
+        for i in rng.permutation(len(opened)):
+            times[i].append(run_us(opened[i][1], feeds))
+        rounds += 1
+    out = []
+    for k in range(len(paths)):
+        mine = [np.asarray(t) for (j, _), t in zip(opened, times) if j == k]
+        out.append(Timing.of(np.concatenate(mine), median_us=float(np.mean([np.median(t) for t in mine]))))
+    return out
+
+
+def time_graphs(graphs: Sequence[Graph], threads: int = 1, runs: int = 24, min_seconds: float = 2.0,
+                seed: int = 0) -> list[Timing]:
+    """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs)."""
+    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+        paths = [export_for_timing(g, Path(tmp) / f"graph{k}.onnx") for k, g in enumerate(graphs)]
+        return time_files(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed)

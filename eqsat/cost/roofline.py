@@ -1,0 +1,131 @@
+"""The roofline cost model, and :func:`cost_model`, which turns a device name into a cost model
+(the interface itself is :mod:`eqsat.cost.costmodel`).
+
+Per op: ``time = max(FLOPs / peak, bytes / bandwidth) + launch``, where bytes are
+every input read plus every output written at the dtype's width. Weight-only
+subgraphs are folded at compile time (cost 0); views (split, proj, reshape,
+noop) and leaves cost 0; a concat of activations is a real kernel; a fused
+activation adds nothing but its FLOPs.
+
+:func:`op_cost` prices one op from shapes alone, so the e-graph extractor
+and the searches can price e-nodes and rewritten nodes without rebuilding a
+graph; :class:`RooflineCost` caches node prices so that a search re-pricing a
+rewritten graph only pays for the nodes that are new.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eqsat.cost.costmodel import CostModel, CostReport, OpCost, node_in_shapes
+from eqsat.cost.devices import Device, get_device
+from eqsat.ir.graph import Graph, Node
+from eqsat.ir.ops import Shape, get_op
+
+__all__ = ["CostModel", "CostReport", "OpCost", "RooflineCost", "cost", "cost_model", "node_in_shapes", "op_cost"]
+
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int8": 1}
+
+
+def dtype_bytes(dtype: str) -> int:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise KeyError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
+
+
+def op_cost(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
+            is_const: bool, device: Device, dtype: str = "bf16") -> OpCost:
+    """Price one op from its shapes (no graph needed)."""
+    spec = get_op(op)
+    shown = tuple(out_shapes[0]) if len(out_shapes) == 1 else tuple(tuple(s) for s in out_shapes)
+    if spec.is_leaf:
+        return OpCost(op, shown, 0, 0, 0.0, "leaf")
+    if spec.is_view:
+        return OpCost(op, shown, 0, 0, 0.0, "view")
+    flops = int(spec.flops(attrs, in_shapes, out_shapes))
+    nbytes = spec.elements_moved(in_shapes, out_shapes) * dtype_bytes(dtype)
+    if is_const:
+        return OpCost(op, shown, flops, nbytes, 0.0, "folded")
+    compute_s, memory_s = flops / device.peak_flops, nbytes / device.bandwidth
+    time_us = max(compute_s, memory_s) * 1e6 + device.launch_us
+    return OpCost(op, shown, flops, nbytes, time_us, "compute" if compute_s >= memory_s else "memory")
+
+
+class RooflineCost:
+    """The roofline model for one device, with a per-node price cache."""
+
+    def __init__(self, device: str | Device):
+        self.device = get_device(device)
+        self._cache: dict[tuple[Node, str], OpCost] = {}
+
+    resolution = 0.0  # a formula: every difference is real to it
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
+                   out_shapes: Sequence[Shape], is_const: bool, dtype: str = "bf16",
+                   const_inputs: Sequence[bool] | None = None) -> float:
+        """``const_inputs`` (which inputs are weights) does not change a roofline price."""
+        return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype).time_us
+
+    def node_cost(self, n: Node, dtype: str = "bf16") -> OpCost:
+        key = (n, dtype)
+        found = self._cache.get(key)
+        if found is None:
+            found = op_cost(n.op, n.attr_dict, node_in_shapes(n), n.shapes, n.is_const, self.device, dtype)
+            found = OpCost(**{**found.__dict__, "node": n.digest[:12]})
+            self._cache[key] = found
+        return found
+
+    def node_time_us(self, n: Node, dtype: str = "bf16") -> float:
+        return self.node_cost(n, dtype).time_us
+
+    def graph_time_us(self, graph: Graph) -> float:
+        return sum(self.node_time_us(n, graph.dtype) for n in graph.nodes())
+
+    def report(self, graph: Graph) -> CostReport:
+        rows = tuple(self.node_cost(n, graph.dtype) for n in graph.nodes())
+        return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
+
+
+MEASURED = "ort-cpu"
+"""The measured device: ``ort-cpu`` (one thread) or ``ort-cpu:N`` (N intra-op threads)."""
+
+
+def measured_threads(device: str) -> int | None:
+    """The thread count of a measured device name, None for any other name."""
+    if device == MEASURED:
+        return 1
+    if device.startswith(MEASURED + ":"):
+        count = device[len(MEASURED) + 1:]
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be a positive integer")
+        return int(count)
+    return None
+
+
+def cost_model(device: str | Device | CostModel) -> CostModel:
+    """A cost model: given; ``ort-cpu[:threads]``, measured on this machine
+    (:class:`eqsat.cost.measured.OrtCpuCost`); or the roofline model of a device name, profile file
+    or Device."""
+    if isinstance(device, str) and (threads := measured_threads(device)) is not None:
+        from eqsat.cost.measured import OrtCpuCost
+
+        return OrtCpuCost(threads)
+    if isinstance(device, (str, Device)):
+        return RooflineCost(device)
+    return device
+
+
+def check_device(device: str) -> None:
+    """Fail early, naming the device, when ``device`` is neither measured nor a roofline profile."""
+    if measured_threads(device) is None:
+        get_device(device)
+
+
+def cost(graph: Graph, device: str | Device) -> CostReport:
+    """Total cost and per-op breakdown of ``graph`` on ``device``."""
+    return cost_model(device).report(graph)

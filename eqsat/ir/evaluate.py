@@ -1,0 +1,204 @@
+"""Evaluate graphs with the op table's NumPy reference implementations.
+
+``evaluate(graph, values, domain)`` runs every node once (sharing is kept) in
+float64, exact integers or integers mod p. ``random_leaves`` draws values for
+every input and weight from a seeded generator, and ``allclose_graphs``
+compares two graphs on the same random leaves: the numerical check every
+rewrite and optimizer result goes through.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eqsat.errors import DomainError, ShapeError
+from eqsat.ir import folds
+from eqsat.ir.domains import FAST_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
+from eqsat.ir.graph import Graph, Node, leaf_shapes
+
+Values = Mapping[str, np.ndarray]
+
+
+def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT,
+                   fold_lazily: bool = False) -> dict[Node, Any]:
+    """The value of every node of ``graph`` (tuples for multi-output nodes). With ``fold_lazily``,
+    products of weights may be left as :class:`~eqsat.ir.folds.Product`\\ s for their consumers to
+    associate (:mod:`eqsat.ir.folds`); :func:`evaluate` materializes the outputs."""
+    out: dict[Node, Any] = {}
+    weight_only: set[Node] = set()
+    contract = folds.matmul_in(domain)
+    for n in graph.nodes():
+        spec = n.spec
+        attrs = n.attr_dict
+        if n.is_leaf:
+            name = attrs["name"]
+            if name not in values:
+                raise KeyError(f"no value given for {n.op} {name!r} of shape {n.shape}")
+            arr = domain.asarray(values[name])
+            if arr.shape != n.shape:
+                raise ShapeError(f"value for {n.op} {name!r} has shape {arr.shape}, the graph expects {n.shape}")
+            out[n] = arr
+            if n.op == "weight":
+                weight_only.add(n)
+            continue
+        if all(x in weight_only for x in n.inputs):
+            weight_only.add(n)
+        if fold_lazily:
+            xs = [out[x] for x in n.inputs]
+            lazy = folds.defer(n.op, attrs, xs, n in weight_only) or folds.rewrite(n.op, attrs, xs, contract)
+            if lazy is not None:
+                out[n] = lazy
+                continue
+            for x in n.inputs:
+                out[x] = folds.materialize(out[x], contract)
+        if not spec.defined_in(attrs, domain):
+            raise DomainError(f"{n.op} {dict((k, v) for k, v in attrs.items() if k == 'act')} "
+                              f"has no exact form in the {domain.name} domain")
+        result = spec.evaluate(attrs, [out[x] for x in n.inputs], domain)
+        if isinstance(result, tuple):
+            result = tuple(domain.reduce(r) if not isinstance(r, tuple) else r for r in result)
+        else:
+            result = domain.reduce(result)
+        out[n] = result
+    return out
+
+
+def evaluate(graph: Graph, values: Values, domain: Domain = FLOAT) -> tuple[np.ndarray, ...]:
+    """The values of the graph's outputs (products of weights are associated as their consumers
+    make cheapest: :mod:`eqsat.ir.folds`)."""
+    vals = evaluate_nodes(graph, values, domain, fold_lazily=True)
+    return tuple(folds.materialize(vals[o], folds.matmul_in(domain)) for o in graph.outputs)
+
+
+def fan_in(shape: tuple[int, ...]) -> int:
+    """Inputs feeding one output of a weight: rows of a matrix, I*kh*kw of an OIHW kernel."""
+    if len(shape) == 4:
+        return shape[1] * shape[2] * shape[3]
+    if len(shape) >= 2:
+        return shape[-2]
+    return 1
+
+
+def random_leaves(graph: Graph, rng: np.random.Generator | int, domain: Domain = FLOAT) -> dict[str, np.ndarray]:
+    """Random values for every input and weight of ``graph``, by name (sorted, so seeds are stable).
+
+    In float64, inputs are uniform in [-1, 1] and weights are scaled by 1/sqrt(fan-in) so that
+    deep graphs (8-layer BERT) stay far from overflow; the exact domains are not scaled.
+    """
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    kinds = {n.attr("name"): n.op for n in graph.leaves()}
+    shapes = leaf_shapes(graph)
+    out = {}
+    for name in sorted(shapes):
+        value = domain.random(shapes[name], rng)
+        if domain.name == "float" and kinds[name] == "weight":
+            value *= 1.0 / np.sqrt(fan_in(shapes[name]))  # in place: VGG's weights are 1 GB in float64
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Result of comparing two graphs numerically: worst relative error over all outputs and trials
+    (``method`` is ``float64``, ``mod p`` for exact tests of polynomial graphs, or ``identical``)."""
+
+    equal: bool
+    max_rel_error: float
+    trials: int
+    detail: str = ""
+    method: str = "float64"
+
+
+def contraction_terms(graph: Graph) -> int:
+    """The longest sum of products any op computes (each op-table row's ``terms``: matmul k, conv
+    C/g*kh*kw, pool window)."""
+    longest = 1
+    for n in graph.nodes():
+        if n.spec.terms is not None:
+            longest = max(longest, n.spec.terms(n.attr_dict, [x.shapes[0] for x in n.inputs]))
+    return longest
+
+
+def exact_domain_for(*graphs: Graph) -> Domain | None:
+    """The fast GF(p) domain when every op of the graphs is a polynomial and int64 sums cannot overflow."""
+    domain = modp(FAST_PRIME)
+    for g in graphs:
+        if any(not n.is_leaf and not n.spec.defined_in(n.attr_dict, domain) for n in g.nodes()):
+            return None
+        if contraction_terms(g) >= INT64_SAFE_TERMS:
+            return None
+    return domain
+
+
+def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: float = 1e-6,
+                   exact: bool = True) -> Comparison:
+    """Evaluate both graphs on the same random leaves and compare every output.
+
+    Polynomial graphs (no relu, max or sigmoid) are compared exactly in GF(p), p = 8,388,593
+    (Schwartz-Zippel: a wrong rewrite of degree d survives a trial with probability <= d/p), which
+    deep products such as an 8-layer attention stack need: in float64 they overflow. Other graphs
+    are compared in float64, where the error of an output is ``max|x - y| / max(1, max|x|)`` and
+    must be at most ``rtol``.
+    """
+    if a.outputs == b.outputs:  # nodes are structural: the same outputs are the same computation
+        return Comparison(True, 0.0, 0, "the same graph: nothing to evaluate", "identical")
+    domain = exact_domain_for(a, b) if exact else None
+    if domain is not None:
+        return _compare_exact(a, b, domain, trials, seed)
+    if len(a.outputs) != len(b.outputs):
+        return Comparison(False, float("inf"), 0, f"{len(a.outputs)} outputs vs {len(b.outputs)}")
+    for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
+        if x.shape != y.shape:
+            return Comparison(False, float("inf"), 0, f"output {i}: shape {x.shape} vs {y.shape}")
+    missing = set(leaf_shapes(b)) - set(leaf_shapes(a))
+    if missing:
+        return Comparison(False, float("inf"), 0, f"second graph reads leaves the first lacks: {sorted(missing)}")
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for _ in range(trials):
+        values = random_leaves(a, rng)
+        for i, (x, y) in enumerate(_evaluate_both(a, b, values)):
+            scale = max(1.0, float(np.max(np.abs(x))) if x.size else 1.0)
+            err = float(np.max(np.abs(x - y))) / scale if x.size else 0.0
+            if not np.isfinite(err):
+                err = float("inf")
+            worst = max(worst, err)
+            if err > rtol:
+                return Comparison(False, worst, trials, f"output {i} differs (relative error {err:.3g})")
+    return Comparison(True, worst, trials)
+
+
+def _evaluate_both(a: Graph, b: Graph, values: Values, domain: Domain = FLOAT) -> list[tuple[Any, Any]]:
+    """Both graphs' outputs, pairwise, from one evaluation: nodes are structural, so the parts an
+    optimized graph shares with its input (unchanged layers, weight-only subgraphs) run once."""
+    outs = evaluate(Graph(tuple(a.outputs) + tuple(b.outputs)), values, domain)
+    return list(zip(outs[:len(a.outputs)], outs[len(a.outputs):]))
+
+
+def _compare_exact(a: Graph, b: Graph, domain: Domain, trials: int, seed: int) -> Comparison:
+    method = f"mod {domain.modulus}"
+    if len(a.outputs) != len(b.outputs) or any(x.shape != y.shape for x, y in zip(a.outputs, b.outputs)):
+        return Comparison(False, float("inf"), 0, "outputs differ in number or shape", method)
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
+        values = random_leaves(a, rng, domain)
+        extra = set(leaf_shapes(b)) - set(values)
+        if extra:
+            detail = f"second graph reads leaves the first lacks: {sorted(extra)}"
+            return Comparison(False, float("inf"), 0, detail, method)
+        for i, (x, y) in enumerate(_evaluate_both(a, b, values, domain)):
+            if not np.array_equal(x, y):
+                return Comparison(False, float("inf"), trials, f"output {i} differs mod {domain.modulus}", method)
+    return Comparison(True, 0.0, trials, "", method)
+
+
+def assert_equivalent(a: Graph, b: Graph, **kwargs: Any) -> Comparison:
+    """:func:`compare_graphs`, raising ``AssertionError`` with the detail when they differ."""
+    result = compare_graphs(a, b, **kwargs)
+    if not result.equal:
+        raise AssertionError(f"graphs differ: {result.detail}")
+    return result

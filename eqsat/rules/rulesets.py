@@ -1,0 +1,82 @@
+"""The shipped rule sets, as a table, and the one loader every search uses.
+
+The rule files live in ``eqsat/rules/``. ``RULE_SETS`` names each of them; ``DEFAULT_RULE_SETS``
+is what both searches read when the user names no file. Adding a shipped set is one row here
+and one file there (see the README's "Add a rule set").
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from eqsat.diskcache import DiskMemo, content_key
+from eqsat.rules.rulefile import Rule, load_rules
+
+RULES_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A shipped rule file: its name, its file in ``RULES_DIR`` and how it was made."""
+
+    name: str
+    file: str
+    origin: str
+
+    @property
+    def path(self) -> Path:
+        return RULES_DIR / self.file
+
+
+RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
+    RuleSet("matrix", "matrix.rules", "generated: matrix world, graphs of up to 3 ops"),
+    RuleSet("conv", "conv.rules", "generated: conv world, graphs of up to 3 ops"),
+    RuleSet("epilogue", "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
+    RuleSet("matrix-min", "matrix.min.rules", "the matrix set less every rule the others derive (rules minimize)"),
+    RuleSet("conv-min", "conv.min.rules", "the conv set less every rule the others derive (rules minimize)"),
+    RuleSet("matrix4", "matrix4.rules", "generated: matrix world, graphs of 4 ops that matrix-min does not prove"),
+    RuleSet("conv4", "conv4.rules", "generated: conv world, graphs of 4 ops that conv-min does not prove"),
+    RuleSet("matrix4-min", "matrix4.min.rules", "the matrix4 set less every rule matrix-min and the others derive"),
+    RuleSet("conv4-min", "conv4.min.rules", "the conv4 set less every rule conv-min and the others derive"),
+)}
+DEFAULT_RULE_SETS = ("matrix-min", "conv-min", "epilogue")
+FULL_RULE_SETS = ("matrix", "conv", "epilogue")  # the generated sets before minimization
+
+
+@lru_cache(maxsize=16)
+def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
+    # one cache file per rule file: the e-graph's 300 minimized rules load without unpickling the
+    # full generated sets (10,470 rules, 1.5 s) that only the alpha search reads
+    key = content_key(Path(path).read_bytes())
+    memo = DiskMemo(f"parsed-rules-{key[:16]}")
+    rules = memo.get_or_compute((key, path), lambda: tuple(load_rules(path)))
+    memo.save()
+    if not rules:
+        raise ValueError(f"{path}: the rule file has no rules")
+    return rules
+
+
+def load_rule_file(path: str | Path) -> tuple[Rule, ...]:
+    """One rule file, parsed once per process (re-read if the file changed)."""
+    p = Path(path)
+    try:
+        stamp = p.stat().st_mtime_ns
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no such rule file") from None
+    return _load(str(p), stamp)
+
+
+def resolve_rule_files(names_or_paths: Sequence[str | Path] | None = None) -> list[Path]:
+    """Files for the given shipped set names or paths (the default sets when none are given)."""
+    items = list(names_or_paths) if names_or_paths else list(DEFAULT_RULE_SETS)
+    return [RULE_SETS[str(x)].path if str(x) in RULE_SETS else Path(x) for x in items]
+
+
+def default_rules(names_or_paths: Sequence[str | Path] | None = None) -> list[Rule]:
+    """The rules of the default shipped sets, or of the named sets and files, in order."""
+    out: list[Rule] = []
+    for f in resolve_rule_files(names_or_paths):
+        out.extend(load_rule_file(f))
+    return out

@@ -1,0 +1,3 @@
+"""One module per experiment or benchmark: each holds ``EXPERIMENTS``, rows that
+``eqsat-lab experiment NAME`` runs (cells, resume, outputs come from :mod:`experiments.sweep`
+and :mod:`experiments.output`), plus the cell functions those rows name."""

@@ -47,6 +47,7 @@ def test_resnet_small_alpha_misses_the_merged_conv(expander, alpha):
     assert r.stop == "queue empty"  # not a budget artefact: the queue ran dry
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: run with -m slow
 def test_resnet_alpha_15_reaches_the_merged_conv_through_a_worse_step(expander):
     r = run(expander, "resnet_block", 1.5, verify=True)
     assert r.best_us == pytest.approx(57.8, rel=0.005)
@@ -56,6 +57,7 @@ def test_resnet_alpha_15_reaches_the_merged_conv_through_a_worse_step(expander):
     assert r.verified is not None and r.verified.equal
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: run with -m slow
 def test_resnet_h100_best_is_slow_on_the_weak_device(expander):
     h100_best = run(expander, "resnet_block", 1.5).best
     weak = run(expander, "resnet_block", 1.05, device="weak")

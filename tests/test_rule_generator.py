@@ -131,6 +131,7 @@ def test_polynomial_rules_pass_the_finite_field_layer_with_a_bound():
     assert verdict.bound is not None and verdict.bound < 1e-20  # (3 / (2^31 - 1))^3
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: run with -m slow
 def test_generation_is_deterministic_and_matches_the_shipped_files():
     for world, name in ((CONV, "conv"), (MATRIX, "matrix")):
         rules, stats = generate(world, 3, seed=0, workers=2)

@@ -31,6 +31,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: run with -m slow
 def test_all_similar_starves_the_big_tasks_intensity_similarity_does_not(runs):
     rr, grad_all, grad_int = runs[("round-robin", "all")], runs[("gradient", "all")], runs[("gradient", "intensity")]
     assert set(rr.units.values()) == {4}
@@ -42,6 +43,7 @@ def test_all_similar_starves_the_big_tasks_intensity_similarity_does_not(runs):
         assert 0.8 < e2e["fraction_of_optimum"] <= 1.0 and e2e["measured_ms"] < e2e["true_ms"]
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: run with -m slow
 def test_measured_winners_are_optimistic(runs):
     rows = winners_curse(runs[("round-robin", "all")], TASKS)
     assert statistics.mean(r.optimism for r in rows) > 0.005

@@ -87,4 +87,5 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-EXPERIMENTS = (Experiment("alpha", "graphs expanded and final cost against α", _add_arguments, _run),)
+EXPERIMENTS = (Experiment("alpha", "graphs expanded and final cost against α", _add_arguments, _run,
+                          outputs=("alpha.csv", "alpha.json", "alpha.png")),)

@@ -123,4 +123,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = (Experiment("hardware", "best graph per device and the penalty of running it elsewhere",
-                          _add_arguments, _run),)
+                          _add_arguments, _run, outputs=("hardware.csv", "hardware.json", "hardware.png")),)

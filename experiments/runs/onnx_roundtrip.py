@@ -232,5 +232,6 @@ EXPERIMENTS = (
         "every benchmark model exported to ONNX, imported, optimized, exported, checked in onnxruntime",
         _add_arguments,
         _run,
+        outputs=("onnx.csv", "onnx.json", "models/<model>.onnx", "models/<model>.<search>.onnx"),
     ),
 )

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES
+
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
 
@@ -107,14 +109,13 @@ def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-def device_help(default: str = "h100") -> str:
-    from eqsat.cost.devices import DEVICES
+def device_help(default: str = DEFAULT_DEVICE) -> str:
+    measured = ", ".join(f"{d.name}[:threads] ({d.note})" for d in MEASURED_DEVICES.values())
+    return f"roofline device: {', '.join(DEVICES)} or a .json profile; or measured on this machine: {measured} " \
+           f"(default {default})"
 
-    return (f"roofline device: {', '.join(DEVICES)} or a .json profile; or ort-cpu[:threads], measured on this "
-            f"machine in onnxruntime (default {default})")
 
-
-def add_device(p: argparse.ArgumentParser, default: str = "h100") -> None:
+def add_device(p: argparse.ArgumentParser, default: str = DEFAULT_DEVICE) -> None:
     p.add_argument("--device", default=default, help=device_help(default))
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from eqsat.cost.devices import DEFAULT_DEVICE
+
 if TYPE_CHECKING:
     from eqsat.ir.graph import Graph
     from eqsat.search import Search, SearchResult
@@ -107,16 +109,18 @@ def result_row(result: SearchResult, graph: Graph, prepare_s: float = 0.0) -> di
     return row
 
 
-def search_graph(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                 limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], Graph]:
+def search_graph(graph: Graph, model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0,
+                 quick: bool = False, limits: Any = None,
+                 rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], Graph]:
     """One verified search of ``graph`` (``limits``: default the paper preset for ``model``, or the
     smoke preset with ``quick``; ``rule_sets``: default the search's own): the row and the best graph."""
     row, result = search_result(graph, model, search, device, seed, quick, limits, rule_sets)
     return row, result.best
 
 
-def search_result(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                  limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
+def search_result(graph: Graph, model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0,
+                  quick: bool = False, limits: Any = None,
+                  rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
     """:func:`search_graph`, with the whole verified result (its work record) instead of the best graph."""
     from eqsat.cost.roofline import cost_model
     from eqsat.rules.rulesets import default_rules
@@ -130,7 +134,7 @@ def search_result(graph: Graph, model: str, search: str, device: str = "h100", s
     return result_row(result, graph, prepare_s) | {"model": model}, result
 
 
-def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
+def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
                nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
                time_limit: float | str | None = "paper", rules: str | None = None) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import DEFAULT_DEVICE
 from eqsat.cost.roofline import cost_model
-from eqsat.egraph import EGraphSearch
 from eqsat.egraph.limits import Limits
 from eqsat.models import build
 from eqsat.rules.rulesets import default_rules
@@ -22,14 +22,15 @@ from experiments.command import split_list
 from experiments.output import write_table
 from experiments.runs.compare import COMPARE_MODELS as MODELS
 from experiments.runs.compare import check_models
+from experiments.searches import EGRAPH, get_search
 
 UNCAPPED_NODES, UNCAPPED_SECONDS = 10**9, 3600.0
 
 
 def run_one(model: str, nodes: int, seconds: float, k_multi: int) -> dict[str, Any]:
-    search = EGraphSearch()
+    search = get_search(EGRAPH)
     limits = Limits(iterations=100, nodes=nodes, seconds=seconds, k_multi=k_multi, extract="greedy")
-    result = search.run(build(model), default_rules(search.default_rule_sets), cost_model("h100"), limits)
+    result = search.run(build(model), default_rules(search.default_rule_sets), cost_model(DEFAULT_DEVICE), limits)
     enodes, took = result.work.enodes, result.timings["saturate"]
     capped_nodes = nodes < UNCAPPED_NODES
     over = (enodes / nodes - 1) if capped_nodes else (took / seconds - 1)

@@ -23,6 +23,7 @@ from typing import Any
 from experiments.command import split_list
 from experiments.output import write_table
 from experiments.runs.compare import check_models
+from experiments.searches import EGRAPH
 
 TARGETS_S = {"squeezenet": 2.0, "bert": 3.0}
 
@@ -30,7 +31,7 @@ TARGETS_S = {"squeezenet": 2.0, "bert": 3.0}
 def one_run(model: str, json_path: Path) -> tuple[float, dict[str, float]]:
     """Wall seconds of one optimize process, and its phase report."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "experiments.cli", "optimize", model, "--search", "eqsat",
+    done = subprocess.run([sys.executable, "-m", "experiments.cli", "optimize", model, "--search", EGRAPH,
                            "--json", str(json_path)], capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -62,7 +63,7 @@ def run(models: Sequence[str], runs: int, out: Path) -> list[dict[str, Any]]:
               f"target {target if target is not None else '-'}: "
               + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()), flush=True)
     write_table(out, "bench_walltime", rows,
-                {"command": "eqsat-lab optimize MODEL --search eqsat", "unit": "wall seconds"})
+                {"command": f"eqsat-lab optimize MODEL --search {EGRAPH}", "unit": "wall seconds"})
     return rows
 
 

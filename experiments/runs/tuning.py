@@ -262,13 +262,14 @@ def compare_tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[
     """Triton's 24 configs (measured once; their best after every checkpoint), AutoTVM in a
     template space without rfactor, or Ansor."""
     from autotune.ansor import Ansor
-    from autotune.autotvm import AutoTVM
+    from autotune.autotvm import AUTOTVM_PRESETS, AutoTVM
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
     from autotune.tuners import TritonAutotune
     from autotune.workload import SHAPES
 
-    make = {"triton": TritonAutotune, "autotvm-no-rfactor": lambda: AutoTVM(no_rfactor=True), "ansor": Ansor}[tuner]
+    make = {"triton": TritonAutotune, "autotvm-no-rfactor": lambda: AutoTVM(AUTOTVM_PRESETS["autotvm-no-rfactor"]),
+            "ansor": Ansor}[tuner]
     r = make().tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
     return {
         "tuner": tuner,

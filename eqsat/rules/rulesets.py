@@ -50,8 +50,8 @@ FULL_RULE_SETS = ("matrix", "conv", EPILOGUE)  # the generated sets before minim
 
 @lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
-    # one cache file per rule file: the e-graph's 300 minimized rules load without unpickling the
-    # full generated sets (10,470 rules, 1.5 s) that only the alpha search reads
+    # one cache file per rule file: the e-graph's minimized rules load without unpickling the full
+    # generated sets, which only the alpha search reads
     key = content_key(Path(path).read_bytes())
     memo = DiskMemo(f"parsed-rules-{key[:16]}")
     rules = memo.get_or_compute((key, path), lambda: tuple(load_rules(path)))

@@ -3,8 +3,8 @@ rulegen|soundness|walltime``.
 
 Each row's code is its own ``bench_*`` module; the row names it with :func:`lazy`, because the
 CLI reads every row to build its parser and those modules import the rule generator, the
-verifier and the ILP solvers (about 1 s at start-up, which every ``eqsat-lab`` command would
-pay). The options and the output files are here, as data.
+verifier and the ILP solvers, which would slow the start of every ``eqsat-lab`` command. The
+options and the output files are here, as data.
 """
 from __future__ import annotations
 

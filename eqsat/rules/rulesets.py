@@ -49,10 +49,9 @@ FULL_RULE_SETS = ("matrix", "conv", EPILOGUE)  # the generated sets before minim
 
 
 @lru_cache(maxsize=16)
-def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
+def _load(path: str, key: str) -> tuple[Rule, ...]:
     # one cache file per rule file: the e-graph's minimized rules load without unpickling the full
     # generated sets, which only the alpha search reads
-    key = content_key(Path(path).read_bytes())
     memo = DiskMemo(f"parsed-rules-{key[:16]}")
     rules = memo.get_or_compute((key, path), lambda: tuple(load_rules(path)))
     memo.save()
@@ -62,13 +61,14 @@ def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
 
 
 def load_rule_file(path: str | Path) -> tuple[Rule, ...]:
-    """One rule file, parsed once per process (re-read if the file changed)."""
+    """One rule file, parsed once per process and content (keyed by its bytes, not its
+    modification time, which two quick writes can share: commands read users' files here too)."""
     p = Path(path)
     try:
-        stamp = p.stat().st_mtime_ns
+        data = p.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{p}: no such rule file") from None
-    return _load(str(p), stamp)
+    return _load(str(p), content_key(data))
 
 
 def resolve_rule_files(names_or_paths: Sequence[str | Path] | None = None) -> list[Path]:

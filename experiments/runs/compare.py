@@ -158,12 +158,15 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     for k, s in enumerate(PAIR):
         xs = [i + (k - 0.5) * w for i in x]
         ax1.bar(xs, [r[f"{s}_speedup_pct"] for r in rows], w, label=SEARCHES[s].label)
-        ax2.bar(xs, [r[f"{s}_s"] for r in rows], w)
+        bars = ax2.bar(xs, [r[f"{s}_s"] for r in rows], w)
+        for bar, r in zip(bars, rows):
+            if r[f"{s}_time_limit"]:
+                bar.set_hatch("//")  # stopped at its time limit, as the tables' T
     ax1.set_ylabel("speedup over input (%)")
     ax1.legend(fontsize=8)
     ax1.set_title(title, fontsize=10)
     ax2.set_yscale("log")
-    ax2.set_ylabel("search seconds (log)")
+    ax2.set_ylabel("search seconds (log; hatched: time limit)")
     ax2.set_xticks(x, [r["model"] for r in rows], rotation=30, ha="right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

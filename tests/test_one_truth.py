@@ -3,6 +3,7 @@ callers ask a cost model only through the CostModel interface; rules load throug
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 from eqsat.cost.devices import DEVICES, MEASURED_DEVICES
@@ -32,7 +33,9 @@ ALLOWED = {  # (file, literal): why the same string there is not a second regist
 }
 
 
+@cache
 def sources() -> list[tuple[str, ast.Module]]:
+    """Every module of the packages, parsed once for all the checks."""
     return [(str(p.relative_to(ROOT)), ast.parse(p.read_text(), str(p)))
             for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
 

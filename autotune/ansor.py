@@ -26,6 +26,8 @@ Ablation variants share the interface:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -88,29 +90,60 @@ def random_annotation(sketches: list[Sketch], pool: np.ndarray, n: int, rng: np.
     return np.array(out, dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class AnsorConfig:
+    """Ansor's settings as one value (checked when made): ``variant`` selects an ablation,
+    ``prior`` one of :data:`PRIORS`, ``novelty`` the ranking bonus per knob of distance to the
+    measured programs (in the model's score units: log time with the prior)."""
+
+    variant: str = "full"
+    batch: int = 64
+    population: int = 2048
+    generations: int = 4
+    mutation_prob: float = 0.85
+    measured_fraction: float = 0.2
+    epsilon: float = 0.05
+    beam_width: int = 64
+    samples_per_batch: int = 1280
+    lines: int = 4
+    niche: tuple[str, ...] = ("num_warps",)
+    prior: str = "analytic"
+    novelty: float = 0.01
+    space: Space = SPACE
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"unknown Ansor variant {self.variant!r}; choose from {', '.join(VARIANTS)}")
+        if self.prior not in PRIORS:
+            raise ValueError(f"unknown prior {self.prior!r}; choose from {', '.join(PRIORS)}")
+        if self.novelty < 0:
+            raise ValueError(f"novelty must be at least 0, got {self.novelty}")
+        object.__setattr__(self, "novelty", float(self.novelty))
+
+    @property
+    def name(self) -> str:
+        return ("ansor" if self.variant == "full" else f"ansor-{self.variant}") + (
+            "-no-prior" if self.prior == "none" else "")
+
+
+ANSOR_PRESETS: dict[str, AnsorConfig] = {c.name: c for c in (
+    AnsorConfig(), AnsorConfig(prior="none"), *(AnsorConfig(variant=v) for v in VARIANTS if v != "full"))}
+"""Named settings, by the tuner name each gives: ``ansor``, ``ansor-no-prior`` and one per ablation."""
+
+
 class Ansor(IncrementalTuner):
-    """Sketch-based tuner on the common interface; ``variant`` selects an ablation, ``prior`` one
-    of :data:`PRIORS`, ``novelty`` the ranking bonus per knob of distance to the measured programs
-    (in the model's score units: log time with the prior)."""
+    """Sketch-based tuner on the common interface, set by an :class:`AnsorConfig` (a preset of
+    :data:`ANSOR_PRESETS`, or the default) with any of its fields overridden by keyword."""
 
     name = "ansor"
 
-    def __init__(self, variant: str = "full", batch: int = 64, population: int = 2048, generations: int = 4,
-                 mutation_prob: float = 0.85, measured_fraction: float = 0.2, epsilon: float = 0.05,
-                 beam_width: int = 64, samples_per_batch: int = 1280, lines: int = 4,
-                 niche: tuple[str, ...] = ("num_warps",), prior: str = "analytic", novelty: float = 0.01,
-                 space: Space = SPACE):
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown Ansor variant {variant!r}; choose from {', '.join(VARIANTS)}")
-        if prior not in PRIORS:
-            raise ValueError(f"unknown prior {prior!r}; choose from {', '.join(PRIORS)}")
-        if novelty < 0:
-            raise ValueError(f"novelty must be at least 0, got {novelty}")
-        self.variant, self.batch, self.population, self.generations = variant, batch, population, generations
-        self.mutation_prob, self.measured_fraction, self.epsilon = mutation_prob, measured_fraction, epsilon
-        self.beam_width, self.samples_per_batch, self.space = beam_width, samples_per_batch, space
-        self.lines, self.niche, self.prior, self.novelty = lines, niche, prior, float(novelty)
-        self.name = ("ansor" if variant == "full" else f"ansor-{variant}") + ("-no-prior" if prior == "none" else "")
+    def __init__(self, config: AnsorConfig = AnsorConfig(), **overrides: Any):
+        self.config = c = replace(config, **overrides)
+        self.variant, self.batch, self.population, self.generations = c.variant, c.batch, c.population, c.generations
+        self.mutation_prob, self.measured_fraction, self.epsilon = c.mutation_prob, c.measured_fraction, c.epsilon
+        self.beam_width, self.samples_per_batch, self.space = c.beam_width, c.samples_per_batch, c.space
+        self.lines, self.niche, self.prior, self.novelty = c.lines, c.niche, c.prior, c.novelty
+        self.name = c.name
 
     def start(self, workload: Workload, seed: int = 0) -> AnsorSession:
         return AnsorSession(self, workload, seed)

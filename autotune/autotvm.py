@@ -12,9 +12,9 @@ margin of the local one.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,27 +106,58 @@ def diverse_pick(candidates: np.ndarray, scores: np.ndarray, k: int, space: Spac
     return candidates[chosen]
 
 
+@dataclass(frozen=True)
+class AutoTVMConfig:
+    """AutoTVM's settings as one value (checked when made); ``transfer`` is a tuple of record
+    files, ``no_rfactor`` a template space without split-K (as AutoTVM's matmul templates),
+    ``restart_from_best`` the chains restarted at the best measured configs each batch."""
+
+    features: str = "program"
+    objective: str = "rank"
+    plan_size: int = 64
+    n_chains: int = 128
+    sa_steps: int = 500
+    early_stop: int = 50
+    epsilon: float = 0.05
+    diversity: bool = False
+    diversity_ratio: int = 3
+    transfer: tuple[str | Path, ...] = ()
+    space: Space = SPACE
+    temperature: tuple[float, float] = (1.0, 0.0)
+    no_rfactor: bool = False
+    restart_from_best: int = 0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.epsilon <= 1:
+            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
+        object.__setattr__(self, "transfer", tuple(self.transfer))
+
+
+AUTOTVM_PRESETS: dict[str, AutoTVMConfig] = {
+    "autotvm": AutoTVMConfig(),
+    "autotvm-b16": AutoTVMConfig(plan_size=16, restart_from_best=16),
+    "autotvm-no-rfactor": AutoTVMConfig(no_rfactor=True),
+}
+"""Named settings: AutoTVM as published; refitting every 16 measurements with 16 chains restarted
+each batch at the best measured configs (Ansor seeds its evolution the same way); without split-K."""
+
+
 class AutoTVM(IncrementalTuner):
-    """Model-guided tuner on the common interface (see the module docstring)."""
+    """Model-guided tuner on the common interface (see the module docstring), set by an
+    :class:`AutoTVMConfig` (a preset of :data:`AUTOTVM_PRESETS`, or the default) with any of its
+    fields overridden by keyword."""
 
     name = "autotvm"
 
-    def __init__(self, features: str = "program", objective: str = "rank", plan_size: int = 64, n_chains: int = 128,
-                 sa_steps: int = 500, early_stop: int = 50, epsilon: float = 0.05, diversity: bool = False,
-                 diversity_ratio: int = 3, transfer: Sequence[str | Path] = (), space: Space = SPACE,
-                 temperature: tuple[float, float] = (1.0, 0.0), no_rfactor: bool = False,
-                 restart_from_best: int = 0, seed: int | None = None):
-        if not 0 <= epsilon <= 1:
-            raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-        self.features, self.objective, self.plan_size = features, objective, plan_size
-        self.n_chains, self.sa_steps, self.early_stop, self.epsilon = n_chains, sa_steps, early_stop, epsilon
-        self.diversity, self.diversity_ratio, self.space = diversity, diversity_ratio, space
-        self.transfer = tuple(transfer)
-        self.temperature = temperature
-        self.no_rfactor = no_rfactor  # a template space without split-K (as AutoTVM's matmul templates)
-        self.restart_from_best = restart_from_best  # chains restarted at the best measured configs per batch
-        self.seed = seed
-        self.name = "autotvm" + ("-no-rfactor" if no_rfactor else "")
+    def __init__(self, config: AutoTVMConfig = AutoTVMConfig(), **overrides: Any):
+        self.config = c = replace(config, **overrides)
+        self.features, self.objective, self.plan_size = c.features, c.objective, c.plan_size
+        self.n_chains, self.sa_steps, self.early_stop, self.epsilon = c.n_chains, c.sa_steps, c.early_stop, c.epsilon
+        self.diversity, self.diversity_ratio, self.space = c.diversity, c.diversity_ratio, c.space
+        self.transfer, self.temperature = c.transfer, c.temperature
+        self.no_rfactor, self.restart_from_best, self.seed = c.no_rfactor, c.restart_from_best, c.seed
+        self.name = "autotvm" + ("-no-rfactor" if c.no_rfactor else "")
         self.overhead = Overhead()
 
     # ------------------------------------------------------------------ transfer

@@ -25,11 +25,10 @@ def _ansor(**kwargs: Any) -> Any:
 
 
 def _autotvm_b16(**kwargs: Any) -> Any:
-    """AutoTVM refitting every 16 measurements, with 16 annealing chains restarted each batch at
-    the best measured configs (Ansor seeds its evolution the same way)."""
-    from autotune.autotvm import AutoTVM
+    """AutoTVM's ``autotvm-b16`` preset (:data:`autotune.autotvm.AUTOTVM_PRESETS`)."""
+    from autotune.autotvm import AUTOTVM_PRESETS, AutoTVM
 
-    return AutoTVM(**({"plan_size": 16, "restart_from_best": 16} | kwargs))
+    return AutoTVM(AUTOTVM_PRESETS["autotvm-b16"], **kwargs)
 
 
 def _robust(**kwargs: Any) -> Any:

@@ -48,6 +48,9 @@ Every choice is seeded by ``start(workload, seed)``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
 from autotune.analytic import estimate_us
@@ -63,8 +66,10 @@ PRIORS = ("analytic", "none")
 ``none``: they rank configs from the measurements alone."""
 
 
-class RobustTuner(IncrementalTuner):
-    """See the module docstring. ``first``: size of the space-filling first batch; ``ensemble``:
+@dataclass(frozen=True)
+class RobustConfig:
+    """The robust tuner's settings as one value (checked when made). ``first``: size of the
+    space-filling first batch; ``ensemble``:
     models per fit; ``kappa``: weight of the ensemble's spread; ``local``: share of each batch
     spent near the best measured configs, on configs at most ``radius`` knobs from one of them;
     ``prior``: one of :data:`PRIORS` (with
@@ -74,27 +79,54 @@ class RobustTuner(IncrementalTuner):
     the ensemble, with the prior only; ``novelty``: score bonus per knob of distance to the
     nearest measured config."""
 
+    batch: int = 16
+    first: int = 32
+    ensemble: int = 4
+    kappa: float = 1.0
+    local: float = 0.25
+    top_measured: int = 4
+    features: str = "program"
+    n_estimators: int = 60
+    objective: str = "rank"
+    prior: str = "analytic"
+    per_family: int = 2
+    additive: int = 2
+    ridge: float = 0.1
+    novelty: float = 0.03
+    radius: int = 2
+    space: Space = SPACE
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.local <= 1:
+            raise ValueError(f"local must be in [0, 1], got {self.local}")
+        if self.prior not in PRIORS:
+            raise ValueError(f"unknown prior {self.prior!r}; choose from {', '.join(PRIORS)}")
+        if self.novelty < 0:
+            raise ValueError(f"novelty must be at least 0, got {self.novelty}")
+        if self.radius < 1:
+            raise ValueError(f"radius must be at least 1, got {self.radius}")
+        if self.batch < 1 or self.first < 1 or self.ensemble < 1:
+            raise ValueError("batch, first and ensemble must be at least 1")
+
+
+ROBUST_PRESETS: dict[str, RobustConfig] = {"robust": RobustConfig(), "robust-no-prior": RobustConfig(prior="none")}
+"""Named settings: the tuner as registered, and without the datasheet prior."""
+
+
+class RobustTuner(IncrementalTuner):
+    """See the module docstring; set by a :class:`RobustConfig` (a preset of
+    :data:`ROBUST_PRESETS`, or the default) with any of its fields overridden by keyword."""
+
     name = "robust"
 
-    def __init__(self, batch: int = 16, first: int = 32, ensemble: int = 4, kappa: float = 1.0, local: float = 0.25,
-                 top_measured: int = 4, features: str = "program", n_estimators: int = 60, objective: str = "rank",
-                 prior: str = "analytic", per_family: int = 2, additive: int = 2, ridge: float = 0.1,
-                 novelty: float = 0.03, radius: int = 2, space: Space = SPACE):
-        if not 0 <= local <= 1:
-            raise ValueError(f"local must be in [0, 1], got {local}")
-        if prior not in PRIORS:
-            raise ValueError(f"unknown prior {prior!r}; choose from {', '.join(PRIORS)}")
-        if novelty < 0:
-            raise ValueError(f"novelty must be at least 0, got {novelty}")
-        if radius < 1:
-            raise ValueError(f"radius must be at least 1, got {radius}")
-        if batch < 1 or first < 1 or ensemble < 1:
-            raise ValueError("batch, first and ensemble must be at least 1")
-        self.batch, self.first, self.ensemble, self.kappa, self.local = batch, first, ensemble, kappa, local
-        self.top_measured, self.features, self.n_estimators, self.space = top_measured, features, n_estimators, space
-        self.objective, self.prior, self.per_family = objective, prior, per_family
-        self.additive, self.ridge, self.novelty, self.radius = additive, ridge, novelty, radius
-        self.plan_size = batch
+    def __init__(self, config: RobustConfig = RobustConfig(), **overrides: Any):
+        self.config = c = replace(config, **overrides)
+        self.batch, self.first, self.ensemble, self.kappa, self.local = c.batch, c.first, c.ensemble, c.kappa, c.local
+        self.top_measured, self.features, self.n_estimators, self.space = c.top_measured, c.features, \
+            c.n_estimators, c.space
+        self.objective, self.prior, self.per_family = c.objective, c.prior, c.per_family
+        self.additive, self.ridge, self.novelty, self.radius = c.additive, c.ridge, c.novelty, c.radius
+        self.plan_size = c.batch
 
     def start(self, workload: Workload, seed: int = 0) -> RobustSession:
         return RobustSession(self, workload, seed)

@@ -115,14 +115,14 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
     relative difference its prices can tell apart: 0 for a formula, the timing noise for a
     measured model): a rewrite the measurements cannot show pays is not taken. A model that can
     time whole graphs (``end_to_end_us``) decides on the two graphs timed end to end."""
-    resolution = getattr(cost_model, "resolution", 0.0)
+    resolution = cost_model.resolution
     if resolution <= 0 or result.best == graph:
         return result
-    timer = getattr(cost_model, "end_to_end_us", None)
-    before, after = timer(graph, result.best) if timer else (result.original_us, result.best_us)
-    basis = "measured end to end" if timer else "priced"
+    timed = cost_model.end_to_end_us(graph, result.best)
+    before, after = timed if timed is not None else (result.original_us, result.best_us)
+    basis = "measured end to end" if timed is not None else "priced"
     if after < before * (1 - resolution):
-        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if timer else result
+        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if timed is not None else result
     return replace(result, best=graph, best_us=result.original_us,
                    stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, not faster by the cost "
                         f"model's resolution ({resolution:.0%})")

@@ -8,6 +8,7 @@ experiment is adding an ``Experiment`` row to an experiment module listed in
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
@@ -16,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -31,7 +34,26 @@ class Command:
     run: Run
 
 
-Experiment = Command  # an experiment is a row of the same shape under `eqsat-lab experiment`
+@dataclass(frozen=True)
+class Experiment:
+    """One ``eqsat-lab experiment`` entry: a command row plus the files it writes into ``--out``
+    (``<model>``-style parts stand for one file per value), which ``experiment --list`` prints."""
+
+    name: str
+    help: str
+    add_arguments: AddArguments
+    run: Run
+    outputs: tuple[str, ...] = ()
+
+
+def lazy(fn: str) -> Run:
+    """A ``run`` that imports ``"module:function"`` only when called, so a row whose code imports
+    heavy modules costs the CLI's start-up nothing (building the parser reads every row)."""
+    def run(args: argparse.Namespace) -> int:
+        module, _, name = fn.partition(":")
+        return getattr(importlib.import_module(module), name)(args)
+    run.__qualname__ = f"lazy({fn})"
+    return run
 
 
 def dispatched_by_subcommand(args: argparse.Namespace) -> int:  # pragma: no cover - never called
@@ -39,9 +61,10 @@ def dispatched_by_subcommand(args: argparse.Namespace) -> int:  # pragma: no cov
     raise AssertionError("a subcommand always sets its own run")
 
 
-def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command], dest: str) -> None:
+def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command | Experiment], dest: str,
+                    required: bool = True) -> None:
     """One subparser per row, with the row's help and arguments, dispatching to its ``run``."""
-    sub = parser.add_subparsers(dest=dest, required=True, metavar="{" + ",".join(r.name for r in rows) + "}")
+    sub = parser.add_subparsers(dest=dest, required=required, metavar="{" + ",".join(r.name for r in rows) + "}")
     for row in rows:
         p = sub.add_parser(row.name, help=row.help, description=row.help)
         row.add_arguments(p)
@@ -86,14 +109,13 @@ def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-def device_help(default: str = "h100") -> str:
-    from eqsat.cost.devices import DEVICES
+def device_help(default: str = DEFAULT_DEVICE) -> str:
+    measured = ", ".join(f"{d.name}[:threads] ({d.note})" for d in MEASURED_DEVICES.values())
+    return f"roofline device: {', '.join(DEVICES)} or a .json profile; or measured on this machine: {measured} " \
+           f"(default {default})"
 
-    return (f"roofline device: {', '.join(DEVICES)} or a .json profile; or ort-cpu[:threads], measured on this "
-            f"machine in onnxruntime (default {default})")
 
-
-def add_device(p: argparse.ArgumentParser, default: str = "h100") -> None:
+def add_device(p: argparse.ArgumentParser, default: str = DEFAULT_DEVICE) -> None:
     p.add_argument("--device", default=default, help=device_help(default))
 
 

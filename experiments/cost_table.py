@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from eqsat.cost.devices import REFERENCE_DEVICES
 from eqsat.cost.roofline import RooflineCost
 from eqsat.models import MODELS, build
 
@@ -69,7 +70,7 @@ def write_outputs(rows: Sequence[CostRow], out: Path) -> None:
     (out / "cost_table.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
 
 
-def run(models: Iterable[str] | None = None, devices: Sequence[str] = ("h100", "weak"),
+def run(models: Iterable[str] | None = None, devices: Sequence[str] = REFERENCE_DEVICES,
         out: Path | None = None, progress: bool = True) -> list[CostRow]:
     rows = cost_rows(models or MODELS, devices, progress)
     print(format_table(rows))

@@ -10,23 +10,39 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from eqsat.cost.devices import DEFAULT_DEVICE
 
 if TYPE_CHECKING:
     from eqsat.ir.graph import Graph
     from eqsat.search import Search, SearchResult
 
-# name -> "module:class"; imported on first use, so listing the names costs nothing
-SEARCHES: dict[str, str] = {"taso": "taso_baseline.search:AlphaSearch", "eqsat": "eqsat.egraph.optimize:EGraphSearch"}
+ALPHA, EGRAPH = "taso", "eqsat"  # the names callers use; each class's ``name`` is the same string
+
+
+@dataclass(frozen=True)
+class SearchRow:
+    """A registered search: its class as ``"module:class"`` (imported on first use, so listing the
+    names costs nothing) and the label reports print."""
+
+    target: str
+    label: str
+
+
+SEARCHES: dict[str, SearchRow] = {
+    ALPHA: SearchRow("taso_baseline.search:AlphaSearch", "TASO α search"),
+    EGRAPH: SearchRow("eqsat.egraph.optimize:EGraphSearch", "TENSAT e-graph"),
+}
 
 
 @cache
 def get_search(name: str) -> Search:
     """The registered search ``name`` (one instance per process), or a clear error listing them."""
     try:
-        module, cls = SEARCHES[name].split(":")
+        module, cls = SEARCHES[name].target.split(":")
     except KeyError:
         raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}") from None
     return getattr(importlib.import_module(module), cls)()
@@ -70,7 +86,7 @@ def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
     if key not in _PREPARED:
         t0 = time.perf_counter()
         rules = default_rules(rule_sets or get_search(search).default_rule_sets)
-        if search == "eqsat":
+        if search == EGRAPH:
             compile_rules(rules, multi=True)
             for rule in rules:
                 rule_signatures(rule, False)  # the exact key relevant_rules uses
@@ -93,16 +109,18 @@ def result_row(result: SearchResult, graph: Graph, prepare_s: float = 0.0) -> di
     return row
 
 
-def search_graph(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                 limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], Graph]:
+def search_graph(graph: Graph, model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0,
+                 quick: bool = False, limits: Any = None,
+                 rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], Graph]:
     """One verified search of ``graph`` (``limits``: default the paper preset for ``model``, or the
     smoke preset with ``quick``; ``rule_sets``: default the search's own): the row and the best graph."""
     row, result = search_result(graph, model, search, device, seed, quick, limits, rule_sets)
     return row, result.best
 
 
-def search_result(graph: Graph, model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
-                  limits: Any = None, rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
+def search_result(graph: Graph, model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0,
+                  quick: bool = False, limits: Any = None,
+                  rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
     """:func:`search_graph`, with the whole verified result (its work record) instead of the best graph."""
     from eqsat.cost.roofline import cost_model
     from eqsat.rules.rulesets import default_rules
@@ -116,7 +134,7 @@ def search_result(graph: Graph, model: str, search: str, device: str = "h100", s
     return result_row(result, graph, prepare_s) | {"model": model}, result
 
 
-def run_search(model: str, search: str, device: str = "h100", seed: int = 0, quick: bool = False,
+def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
                nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
                time_limit: float | str | None = "paper", rules: str | None = None) -> dict[str, Any]:
@@ -126,7 +144,7 @@ def run_search(model: str, search: str, device: str = "h100", seed: int = 0, qui
     from eqsat.models import build
 
     engine = get_search(search)
-    if search == "taso":
+    if search == ALPHA:
         limits = limits_for(engine, model, quick, alpha=alpha, budget=budget)
         if time_limit != "paper":
             limits = replace(limits, time_limit=time_limit)

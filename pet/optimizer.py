@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from eqsat.cost.devices import Device
+from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
 from eqsat.ir.graph import Graph
 from pet.programs import ConvProblem, candidates
@@ -77,7 +77,7 @@ class Plan:
 
 def beam_search(
     layers: Sequence[ConvProblem],
-    device: str | Device = "h100",
+    device: str | Device = DEFAULT_DEVICE,
     beam_width: int = 4,
     depth: int | None = None,
     max_candidates: int = 8,

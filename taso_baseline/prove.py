@@ -22,8 +22,8 @@ from typing import Any
 
 from eqsat.errors import EqsatError
 from eqsat.rules.pattern import App, Arith, Dim, Pattern, Var, tensor_vars
-from eqsat.rules.rulefile import Rule, load_rules
-from eqsat.rules.rulesets import RULES_DIR
+from eqsat.rules.rulefile import Rule
+from eqsat.rules.rulesets import RULES_DIR, default_rules
 
 AXIOMS_PATH = RULES_DIR / "axioms.rules"
 
@@ -103,7 +103,7 @@ class Prover:
         self.functions: dict[tuple[str, str, int], Any] = {}
         self.size_axioms: list[Any] = []
         self.seconds = seconds
-        self.axioms = list(load_rules(AXIOMS_PATH) if axioms is None else axioms)
+        self.axioms = list(default_rules([AXIOMS_PATH]) if axioms is None else axioms)
         self.formulas = [self._axiom(a) for a in self.axioms]
 
     def _function(self, p: App) -> Any:
@@ -187,5 +187,5 @@ def _has_size(value: Any) -> bool:
 
 def prove_rules(rules: Sequence[Rule], axioms_path: str | Path | None = None, seconds: float = 2.0) -> list[Proof]:
     """A :class:`Proof` for every rule (the axioms from ``axioms_path`` or the shipped file)."""
-    prover = Prover(load_rules(axioms_path) if axioms_path else None, seconds)
+    prover = Prover(default_rules([axioms_path]) if axioms_path else None, seconds)
     return [prover.prove(r) for r in rules]

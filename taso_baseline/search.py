@@ -23,7 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from eqsat.cost.devices import Device
+from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
@@ -154,7 +154,7 @@ class Expander:
                 yield move.name, move.replacement
 
 
-def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | Device | CostModel = "h100",
+def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | Device | CostModel = DEFAULT_DEVICE,
                  limits: AlphaLimits = AlphaLimits(), *, progress: bool = False,
                  expander: Expander | None = None) -> SearchResult:
     """TASO's α-backtracking search from ``graph`` (see the module docstring); unverified (see

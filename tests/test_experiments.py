@@ -22,31 +22,67 @@ def _cells(n: int) -> list[Cell]:
 
 
 def test_compare_quick_smoke(tmp_path, capsys):
-    """The CI smoke run: both searches on two small models, every output file, verified results."""
+    """The CI smoke run: both searches on two small models, on their own rules and on the same
+    rules, every output file, verified results."""
     assert main(["compare", "--quick", "--models", "qkv,lora", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "geometric mean of the search-time ratio" in text
-    rows = list(csv.DictReader(open(tmp_path / "compare.csv")))
-    assert [r["model"] for r in rows] == ["qkv", "lora"]
-    data = json.loads((tmp_path / "compare.json").read_text())
-    assert {r["search"] for r in data["runs"]} == {"taso", "eqsat"}
-    assert all(r["verified"] for r in data["runs"])
-    for row in data["rows"]:
-        assert row["eqsat_us"] <= row["original_us"] + 1e-9 and row["taso_us"] <= row["original_us"] + 1e-9
-        assert row["eqsat_not_worse"]
-    lora = next(r for r in data["rows"] if r["model"] == "lora")
-    assert lora["eqsat_us"] == pytest.approx(21.4, rel=0.005)  # the e-graph needs no α to climb
-    assert (tmp_path / "compare.png").stat().st_size > 10_000
+    assert "Table 1 of 2 (compare), device h100: each search on its own default rules" in text
+    assert "TASO α search (taso): matrix conv epilogue (" in text
+    assert "Table 2 of 2 (compare_same_rules), device h100: both searches on the same rules" in text
+    assert "TASO α search (taso): matrix-min conv-min epilogue (296 rules)" in text
+    assert text.count("geometric mean of the search-time ratio") == 2
+    assert text.count("best cost, eqsat against taso: better on 1, equal on 1, worse on 0 of 2 models") == 2
+    for stem, taso_rules in (("compare", None), ("compare_same_rules", "matrix-min,conv-min,epilogue")):
+        rows = list(csv.DictReader(open(tmp_path / f"{stem}.csv")))
+        assert [r["model"] for r in rows] == ["qkv", "lora"]
+        data = json.loads((tmp_path / f"{stem}.json").read_text())
+        assert {r["search"] for r in data["runs"]} == {"taso", "eqsat"}
+        assert [r.get("rules") for r in data["runs"] if r["search"] == "taso"] == [taso_rules] * 2
+        assert all(r["verified"] for r in data["runs"])
+        assert data["geomean_time_ratio"] > 0 and data["time_limit_cells"] == 0
+        for row in data["rows"]:
+            assert row["eqsat_us"] <= row["original_us"] + 1e-9 and row["taso_us"] <= row["original_us"] + 1e-9
+        lora = next(r for r in data["rows"] if r["model"] == "lora")
+        assert lora["eqsat_us"] == pytest.approx(21.4, rel=0.005)  # the e-graph needs no α to climb
+        assert lora["eqsat_vs_taso"] == "better"
+        assert (tmp_path / f"{stem}.png").stat().st_size > 10_000
+    # the e-graph reads its own rules in both tables: one cell, run once
+    assert len(list((tmp_path / "cells" / "compare").glob("*.json"))) == 6
+
+
+def test_compare_marks_time_limits_and_counts_best_costs():
+    from experiments.runs.compare import format_table, row_from, summary, tables
+
+    def run(search, us, seconds, stop):
+        return {"search": search, "ops": 3, "original_us": 10.0, "best_us": us, "speedup_pct": 0.0,
+                "search_s": seconds, "stop": stop, "verified": True}
+
+    rows = [row_from("a", {"taso": run("taso", 8.0, 4.0, "time limit"), "eqsat": run("eqsat", 7.0, 1.0, "saturated")}),
+            row_from("b", {"taso": run("taso", 8.0, 1.0, "budget"), "eqsat": run("eqsat", 8.0, 4.0, "saturated")}),
+            row_from("c", {"taso": run("taso", 6.0, 2.0, "budget"),
+                           "eqsat": run("eqsat", 7.0, 2.0, "hard time limit (iteration 3 overran)")})]
+    s = summary(rows)
+    assert (s["better"], s["equal"], s["worse"], s["time_limit_cells"]) == (1, 1, 1, 2)
+    assert s["geomean_time_ratio"] == pytest.approx(1.0)
+    own = tables()[0]
+    text = format_table(own, 1, rows, "h100", {own.rules["taso"] or ("matrix", "conv", "epilogue"): 1,
+                                               ("matrix-min", "conv-min", "epilogue"): 1})
+    lines = {line.split()[0]: line for line in text.splitlines()}
+    assert "4.00 T" in lines["a"] and "1.00 T" not in lines["a"] and lines["a"].endswith("better")
+    assert "2.00 T" in lines["c"] and lines["c"].endswith("worse") and " T" not in lines["b"]
+    assert "better on 1, equal on 1, worse on 1 of 3 models" in text and "(2 cells)" in text
 
 
 def test_compare_runs_both_searches_on_the_rule_sets_named(tmp_path, capsys):
-    """``--rules`` gives both searches the same sets (each run records them); an unknown set is one
-    clear error before any cell runs."""
+    """``--rules`` gives both searches the same sets in the second table (each run records them);
+    the first stays each search on its own; an unknown set is one clear error before any cell runs."""
     assert main(["compare", "--quick", "--models", "qkv", "--rules", "matrix-min", "epilogue", "matrix4-min",
                  "--out", str(tmp_path / "k4")]) == 0
-    runs = json.loads((tmp_path / "k4" / "compare.json").read_text())["runs"]
+    runs = json.loads((tmp_path / "k4" / "compare_same_rules.json").read_text())["runs"]
     assert {r["search"] for r in runs} == {"taso", "eqsat"}
     assert all(r["rules"] == "matrix-min,epilogue,matrix4-min" and r["verified"] for r in runs)
+    own = json.loads((tmp_path / "k4" / "compare.json").read_text())["runs"]
+    assert all("rules" not in r for r in own)
     capsys.readouterr()
     assert main(["compare", "--quick", "--rules", "matrix9", "--out", str(tmp_path / "bad")]) == 2
     assert "matrix9" in capsys.readouterr().err and not (tmp_path / "bad").exists()

@@ -5,7 +5,7 @@ exit 0, or in exit 2 with one line on stderr that names the input; never a trace
 exit 3 (an internal error), never a partial output file. Optimized graphs must be equivalent
 (each search's own final check; ONNX files are re-run in onnxruntime here). The number of
 examples scales with ``EQSAT_FUZZ_SCALE`` (default 1: a CI-sized run; the nightly run is
-``python -m experiments.runs.bench_fuzz``).
+``eqsat-lab experiment fuzz``).
 """
 from __future__ import annotations
 

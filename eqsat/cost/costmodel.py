@@ -50,9 +50,11 @@ class CostReport:
 
 
 class CostModel(Protocol):
-    """What the searches need from a cost model (roofline or measured): a name for reports, the
-    price of one op from its signature (the e-graph extractor has no nodes, only shapes), of a
-    node, and of a whole graph."""
+    """Everything a search or a command asks of a cost model (roofline or measured): a name for
+    reports, the price of one op from its signature (the e-graph extractor has no nodes, only
+    shapes), of a node and of a whole graph, and what only a model of a real runtime can answer
+    (``end_to_end_us``, ``latency_us``: None from a formula). Callers use these members and
+    nothing else, so a new model is one class with them."""
 
     @property
     def name(self) -> str: ...
@@ -72,3 +74,19 @@ class CostModel(Protocol):
     def graph_time_us(self, graph: Graph) -> float: ...
 
     def report(self, graph: Graph) -> CostReport: ...
+
+    def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float] | None:
+        """Both graphs run end to end (the last word on a pick whose gain is near the
+        ``resolution``), or None from a model that runs nothing."""
+        ...
+
+    def latency_us(self, graph: Graph) -> float | None:
+        """The predicted latency of one run of the graph in the runtime the model times (its
+        kernels plus the runtime's fixed cost), or None from a model of kernels alone. A model
+        that answers prices the runtime's own fusions already."""
+        ...
+
+    def provenance(self) -> str:
+        """Where the prices come from, in one line for reports (the device's figures; the
+        measurements: how many were timed now and where the rest were read)."""
+        ...

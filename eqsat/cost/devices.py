@@ -45,6 +45,29 @@ _PROFILES = (
     Device("k80", 4.37e12, 240e9, 10.0, "one K80 GK210 die, FP32 (no half-precision units); launch assumed"),
 )
 DEVICES: dict[str, Device] = {d.name: d for d in _PROFILES}
+REFERENCE_DEVICES = ("h100", "weak")  # the reference pair of the papers' examples (cost tables)
+DEFAULT_DEVICE = REFERENCE_DEVICES[0]  # what searches and experiments price on unless told
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    """A device priced by timing kernels on this machine: ``name`` (one thread) or ``name:N`` (N
+    threads), and its cost model as ``"module:class"`` taking the thread count, imported on first
+    use (onnxruntime is slow to load)."""
+
+    name: str
+    cost_model: str
+    note: str
+
+    def with_threads(self, threads: int) -> str:
+        """The device name for ``threads`` intra-op threads."""
+        return self.name if threads == 1 else f"{self.name}:{threads}"
+
+
+MEASURED_DEVICES: dict[str, MeasuredDevice] = {d.name: d for d in (
+    MeasuredDevice("ort-cpu", "eqsat.cost.measured:OrtCpuCost", "kernels timed in onnxruntime's CPU provider"),
+)}
+ORT_CPU = MEASURED_DEVICES["ort-cpu"]
 
 
 def get_device(name_or_path: str | Device) -> Device:

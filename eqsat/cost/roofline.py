@@ -14,11 +14,12 @@ rewritten graph only pays for the nodes that are new.
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eqsat.cost.costmodel import CostModel, CostReport, OpCost, node_in_shapes
-from eqsat.cost.devices import Device, get_device
+from eqsat.cost.devices import MEASURED_DEVICES, Device, MeasuredDevice, get_device
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import Shape, get_op
 
@@ -83,6 +84,18 @@ class RooflineCost:
     def node_time_us(self, n: Node, dtype: str = "bf16") -> float:
         return self.node_cost(n, dtype).time_us
 
+    def end_to_end_us(self, a: Graph, b: Graph) -> None:
+        """A formula runs no graphs."""
+        return None
+
+    def latency_us(self, graph: Graph) -> None:
+        """The roofline models kernels, not a runtime: no end-to-end latency."""
+        return None
+
+    def provenance(self) -> str:
+        d = self.device
+        return f"roofline of {d.name}: {d.peak_flops:.3g} FLOP/s, {d.bandwidth:.3g} B/s, {d.launch_us:g} µs a launch"
+
     def graph_time_us(self, graph: Graph) -> float:
         return sum(self.node_time_us(n, graph.dtype) for n in graph.nodes())
 
@@ -91,30 +104,31 @@ class RooflineCost:
         return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
 
 
-MEASURED = "ort-cpu"
-"""The measured device: ``ort-cpu`` (one thread) or ``ort-cpu:N`` (N intra-op threads)."""
+def measured_device(device: str) -> tuple[MeasuredDevice, int] | None:
+    """The row of :data:`~eqsat.cost.devices.MEASURED_DEVICES` a device name names (``NAME`` or
+    ``NAME:threads``) and the thread count; None for any other name."""
+    name, colon, count = device.partition(":")
+    row = MEASURED_DEVICES.get(name)
+    if row is None:
+        return None
+    if colon and (not count.isdigit() or int(count) < 1):
+        raise ValueError(f"device {device!r}: the thread count after {name}: must be a positive integer")
+    return row, int(count) if colon else 1
 
 
 def measured_threads(device: str) -> int | None:
     """The thread count of a measured device name, None for any other name."""
-    if device == MEASURED:
-        return 1
-    if device.startswith(MEASURED + ":"):
-        count = device[len(MEASURED) + 1:]
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be a positive integer")
-        return int(count)
-    return None
+    found = measured_device(device)
+    return None if found is None else found[1]
 
 
 def cost_model(device: str | Device | CostModel) -> CostModel:
-    """A cost model: given; ``ort-cpu[:threads]``, measured on this machine
-    (:class:`eqsat.cost.measured.OrtCpuCost`); or the roofline model of a device name, profile file
-    or Device."""
-    if isinstance(device, str) and (threads := measured_threads(device)) is not None:
-        from eqsat.cost.measured import OrtCpuCost
-
-        return OrtCpuCost(threads)
+    """A cost model: given; a measured device's (``ort-cpu[:threads]``: its row's model, timed on
+    this machine); or the roofline model of a device name, profile file or Device."""
+    if isinstance(device, str) and (found := measured_device(device)) is not None:
+        row, threads = found
+        module, _, cls = row.cost_model.partition(":")
+        return getattr(importlib.import_module(module), cls)(threads)
     if isinstance(device, (str, Device)):
         return RooflineCost(device)
     return device

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from eqsat.cost.devices import Device
+from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
 from eqsat.egraph.extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
@@ -247,7 +247,7 @@ class SaturationWorker:
             SaturationWorker._shared = None
 
 
-def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel = "h100",
+def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel = DEFAULT_DEVICE,
              limits: Limits | None = None, isolate: bool = True, hard_grace_s: float = 90.0,
              rewrite_constants: bool = False) -> SearchResult:
     """Saturate ``graph`` with ``rules`` under ``limits`` and extract the cheapest graph by ``cost``

@@ -5,7 +5,7 @@ Extraction states its problem once (:class:`Program`: minimize ``cost @ x`` subj
 row of :data:`SOLVERS` solves it. HiGHS through ``highspy`` is the default: it installs from the
 package index, accepts a starting solution (the greedy extraction) and reports its bound.
 ``scipy`` runs the same HiGHS without a start; SCIP (``pyscipopt``, TENSAT's solver) and OR-Tools'
-CP-SAT are optional extras measured side by side in ``experiments/runs/bench_extraction.py``.
+CP-SAT are optional extras measured side by side by ``eqsat-lab experiment extraction``.
 """
 from __future__ import annotations
 

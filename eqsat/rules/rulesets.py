@@ -1,7 +1,9 @@
 """The shipped rule sets, as a table, and the one loader every search uses.
 
-The rule files live in ``eqsat/rules/``. ``RULE_SETS`` names each of them; ``DEFAULT_RULE_SETS``
-is what both searches read when the user names no file. Adding a shipped set is one row here
+The rule files live in ``eqsat/rules/``. ``RULE_SETS`` names each of them (and is the only place
+their names are written); ``DEFAULT_RULE_SETS`` and ``FULL_RULE_SETS`` are what the e-graph and the
+α search read when the user names no file. Every rule, shipped or a user's file, loads through
+:func:`default_rules`. Adding a shipped set is one row here
 and one file there (see the README's "Add a rule set").
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from eqsat.diskcache import DiskMemo, content_key
 from eqsat.rules.rulefile import Rule, load_rules
 
 RULES_DIR = Path(__file__).parent
+EPILOGUE = "epilogue"  # the hand-written fusions, which code outside the searches also reads
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class RuleSet:
 RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
     RuleSet("matrix", "matrix.rules", "generated: matrix world, graphs of up to 3 ops"),
     RuleSet("conv", "conv.rules", "generated: conv world, graphs of up to 3 ops"),
-    RuleSet("epilogue", "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
+    RuleSet(EPILOGUE, "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
     RuleSet("matrix-min", "matrix.min.rules", "the matrix set less every rule the others derive (rules minimize)"),
     RuleSet("conv-min", "conv.min.rules", "the conv set less every rule the others derive (rules minimize)"),
     RuleSet("matrix4", "matrix4.rules", "generated: matrix world, graphs of 4 ops that matrix-min does not prove"),
@@ -41,15 +44,14 @@ RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
     RuleSet("matrix4-min", "matrix4.min.rules", "the matrix4 set less every rule matrix-min and the others derive"),
     RuleSet("conv4-min", "conv4.min.rules", "the conv4 set less every rule conv-min and the others derive"),
 )}
-DEFAULT_RULE_SETS = ("matrix-min", "conv-min", "epilogue")
-FULL_RULE_SETS = ("matrix", "conv", "epilogue")  # the generated sets before minimization
+DEFAULT_RULE_SETS = ("matrix-min", "conv-min", EPILOGUE)  # the e-graph's own: saturation re-derives the rest
+FULL_RULE_SETS = ("matrix", "conv", EPILOGUE)  # the generated sets before minimization: the α search's own
 
 
 @lru_cache(maxsize=16)
-def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
-    # one cache file per rule file: the e-graph's 300 minimized rules load without unpickling the
-    # full generated sets (10,470 rules, 1.5 s) that only the alpha search reads
-    key = content_key(Path(path).read_bytes())
+def _load(path: str, key: str) -> tuple[Rule, ...]:
+    # one cache file per rule file: the e-graph's minimized rules load without unpickling the full
+    # generated sets, which only the alpha search reads
     memo = DiskMemo(f"parsed-rules-{key[:16]}")
     rules = memo.get_or_compute((key, path), lambda: tuple(load_rules(path)))
     memo.save()
@@ -59,13 +61,14 @@ def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
 
 
 def load_rule_file(path: str | Path) -> tuple[Rule, ...]:
-    """One rule file, parsed once per process (re-read if the file changed)."""
+    """One rule file, parsed once per process and content (keyed by its bytes, not its
+    modification time, which two quick writes can share: commands read users' files here too)."""
     p = Path(path)
     try:
-        stamp = p.stat().st_mtime_ns
+        data = p.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{p}: no such rule file") from None
-    return _load(str(p), stamp)
+    return _load(str(p), content_key(data))
 
 
 def resolve_rule_files(names_or_paths: Sequence[str | Path] | None = None) -> list[Path]:

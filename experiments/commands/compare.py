@@ -11,8 +11,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies and TENSAT's suite")
     p.add_argument("--quick", action="store_true", help="smoke test: two small models, tiny budgets")
     p.add_argument("--rules", nargs="+", metavar="SET_OR_FILE",
-                   help="shipped rule sets or rule files for both searches (default: each search's own, the "
-                        "minimized sets for the e-graph and the generated ones for the α search)")
+                   help="shipped rule sets or rule files both searches read in the second table (default: the "
+                        "e-graph's own, the minimized sets); the first table is always each search on its own")
     add_sweep_options(p, "results/compare")
 
 
@@ -24,5 +24,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("compare", "the main job: TENSAT-style e-graph vs TASO-style α search on the benchmark suite",
+COMMAND = Command("compare", "the main job: TENSAT-style e-graph vs TASO-style α search on the benchmark suite, "
+                  "each on its own rules and both on the same rules",
                   add_arguments, run)

@@ -28,9 +28,10 @@ def run(args: argparse.Namespace) -> int:
         if r.kind in ("leaf", "view") or (r.kind == "folded" and not args.all_ops):
             continue
         print(f"{r.op:10s} {str(r.shape):>22s} {r.flops / 1e9:9.3f} {r.bytes / 1e6:9.3f} {r.time_us:8.2f}  {r.kind}")
-    if hasattr(model, "latency_us"):
-        print(f"predicted end-to-end latency {model.latency_us(graph):.2f} µs (kernels plus one run call of "
-              f"{model.overhead_us:.2f} µs); {model.measured} kernel(s) timed now, the rest from {model.db.path}")
+    latency = model.latency_us(graph)
+    if latency is not None:
+        print(f"predicted end-to-end latency {latency:.2f} µs (kernels plus one run call)")
+    print(f"prices: {model.provenance()}")
     if args.json_out:
         write_json(args.json_out, report.to_dict())
     return 0

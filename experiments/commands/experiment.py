@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from experiments.command import Command, Experiment, add_subcommands, dispatched_by_subcommand
+from experiments.command import Command, Experiment, add_subcommands
 
 EXPERIMENT_MODULES = [
     "experiments.runs.budget",
@@ -18,6 +18,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.real",
     "experiments.runs.tuning",
     "experiments.runs.tuning_budget",
+    "experiments.runs.benchmarks",
 ]
 
 
@@ -27,8 +28,23 @@ def experiments() -> list[Experiment]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_subcommands(p, experiments(), "experiment")
+    p.add_argument("--list", action="store_true", help="print every experiment and the files it writes into --out")
+    add_subcommands(p, experiments(), "experiment", required=False)
 
 
-COMMAND = Command("experiment", "resumable experiments: " + ", ".join(e.name for e in experiments()),
-                  add_arguments, dispatched_by_subcommand)
+def listing(rows: list[Experiment]) -> str:
+    """One line per experiment: its name, its help, and the files it writes (from the row)."""
+    width = max(len(r.name) for r in rows)
+    return "\n".join(f"{r.name:{width}s}  {r.help}\n{'':{width}s}  writes: {', '.join(r.outputs)}" for r in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``--list``, or (with no experiment named) a user error saying how to name one."""
+    if not args.list:
+        raise ValueError("experiment: name one (eqsat-lab experiment --list prints them)")
+    print(listing(experiments()))
+    return 0
+
+
+COMMAND = Command("experiment", "experiments and benchmarks (--list: each with its output files): "
+                  + ", ".join(e.name for e in experiments()), add_arguments, run)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from eqsat.rules.rulesets import DEFAULT_RULE_SETS, FULL_RULE_SETS
 from experiments.command import (
     Command,
     add_device,
@@ -22,33 +23,33 @@ from experiments.command import (
     process_age_s,
 )
 from experiments.output import write_json
-from experiments.searches import SEARCHES
+from experiments.searches import ALPHA, EGRAPH, SEARCHES
 
 # flag, search, field of that search's limits, argparse type, help
 LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
-    ("--alpha", "taso", "alpha", finite_float, "queue graphs cheaper than alpha x best (preset 1.05)"),
+    ("--alpha", ALPHA, "alpha", finite_float, "queue graphs cheaper than alpha x best (preset 1.05)"),
     (
         "--budget",
-        "taso",
+        ALPHA,
         "budget",
         non_negative(int),
         "graphs popped from the queue (preset: TASO's per model, else 300)",
     ),
-    ("--time-limit", "taso", "time_limit", non_negative(float), "seconds (preset 120)"),
-    ("--iters", "eqsat", "iterations", non_negative(int), "iteration limit (preset 15)"),
-    ("--nodes", "eqsat", "nodes", non_negative(int), "e-node limit (preset 50,000)"),
-    ("--seconds", "eqsat", "seconds", non_negative(float), "saturation time limit (preset 120)"),
-    ("--k-multi", "eqsat", "k_multi", non_negative(int),
+    ("--time-limit", ALPHA, "time_limit", non_negative(float), "seconds (preset 120)"),
+    ("--iters", EGRAPH, "iterations", non_negative(int), "iteration limit (preset 15)"),
+    ("--nodes", EGRAPH, "nodes", non_negative(int), "e-node limit (preset 50,000)"),
+    ("--seconds", EGRAPH, "seconds", non_negative(float), "saturation time limit (preset 120)"),
+    ("--k-multi", EGRAPH, "k_multi", non_negative(int),
      "iterations that run multi-pattern rules, and no more (TENSAT's setting; preset: 1, then by need)"),
-    ("--multi-by-need", "eqsat", "multi_by_need", non_negative(int),
+    ("--multi-by-need", EGRAPH, "multi_by_need", non_negative(int),
      "merge rounds after saturation, each kept only if the exact optimum improves (preset 2; 0 with --k-multi)"),
-    ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
-    ("--ilp-solver", "eqsat", "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
-    ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
+    ("--extract", EGRAPH, "extract", str, "ilp (exact) or greedy (preset ilp)"),
+    ("--ilp-solver", EGRAPH, "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
+    ("--dump-egraph", EGRAPH, "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
-    ("--no-multi", "taso", "multi", False, "do not apply the two-output rules (merges by pair moves only)"),
-    ("--no-pair-move", "taso", "pair_move", False, "disable the pair move"),
+    ("--no-multi", ALPHA, "multi", False, "do not apply the two-output rules (merges by pair moves only)"),
+    ("--no-pair-move", ALPHA, "pair_move", False, "disable the pair move"),
 )
 
 
@@ -60,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
     p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
     add_onnx_input(p)
-    p.add_argument("--search", choices=list(SEARCHES), default="taso", help="the search (default taso)")
+    p.add_argument("--search", choices=list(SEARCHES), default=ALPHA, help=f"the search (default {ALPHA})")
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
     add_device(p)
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
@@ -68,8 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rules",
         nargs="+",
         metavar="SET_OR_FILE",
-        help="shipped rule sets (names in eqsat/rules/rulesets.py) or rule files (default: the search's own; eqsat: "
-        "matrix-min conv-min epilogue, taso: matrix conv epilogue)",
+        help="shipped rule sets (names in eqsat/rules/rulesets.py) or rule files (default: the search's own; "
+        f"{EGRAPH}: {' '.join(DEFAULT_RULE_SETS)}, {ALPHA}: {' '.join(FULL_RULE_SETS)})",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
@@ -95,7 +96,7 @@ def limits_from(args: argparse.Namespace) -> Any:
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
     if "--k-multi" in given and "--multi-by-need" not in given:  # a fixed k_multi, as TENSAT ran it
-        given["--multi-by-need"] = ("eqsat", "multi_by_need", 0)
+        given["--multi-by-need"] = (EGRAPH, "multi_by_need", 0)
     base = preset_limits(engine, args.preset or engine.default_preset, Path(args.model).stem)
     return replace(base, **{field: value for _, field, value in given.values()})
 
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         f"verified against the input ({result.verified.method}): max relative error {result.verified.max_rel_error:.2g}"
     )
     payload = result.to_dict()
-    if getattr(model, "end_to_end_us", None) is None:  # a measured model already prices the runtime's fusions
+    if model.latency_us(graph) is None:  # a model of the runtime itself already prices the runtime's fusions
         payload["runtime"] = runtime_baseline(graph, model)
         print(describe(payload["runtime"], result.best_us))
     payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
@@ -141,8 +142,8 @@ def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(
     "optimize",
-    "optimize a benchmark graph or ONNX model with one search (taso: α-backtracking; "
-    "eqsat: equality saturation on egglog)",
+    f"optimize a benchmark graph or ONNX model with one search ({ALPHA}: α-backtracking; "
+    f"{EGRAPH}: equality saturation on egglog)",
     add_arguments,
     run,
 )

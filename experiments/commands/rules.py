@@ -46,11 +46,11 @@ def _add_minimize(p: argparse.ArgumentParser) -> None:
 
 
 def _minimize(args: argparse.Namespace) -> int:
-    from eqsat.rules.rulefile import load_rules, save_rules
+    from eqsat.rules.rulefile import save_rules
     from eqsat.rules.rulesets import default_rules
     from taso_baseline.minimize import MinimizeSettings, minimize
 
-    rules = [r for path in args.files for r in load_rules(path)]
+    rules = default_rules(args.files)
     known = default_rules(args.known) if args.known else []
     report = minimize(rules, MinimizeSettings(iterations=args.iterations, seed=args.seed), progress=progress(),
                       known=known)
@@ -75,10 +75,10 @@ def _add_collisions(p: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from eqsat.rules.rulefile import load_rules
+    from eqsat.rules.rulesets import default_rules
 
     for path in args.files:
-        rules = load_rules(path)
+        rules = default_rules([path])
         multi = sum(r.is_multi for r in rules)
         origins: dict[str, int] = {}
         for r in rules:
@@ -89,10 +89,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _fmt(args: argparse.Namespace) -> int:
-    from eqsat.rules.rulefile import format_rule, load_rules
+    from eqsat.rules.rulefile import format_rule
+    from eqsat.rules.rulesets import default_rules
 
     for path in args.files:
-        for r in load_rules(path):
+        for r in default_rules([path]):
             print(format_rule(r))
     return 0
 
@@ -120,12 +121,13 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from eqsat.rules.rulefile import format_rule, load_rules
+    from eqsat.rules.rulefile import format_rule
+    from eqsat.rules.rulesets import default_rules
     from taso_baseline.verify import verify_rules
 
     bad = 0
     for path in args.files:
-        rules = load_rules(path)
+        rules = default_rules([path])
         report = verify_rules(rules, seed=args.seed, path=path)
         by_name = {r.name: r for r in rules}
         for v in report.unsound:

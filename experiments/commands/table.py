@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from eqsat.cost.devices import REFERENCE_DEVICES
 from experiments.command import Command, device_help, progress, split_list
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--devices", default="h100,weak", help="comma-separated; " + device_help("h100,weak"))
+    p.add_argument("--devices", default=",".join(REFERENCE_DEVICES),
+                   help="comma-separated; " + device_help(",".join(REFERENCE_DEVICES)))
     p.add_argument("--models", default="", help="comma-separated model names (default: all)")
     p.add_argument("--out", help="folder for cost_table.csv / .json")
 

@@ -14,6 +14,7 @@ from typing import Any
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from experiments.output import pyplot, write_table
 from experiments.runs.compare import check_models
+from experiments.searches import ALPHA
 from experiments.sweep import Cell, run_cells
 
 ALPHA_MODELS = ("resnet_block", "qkv", "lora")
@@ -21,7 +22,7 @@ ALPHAS = (1.0, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0)
 
 
 def cells(models: Sequence[str], device: str, seed: int, budget: int, alphas: Sequence[float]) -> list[Cell]:
-    return [Cell.of("alpha", "experiments.searches:run_search", model=m, search="taso", device=device, seed=seed,
+    return [Cell.of("alpha", "experiments.searches:run_search", model=m, search=ALPHA, device=device, seed=seed,
                     alpha=a, budget=budget) for m in models for a in alphas]
 
 
@@ -87,4 +88,5 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-EXPERIMENTS = (Experiment("alpha", "graphs expanded and final cost against α", _add_arguments, _run),)
+EXPERIMENTS = (Experiment("alpha", "graphs expanded and final cost against α", _add_arguments, _run,
+                          outputs=("alpha.csv", "alpha.json", "alpha.png")),)

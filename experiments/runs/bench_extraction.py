@@ -1,6 +1,5 @@
-"""Benchmark: extraction on large e-graphs (issue targets: gap 0 within 60 s at 20k-60k e-nodes).
-
-    python -m experiments.runs.bench_extraction FILE.json... [--seconds 60] [--solvers highs,scip,cpsat] [--out DIR]
+"""``eqsat-lab experiment extraction FILE.json...``: extraction on large e-graphs (target: gap 0
+within 60 s at 20k-60k e-nodes).
 
 Each FILE is an egraph-serialize e-graph, as ``eqsat-lab optimize MODEL --search eqsat
 --dump-egraph FILE`` writes it (e.g. ``bert --nodes 50000 --k-multi 2``). Per file, one row per
@@ -8,23 +7,25 @@ extractor: the greedy pass; the ILP as it was before the problem reduction and t
 (``BASELINE``: scipy's HiGHS, cold, greedy cost as a constraint); and the ILP with reduction and
 the greedy warm start on each solver asked for. A row gives the cost, the proved bound and gap,
 the seconds, the seconds until the first feasible answer, and the e-nodes left after reduction.
-Writes ``bench_extraction.json`` and ``.csv`` into ``--out`` when given.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from eqsat.egraph.extract import greedy_dag
 from eqsat.egraph.ilp import BASELINE, ILPSettings, ilp_extract
 from eqsat.egraph.serialize import read_json
 from eqsat.egraph.solvers import SOLVERS, available
 from eqsat.egraph.view import selection_cost
+from experiments.command import split_list
 from experiments.output import write_table
 
 
-def bench_file(path: str, seconds: float, solvers: list[str]) -> list[dict]:
+def bench_file(path: str, seconds: float, solvers: list[str]) -> list[dict[str, Any]]:
     view, costs, roots = read_json(path)
     size = {"file": Path(path).name, "enodes": len(view.nodes), "eclasses": len(view.classes)}
     began = time.perf_counter()
@@ -59,22 +60,19 @@ def bench_file(path: str, seconds: float, solvers: list[str]) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", help="egraph-serialize JSON files")
-    ap.add_argument("--seconds", type=float, default=60.0, help="time limit of each ILP run")
-    ap.add_argument("--solvers", default="highs,scip,cpsat", help=f"comma-separated, of {', '.join(SOLVERS)}")
-    ap.add_argument("--out", help="write bench_extraction.json/.csv here")
-    args = ap.parse_args(argv)
+def run(files: Sequence[str], seconds: float, solvers: Sequence[str], out: Path) -> list[dict[str, Any]]:
+    """Every extractor on every file; writes ``bench_extraction.csv``/``.json``."""
+    unknown = [s for s in solvers if s not in SOLVERS]
+    if unknown:
+        raise ValueError(f"--solvers: unknown solver(s) {', '.join(unknown)}; choose from {', '.join(SOLVERS)}")
     rows = []
-    for path in args.files:
+    for path in files:
         print(path, flush=True)
-        rows += bench_file(path, args.seconds, [s for s in args.solvers.split(",") if s])
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        write_table(Path(args.out), "bench_extraction", rows, {"seconds": args.seconds})
+        rows += bench_file(path, seconds, list(solvers))
+    write_table(out, "bench_extraction", rows, {"seconds": seconds})
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    run(args.files, args.seconds, split_list(args.solvers) or list(SOLVERS), Path(args.out))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

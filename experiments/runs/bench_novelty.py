@@ -1,11 +1,9 @@
-"""Benchmark: how far the incremental generator's e-graph step gets at a graph size (issue: k = 4).
-
-    python -m experiments.runs.bench_novelty [--world matrix] [--max-ops 4] [--known matrix-min] [--full]
-                                        [--step root|egraph] [--workers 2]
+"""``eqsat-lab experiment novelty``: how far the incremental generator's e-graph step gets at a
+graph size (target: k = 4).
 
 Enumerates the world, buckets it, puts every smaller term into one e-graph with the known rules,
 runs them, and names the graphs of the largest size by op and argument e-classes
-(:func:`taso_baseline.novelty.name_largest`); prints the counts, each stage's seconds and the peak
+(:func:`taso_baseline.novelty.name_largest`); reports the counts, each stage's seconds and the peak
 memory. ``--full`` goes on to the second step and the pairs left (:func:`novel_groups`): the known
 rules at the roots in Python (``root``, the default) or the names back in egglog (``egraph``).
 """
@@ -14,43 +12,50 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+from pathlib import Path
+from typing import Any
 
 from eqsat.rules.rulesets import default_rules
+from experiments.output import write_json
 from taso_baseline.enumerate import enumerate_graphs
 from taso_baseline.fingerprint import buckets
 from taso_baseline.novelty import NoveltySettings, name_largest, novel_groups
 from taso_baseline.world import get_world
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--world", default="matrix")
-    ap.add_argument("--max-ops", type=int, default=4)
-    ap.add_argument("--known", help="known rule set (default: WORLD-min)")
-    ap.add_argument("--full", action="store_true", help="also run the second step")
-    ap.add_argument("--step", choices=("root", "egraph"), default="root", help="the second step")
-    ap.add_argument("--workers", type=int, default=1, help="processes of the root step")
-    args = ap.parse_args(argv)
-    world = get_world(args.world)
-    known = default_rules([args.known or f"{args.world}-min"])
+def run(world_name: str, max_ops: int, known_set: str | None, full: bool, step: str, workers: int,
+        out: Path) -> dict[str, Any]:
+    """The counts and seconds of one run; writes ``novelty.json``."""
+    world = get_world(world_name)
+    known = default_rules([known_set or f"{world_name}-min"])
     t0 = time.perf_counter()
-    en = enumerate_graphs(world, args.max_ops)
+    en = enumerate_graphs(world, max_ops)
     groups = buckets(en)
-    print(f"enumerate + fingerprint {time.perf_counter() - t0:.1f} s: graphs per size {en.counts()}, "
+    report: dict[str, Any] = {"world": world_name, "max_ops": max_ops, "known": known_set or f"{world_name}-min",
+                              "graphs_per_size": list(en.counts()), "buckets": len(groups),
+                              "enumerate_s": round(time.perf_counter() - t0, 3)}
+    print(f"enumerate + fingerprint {report['enumerate_s']:.1f} s: graphs per size {en.counts()}, "
           f"{len(groups)} buckets", flush=True)
-    if args.full:
-        found = novel_groups(en, groups, known, args.max_ops, NoveltySettings(step=args.step, workers=args.workers))
+    if full:
+        found = novel_groups(en, groups, known, max_ops, NoveltySettings(step=step, workers=workers))
+        report |= {"step": step, "buckets_in": found.buckets_in, "names": found.names, "enodes": found.enodes,
+                   "pairs_before": found.pairs_before, "pairs_after": found.pairs_after, "seconds": found.seconds}
         print(f"{found.buckets_in} buckets, {found.names} names, {found.enodes} e-nodes: {found.pairs_before} pairs "
               f"-> {found.pairs_after}; seconds {found.seconds}")
     else:
-        naming = name_largest(en, groups, known, args.max_ops)
-        kinds = len(set(naming.classes.values()))
-        print(f"{len(naming.chosen)} buckets hold a {args.max_ops}-op graph; {len(naming.classes)} smaller terms in "
-              f"{kinds} e-classes, {naming.runner.size()} e-nodes; {len(naming.name_of)} {args.max_ops}-op graphs, "
-              f"{len(naming.named)} names; seconds {naming.seconds}")
-    print(f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+        naming = name_largest(en, groups, known, max_ops)
+        report |= {"chosen_buckets": len(naming.chosen), "smaller_terms": len(naming.classes),
+                   "eclasses": len(set(naming.classes.values())), "enodes": naming.runner.size(),
+                   "largest_graphs": len(naming.name_of), "names": len(naming.named), "seconds": naming.seconds}
+        print(f"{report['chosen_buckets']} buckets hold a {max_ops}-op graph; {report['smaller_terms']} smaller terms "
+              f"in {report['eclasses']} e-classes, {report['enodes']} e-nodes; {report['largest_graphs']} "
+              f"{max_ops}-op graphs, {report['names']} names; seconds {naming.seconds}")
+    report["peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(f"peak memory {report['peak_mb']} MB")
+    write_json(out / "novelty.json", report)
+    return report
+
+
+def main(args: argparse.Namespace) -> int:
+    run(args.world, args.max_ops, args.known, args.full, args.step, args.workers, Path(args.out))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,46 +1,43 @@
-"""Benchmark: rule-generation time per world and graph size (issue target: matrix k<=3 under 15 s).
+"""``eqsat-lab experiment rulegen``: rule-generation time per world and graph size (target:
+matrix k<=3 under 15 s).
 
-    python -m experiments.runs.bench_rulegen [--max-k 3] [--workers 2] [--worlds matrix,conv] [--out DIR]
-
-Prints one row per (world, k) with the time of every stage and the counts, and
-writes ``bench_rulegen.json`` into ``--out`` when given.
+Prints and writes one row per (world, k) with the time of every stage and the counts.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from experiments.command import split_list
+from experiments.output import write_table
 from taso_baseline.generate import generate
-from taso_baseline.world import get_world
+from taso_baseline.world import WORLDS, get_world
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worlds", default="matrix,conv")
-    ap.add_argument("--max-k", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out")
-    args = ap.parse_args(argv)
+def run(worlds: Sequence[str], max_k: int, workers: int, seed: int, out: Path) -> list[dict[str, Any]]:
+    """One row per (world, k); writes ``bench_rulegen.csv``/``.json``."""
     rows = []
     print(f"{'world':7s} {'k':>2s} {'graphs':>9s} {'pairs':>9s} {'rules':>7s} {'enum s':>7s} {'prune s':>8s} "
           f"{'verify s':>9s} {'total s':>8s}")
-    for name in args.worlds.split(","):
-        for k in range(1, args.max_k + 1):
+    for name in worlds:
+        world = get_world(name)
+        for k in range(1, max_k + 1):
             start = time.perf_counter()
-            rules, stats = generate(get_world(name), k, seed=args.seed, workers=args.workers)
+            rules, stats = generate(world, k, seed=seed, workers=workers)
             total = time.perf_counter() - start
             sec = stats.seconds
             print(f"{name:7s} {k:2d} {stats.graphs_total:9d} {stats.candidate_pairs:9d} {len(rules):7d} "
                   f"{sec['enumerate']:7.2f} {sec['prune']:8.2f} {sec['verify']:9.2f} {total:8.2f}", flush=True)
-            rows.append({**stats.to_dict(), "total_s": round(total, 3), "workers": args.workers})
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "bench_rulegen.json").write_text(json.dumps(rows, indent=2) + "\n")
+            flat = {k: v for k, v in stats.to_dict().items() if k not in ("seconds", "rejected_examples")}
+            rows.append({**flat, **{f"{k}_s": round(v, 3) for k, v in sec.items()}, "total_s": round(total, 3),
+                         "workers": workers})
+    write_table(out, "bench_rulegen", rows, {"seed": seed})
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    run(split_list(args.worlds) or list(WORLDS), args.max_k, args.workers, args.seed, Path(args.out))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,8 +1,6 @@
-"""Benchmark: can ``rules verify`` be fooled? Corrupt every shipped rule, then compare the
-verifier's verdict with brute force (issue target: it rejects 100% of the corrupted rules that
-are wrong).
-
-    python -m experiments.runs.bench_soundness [--sets matrix-min,conv-min,epilogue] [--per-rule 6] [--out DIR]
+"""``eqsat-lab experiment soundness``: can ``rules verify`` be fooled? Corrupt every shipped rule,
+then compare the verifier's verdict with brute force (target: it rejects 100% of the corrupted
+rules that are wrong).
 
 Each rule is corrupted in small ways, one at a time, on either side: two operands swapped, an op
 dropped (replaced by its first operand), an attribute changed (another choice, a number +-1), a
@@ -17,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,8 @@ from eqsat.ir.domains import FLOAT
 from eqsat.ir.ops import get_op
 from eqsat.rules.pattern import App, Arith, Dim, Var
 from eqsat.rules.rulefile import Rule, format_rule
-from eqsat.rules.rulesets import RULE_SETS, default_rules
+from eqsat.rules.rulesets import DEFAULT_RULE_SETS, RULE_SETS, default_rules
+from experiments.command import split_list
 from experiments.output import write_table
 from taso_baseline.verify import _attr_kinds, _values, build_sides, tensor_names, verify_rule
 
@@ -143,7 +143,7 @@ def brute_force_wrong(rule: Rule, rng: np.random.Generator, draws: int = 150) ->
     return False if typed else None
 
 
-def study(set_name: str, per_rule: int, seed: int) -> tuple[dict, list[dict]]:
+def study(set_name: str, per_rule: int, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     rules = default_rules([set_name])
     rng = np.random.default_rng(seed)
     row = {"set": set_name, "rules": len(rules), "corrupted": 0, "ill_typed": 0, "wrong": 0, "wrong_rejected": 0,
@@ -171,17 +171,15 @@ def study(set_name: str, per_rule: int, seed: int) -> tuple[dict, list[dict]]:
     return row, misses
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="matrix-min,conv-min,epilogue", help=f"of {', '.join(RULE_SETS)}")
-    ap.add_argument("--per-rule", type=int, default=6, help="corruptions tried per rule (0: all)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out")
-    args = ap.parse_args(argv)
+def run(sets: Sequence[str], per_rule: int, seed: int, out: Path) -> list[dict[str, Any]]:
+    """One row per rule set; writes ``bench_soundness.csv``/``.json`` (with every accepted wrong rule)."""
+    unknown = [s for s in sets if s not in RULE_SETS]
+    if unknown:
+        raise ValueError(f"--sets: unknown rule set(s) {', '.join(unknown)}; choose from {', '.join(RULE_SETS)}")
     rows, misses = [], []
-    for name in args.sets.split(","):
+    for name in sets:
         start = time.perf_counter()
-        row, missed = study(name, args.per_rule, args.seed)
+        row, missed = study(name, per_rule, seed)
         row["seconds"] = round(time.perf_counter() - start, 1)
         rows.append(row)
         misses += missed
@@ -190,11 +188,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({row['correct_rejected']} rejected), {row['ill_typed']} ill-typed; {row['seconds']} s", flush=True)
     for m in misses:
         print(f"  accepted but wrong ({m['kind']}): {m['rule']}")
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        write_table(Path(args.out), "bench_soundness", rows, {"misses": misses, "per_rule": args.per_rule})
+    write_table(out, "bench_soundness", rows, {"misses": misses, "per_rule": per_rule, "seed": seed})
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    run(split_list(args.sets) or list(DEFAULT_RULE_SETS), args.per_rule, args.seed, Path(args.out))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

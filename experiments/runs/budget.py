@@ -15,6 +15,7 @@ from typing import Any
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from experiments.output import pyplot, write_table
 from experiments.runs.compare import check_models
+from experiments.searches import ALPHA, EGRAPH
 from experiments.sweep import Cell, run_cells
 
 BUDGET_MODELS = ("resnet_block", "qkv", "lora")
@@ -28,12 +29,12 @@ def cells(models: Sequence[str], device: str, seed: int, budget: int) -> list[Ce
     fn = "experiments.searches:run_search"
     out = []
     for m in models:
-        out += [Cell.of("budget", fn, model=m, search="taso", device=device, seed=seed, alpha=a, budget=budget)
+        out += [Cell.of("budget", fn, model=m, search=ALPHA, device=device, seed=seed, alpha=a, budget=budget)
                 for a in ALPHAS]
         for k in K_MULTI:
-            out += [Cell.of("budget", fn, model=m, search="eqsat", device=device, seed=seed, k_multi=k,
+            out += [Cell.of("budget", fn, model=m, search=EGRAPH, device=device, seed=seed, k_multi=k,
                             iterations=i, nodes=50_000) for i in ITERATIONS]
-            out += [Cell.of("budget", fn, model=m, search="eqsat", device=device, seed=seed, k_multi=k,
+            out += [Cell.of("budget", fn, model=m, search=EGRAPH, device=device, seed=seed, k_multi=k,
                             iterations=15, nodes=n) for n in NODE_LIMITS]
     return out
 
@@ -42,14 +43,14 @@ def curve_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per point of a curve: α traces point by point, e-graph cells one point each."""
     rows: list[dict[str, Any]] = []
     for r in results:
-        if r["search"] == "taso":
+        if r["search"] == ALPHA:
             for seconds, expanded, best in r["trace"]:
-                rows.append({"model": r["model"], "search": "taso", "setting": f"alpha={r['alpha']}",
+                rows.append({"model": r["model"], "search": ALPHA, "setting": f"alpha={r['alpha']}",
                              "alpha": r["alpha"], "k_multi": "", "iterations": "", "nodes": "", "expanded": expanded,
                              "seconds": round(seconds, 4), "best_us": round(best, 3), "original_us": r["original_us"],
                              "stop": ""})
         else:
-            rows.append({"model": r["model"], "search": "eqsat", "setting": f"k_multi={r['k_multi']}",
+            rows.append({"model": r["model"], "search": EGRAPH, "setting": f"k_multi={r['k_multi']}",
                          "alpha": "", "k_multi": r["k_multi"], "iterations": r["iteration_limit"],
                          "nodes": r["node_limit"], "expanded": "", "seconds": round(r["search_s"], 4),
                          "best_us": round(r["best_us"], 3), "original_us": r["original_us"], "stop": r["stop"]})
@@ -62,7 +63,7 @@ def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: s
     mine = [r for r in rows if r["model"] == model]
     for setting in dict.fromkeys(r["setting"] for r in mine):
         pts = [r for r in mine if r["setting"] == setting]
-        if pts[0]["search"] == "taso":
+        if pts[0]["search"] == ALPHA:
             xs = [max(p["seconds"], 1e-3) for p in pts]
             ax.step(xs, [p["best_us"] for p in pts], where="post", label=f"α search {setting}")
             ax.plot(xs[-1:], [pts[-1]["best_us"]], "o", color=ax.lines[-1].get_color(), ms=4)
@@ -92,7 +93,7 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, 
         mine = [r for r in rows if r["model"] == m]
         finals: dict[str, dict[str, Any]] = {}
         for r in mine:
-            key = r["setting"] + ("" if r["search"] == "taso" else f" iters={r['iterations']} nodes={r['nodes']}")
+            key = r["setting"] + ("" if r["search"] == ALPHA else f" iters={r['iterations']} nodes={r['nodes']}")
             finals[key] = r
         print(f"{m} on {device} (input {mine[0]['original_us']:.1f} µs):")
         for key, r in finals.items():
@@ -123,6 +124,7 @@ def _run(args: argparse.Namespace) -> int:
 
 EXPERIMENTS = (
     Experiment(
-        "budget", "best cost vs search time: α in {1, 1.05, 1.3, 1.5}, e-graph limits x k_multi", _add_arguments, _run
+        "budget", "best cost vs search time: α in {1, 1.05, 1.3, 1.5}, e-graph limits x k_multi", _add_arguments, _run,
+        outputs=("budget.csv", "budget.json", "budget_<model>.png"),
     ),
 )

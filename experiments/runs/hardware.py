@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import DEVICES as ROOFLINE_DEVICES
+from eqsat.cost.roofline import check_device, cost_model
+from eqsat.models import build
 from experiments.command import (
     Experiment,
     add_models,
@@ -22,21 +25,18 @@ from experiments.command import (
 )
 from experiments.output import pyplot, write_table
 from experiments.runs.compare import check_models
+from experiments.searches import EGRAPH, get_search, limits_for, search_graph
 from experiments.sweep import Cell, run_cells
 
 HARDWARE_MODELS = ("resnet_block", "qkv", "lora")
-DEVICES = ("h100", "weak", "a100", "v100", "k80")
+DEVICES = tuple(ROOFLINE_DEVICES)  # every roofline profile of the device table
 
 
 def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi: int, seed: int) -> dict[str, Any]:
     """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices``."""
-    from eqsat.cost.roofline import cost_model
-    from eqsat.models import build
-    from experiments.searches import get_search, limits_for, search_graph
-
     graph = build(model)
-    limits = limits_for(get_search("eqsat"), model, k_multi=k_multi)
-    r, best = search_graph(graph, model, "eqsat", device, seed, limits=limits)
+    limits = limits_for(get_search(EGRAPH), model, k_multi=k_multi)
+    r, best = search_graph(graph, model, EGRAPH, device, seed, limits=limits)
     return {"model": model, "found_on": device, "best_us": r["best_us"], "search_s": r["search_s"],
             "best_ops": best.op_count(),
             "cost_on": {d: cost_model(d).graph_time_us(best) for d in devices},
@@ -92,8 +92,6 @@ def plot(rows: Sequence[dict[str, Any]], devices: Sequence[str], path: Path) -> 
 def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEVICES, k_multi: int = 2,
         seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
         command: str = "") -> list[dict[str, Any]]:
-    from eqsat.cost.roofline import check_device
-
     models = check_models(models or HARDWARE_MODELS)
     devices = tuple(devices)
     for d in devices:
@@ -123,4 +121,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = (Experiment("hardware", "best graph per device and the penalty of running it elsewhere",
-                          _add_arguments, _run),)
+                          _add_arguments, _run, outputs=("hardware.csv", "hardware.json", "hardware.png")),)

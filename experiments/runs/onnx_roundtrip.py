@@ -28,6 +28,7 @@ from experiments.exporter_models import EXPORTER_MODELS
 from experiments.onnx_io import ORT_LEVELS, TOLERANCE, export_best, ort_latency_ms, written_cost
 from experiments.output import write_table
 from experiments.runs.compare import COMPARE_MODELS, check_models
+from experiments.searches import EGRAPH, SEARCHES
 from experiments.sweep import Cell, run_cells
 
 
@@ -170,7 +171,7 @@ def run(
     device: str,
     out: Path,
     *,
-    searches: Sequence[str] = ("eqsat",),
+    searches: Sequence[str] = (EGRAPH,),
     seed: int = 0,
     quick: bool = False,
     measure: bool = False,
@@ -205,7 +206,7 @@ def run(
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, f"the compare suite; exporter-shaped: {', '.join(EXPORTER_MODELS)}")
-    p.add_argument("--searches", default="eqsat", help="comma-separated: eqsat, taso")
+    p.add_argument("--searches", default=EGRAPH, help=f"comma-separated, of {', '.join(SEARCHES)} (default {EGRAPH})")
     p.add_argument("--quick", action="store_true", help="smoke-test search limits")
     p.add_argument("--measure", action="store_true",
                    help="time both files in onnxruntime on this CPU (1 thread, both optimization levels)")
@@ -232,5 +233,6 @@ EXPERIMENTS = (
         "every benchmark model exported to ONNX, imported, optimized, exported, checked in onnxruntime",
         _add_arguments,
         _run,
+        outputs=("onnx.csv", "onnx.json", "models/<model>.onnx", "models/<model>.<search>.onnx"),
     ),
 )

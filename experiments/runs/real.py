@@ -25,14 +25,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from experiments.onnx_io import TOLERANCE, export_best
 from experiments.output import pyplot, write_json, write_table
 from experiments.runs.compare import COMPARE_MODELS, check_models
+from experiments.searches import ALPHA, EGRAPH, search_result
 from experiments.sweep import Cell, run_cells
 
-VARIANTS = ("taso", "eqsat")  # searched on ort-cpu
-WRONG_MODEL = "h100"  # the roofline device whose best graph is also run on this CPU
+VARIANTS = (ALPHA, EGRAPH)  # searched on ort-cpu
+WRONG_MODEL = DEFAULT_DEVICE  # the roofline device whose best graph is also run on this CPU
 PATH_GRAPHS = 4
 QUICK_MODELS = {"resnet_block": {"n": 1, "c": 32, "hw": 28}, "lora": {"tokens": 64, "d_model": 512, "rank": 16}}
 E2E_RUNS, E2E_SECONDS = 40, 5.0  # end-to-end timing: runs per model at least, and seconds at least
@@ -46,9 +48,7 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
     from eqsat import onnx as onnx_io
     from eqsat.cost.measured import OrtCpuCost
     from eqsat.models import build
-    from experiments.searches import search_result
-
-    device = "ort-cpu" if threads == 1 else f"ort-cpu:{threads}"
+    device = ORT_CPU.with_threads(threads)
     folder = Path(out) / "models"
     folder.mkdir(parents=True, exist_ok=True)
     params = QUICK_MODELS.get(model, {}) if quick else {}
@@ -61,14 +61,14 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
     files: dict[str, Path] = {"original": src}
     searches: dict[str, Any] = {}
     path_graphs: list[Any] = []
-    for name, search, dev in [(v, v, device) for v in VARIANTS] + [(WRONG_MODEL, "eqsat", WRONG_MODEL)]:
+    for name, search, dev in [(v, v, device) for v in VARIANTS] + [(WRONG_MODEL, EGRAPH, WRONG_MODEL)]:
         row, result = search_result(imported.graph, model, search, dev, seed, quick)
         best = result.best
         files[name] = folder / f"{model}.{name}.onnx"
         changed = not export_best(imported, best, src, files[name])  # a kept input: the input file, as optimize writes
         searches[name] = {"search_s": row["search_s"], "stop": row["stop"], "verified": row["verified"],
                           "changed": changed}
-        if search == "taso" and dev == device:
+        if search == ALPHA and dev == device:
             path_graphs = _spread(list(result.work.path_graphs), PATH_GRAPHS)
     diffs = {}
     for name, path in files.items():
@@ -247,5 +247,5 @@ def _run(args: argparse.Namespace) -> int:
 
 EXPERIMENTS = (
     Experiment("real", "optimize on measured ort-cpu costs; measure original and optimized end to end on this CPU",
-               _add_arguments, _run),
+               _add_arguments, _run, outputs=("real.csv", "real.json", "real_candidates.json", "real.png")),
 )

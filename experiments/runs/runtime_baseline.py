@@ -19,11 +19,11 @@ def runtime_baseline(graph: Graph, model: CostModel) -> dict[str, Any]:
     """``runtime_us`` (the input after onnxruntime's fusions, priced by ``model``) and
     ``runtime_fusions`` (how many of each fusion it would apply)."""
     from eqsat.cost.measured.kernels import RUNTIME_FUSIONS
-    from eqsat.rules.rulesets import default_rules
+    from eqsat.rules.rulesets import EPILOGUE, default_rules
     from taso_baseline.fixpoint import rewrite_to_fixpoint
 
     fusion_of = {rule: f.name for f in RUNTIME_FUSIONS for rule in f.rules}
-    rules = [r for r in default_rules(("epilogue",)) if r.name in fusion_of]
+    rules = [r for r in default_rules((EPILOGUE,)) if r.name in fusion_of]
     done = rewrite_to_fixpoint(graph, rules, model)
     counts: dict[str, int] = {}
     for rule, k in done.fired.items():

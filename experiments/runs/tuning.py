@@ -262,13 +262,14 @@ def compare_tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[
     """Triton's 24 configs (measured once; their best after every checkpoint), AutoTVM in a
     template space without rfactor, or Ansor."""
     from autotune.ansor import Ansor
-    from autotune.autotvm import AutoTVM
+    from autotune.autotvm import AUTOTVM_PRESETS, AutoTVM
     from autotune.evaluate import fraction_after
     from autotune.measure import SimulatedMeasurer
     from autotune.tuners import TritonAutotune
     from autotune.workload import SHAPES
 
-    make = {"triton": TritonAutotune, "autotvm-no-rfactor": lambda: AutoTVM(no_rfactor=True), "ansor": Ansor}[tuner]
+    make = {"triton": TritonAutotune, "autotvm-no-rfactor": lambda: AutoTVM(AUTOTVM_PRESETS["autotvm-no-rfactor"]),
+            "ansor": Ansor}[tuner]
     r = make().tune(SHAPES[shape], max(checkpoints), SimulatedMeasurer(seed=seed), seed=seed)
     return {
         "tuner": tuner,
@@ -463,7 +464,7 @@ def _run_curves(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row(name: str, out: str, text: str, fn: Any) -> Experiment:
+def _row(name: str, out: str, text: str, fn: Any, outputs: tuple[str, ...]) -> Experiment:
     def add(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
         add_sweep_options(p, out, device=False, seed=False)
@@ -472,27 +473,18 @@ def _row(name: str, out: str, text: str, fn: Any) -> Experiment:
         fn(Path(args.out), seeds=args.seeds, **sweep_kwargs(args))
         return 0
 
-    return Experiment(name, text, add, go)
+    return Experiment(name, text, add, go, outputs)
 
 
 EXPERIMENTS = (
-    Experiment("tuning", "tuner curves, cost-model quality and transfer on HypoGPU", _add_curve_arguments, _run_curves),
-    _row(
-        "ansor-ablation",
-        "results/ansor_ablation",
-        "Ansor vs no analytic prior, beam search, no fine-tuning, limited space",
-        run_ansor_ablation,
-    ),
-    _row(
-        "compare-tuners",
-        "results/compare_tuners",
-        "Triton configs vs AutoTVM without rfactor vs Ansor",
-        run_compare_tuners,
-    ),
-    _row(
-        "scheduler",
-        "results/scheduler",
-        "task scheduler strategies and the winner's curse on the toy network",
-        run_scheduler,
-    ),
+    Experiment("tuning", "tuner curves, cost-model quality and transfer on HypoGPU", _add_curve_arguments, _run_curves,
+               outputs=("tuning_curves.csv", "tuning_curves.json", "tuning_curves.png", "model_quality.csv",
+                        "model_quality.json", "transfer.csv", "transfer.json", "transfer.png")),
+    _row("ansor-ablation", "results/ansor_ablation", "Ansor vs no analytic prior, beam search, no fine-tuning, "
+         "limited space", run_ansor_ablation, ("ansor_ablation.csv", "ansor_ablation.json", "ansor_ablation.png")),
+    _row("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor",
+         run_compare_tuners, ("compare_tuners.csv", "compare_tuners.json", "compare_tuners.png")),
+    _row("scheduler", "results/scheduler", "task scheduler strategies and the winner's curse on the toy network",
+         run_scheduler,
+         ("scheduler.csv", "scheduler.json", "scheduler.png", "winners_curse.csv", "winners_curse.json")),
 )

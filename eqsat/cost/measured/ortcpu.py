@@ -144,6 +144,9 @@ class OrtCpuCost:
         ta, tb = time_graphs([a, b], self.threads)
         return ta.median_us, tb.median_us
 
+    def provenance(self) -> str:  # the CostModel interface (eqsat.cost.costmodel)
+        return f"{self.measured} kernel(s) timed now, the rest from {self.db.path}"
+
     def latency_us(self, graph: Graph) -> float:
         """Predicted end-to-end latency of one run of the graph's model: kernels plus the run call."""
         return self.graph_time_us(graph) + self.overhead_us

@@ -1,0 +1,100 @@
+"""The benchmarks as experiment rows: ``eqsat-lab experiment caps|chain|extraction|fuzz|novelty|
+rulegen|soundness|walltime``.
+
+Each row's code is its own ``bench_*`` module; the row names it with :func:`lazy`, because the
+CLI reads every row to build its parser and those modules import the rule generator, the
+verifier and the ILP solvers, which would slow the start of every ``eqsat-lab`` command. The
+options and the output files are here, as data.
+"""
+from __future__ import annotations
+
+import argparse
+
+from experiments.command import Experiment, lazy
+
+
+def _out(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument("--out", default=f"results/{name}", help=f"output folder (default results/{name})")
+
+
+def _caps(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", default="", help="comma-separated models (default: the compare suite)")
+    p.add_argument("--nodes", default="1000,4000", help="node caps to try, time cap off (default 1000,4000)")
+    p.add_argument("--seconds", default="1,5", help="time caps to try, node cap off (default 1,5)")
+    p.add_argument("--k-multi", type=int, default=2, help="multi-pattern rules every K iterations (default 2)")
+    _out(p, "caps")
+
+
+def _chain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
+    p.add_argument("--max-k", type=int, default=4, help="largest graph size, >= 2 (default 4)")
+    p.add_argument("--workers", type=int, default=2, help="generator processes (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    _out(p, "chain")
+
+
+def _extraction(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="egraph-serialize JSON files (optimize --dump-egraph)")
+    p.add_argument("--seconds", type=float, default=60.0, help="time limit of each ILP run (default 60)")
+    p.add_argument("--solvers", default="", help="comma-separated rows of eqsat.egraph.solvers (default: all)")
+    _out(p, "extraction")
+
+
+def _fuzz(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
+    p.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (default 0: no limit)")
+    p.add_argument("--scale", type=int, default=20, help="times the CI's examples per test (default 20)")
+    p.add_argument("--first-seed", type=int, default=1, help="hypothesis seed of the first round (default 1)")
+    p.add_argument("--select", default="", help="pytest -k expression: only these fuzz tests (default all)")
+    _out(p, "fuzz")
+
+
+def _novelty(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
+    p.add_argument("--max-ops", type=int, default=4, help="graph size (default 4)")
+    p.add_argument("--known", help="known rule set (default: WORLD-min)")
+    p.add_argument("--full", action="store_true", help="also run the second step")
+    p.add_argument("--step", choices=("root", "egraph"), default="root", help="the second step")
+    p.add_argument("--workers", type=int, default=1, help="processes of the root step")
+    _out(p, "novelty")
+
+
+def _rulegen(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--worlds", default="", help="comma-separated worlds of taso_baseline.world (default: all)")
+    p.add_argument("--max-k", type=int, default=3, help="largest graph size (default 3)")
+    p.add_argument("--workers", type=int, default=2, help="generator processes (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    _out(p, "rulegen")
+
+
+def _soundness(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sets", default="", help="comma-separated shipped rule sets (default: the default sets)")
+    p.add_argument("--per-rule", type=int, default=6, help="corruptions tried per rule (0: all; default 6)")
+    p.add_argument("--seed", type=int, default=0)
+    _out(p, "soundness")
+
+
+def _walltime(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", default="squeezenet,bert", help="comma-separated models (default squeezenet,bert)")
+    p.add_argument("--runs", type=int, default=5, help="timed runs per model (default 5)")
+    _out(p, "walltime")
+
+
+EXPERIMENTS = (
+    Experiment("caps", "how far the e-graph's node and time caps overshoot", _caps,
+               lazy("experiments.runs.bench_caps:main"), ("bench_caps.csv", "bench_caps.json")),
+    Experiment("chain", "a world's rules from scratch to k ops, generated and minimized one size at a time", _chain,
+               lazy("experiments.runs.bench_chain:main"), ("chain.csv", "chain.json", "k<k>.rules", "k<k>.min.rules")),
+    Experiment("extraction", "greedy vs ILP extraction on dumped e-graphs: cost, bound, gap, seconds", _extraction,
+               lazy("experiments.runs.bench_extraction:main"), ("bench_extraction.csv", "bench_extraction.json")),
+    Experiment("fuzz", "the fuzz tests at scale with new seeds for a time budget (exit 1 on a failure)", _fuzz,
+               lazy("experiments.runs.bench_fuzz:main"), ("fuzz.csv", "fuzz.json")),
+    Experiment("novelty", "how far the incremental generator's e-graph step gets at a graph size", _novelty,
+               lazy("experiments.runs.bench_novelty:main"), ("novelty.json",)),
+    Experiment("rulegen", "rule-generation time per world and graph size, per stage", _rulegen,
+               lazy("experiments.runs.bench_rulegen:main"), ("bench_rulegen.csv", "bench_rulegen.json")),
+    Experiment("soundness", "corrupt every shipped rule: does rules verify reject the wrong ones?", _soundness,
+               lazy("experiments.runs.bench_soundness:main"), ("bench_soundness.csv", "bench_soundness.json")),
+    Experiment("walltime", "the wall time of eqsat-lab optimize MODEL --search eqsat in fresh processes", _walltime,
+               lazy("experiments.runs.bench_walltime:main"), ("bench_walltime.csv", "bench_walltime.json")),
+)

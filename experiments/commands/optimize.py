@@ -52,6 +52,19 @@ SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field,
 )
 
 
+ONNX_OPS = ("standard", "onnxruntime")
+
+
+def writes_contrib(args: argparse.Namespace) -> bool:
+    """onnxruntime's contrib kernels only where the user targets onnxruntime: ``--onnx-ops``, else
+    when the file was priced on the measured onnxruntime device."""
+    from eqsat.cost.roofline import measured_threads
+
+    if args.onnx_ops:
+        return args.onnx_ops == "onnxruntime"
+    return measured_threads(args.device) is not None
+
+
 def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
@@ -63,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", choices=list(SEARCHES), default="taso", help="the search (default taso)")
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
     add_device(p)
+    p.add_argument("--onnx-ops", choices=ONNX_OPS, default=None,
+                   help="onnx: write standard ONNX only, or onnxruntime's fused contrib kernels (FusedConv, FusedGemm) "
+                        "for a file that only onnxruntime runs (default: onnxruntime on ort-cpu, else standard)")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
     p.add_argument(
         "--rules",
@@ -132,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
     print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
     if imported is not None:
-        payload["onnx"] = write_optimized(imported, result.best, args.model, args.out)
+        payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
         payload["onnx"] |= price_written(args, result.best_us)
     if args.json_out:
         write_json(args.json_out, payload)

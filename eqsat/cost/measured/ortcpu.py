@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eqsat.cost.costmodel import CostReport, OpCost, node_in_shapes
+from eqsat.cost.devices import Device
 from eqsat.cost.measured.database import Context, MeasurementDB, default_path
 from eqsat.cost.measured.kernels import Kernel, fused_kernel, node_kernel, op_kernel
-from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graphs
+from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graphs, time_model
 from eqsat.ir.graph import Graph, Node, input_, node
 from eqsat.ir.ops import Shape, get_op
 
@@ -34,6 +35,31 @@ FREE_OPS = frozenset({"proj", "noop"})
 OVERHEAD_KEY = "run-call-overhead"
 OVERHEAD_RUNS = 200
 RESOLUTION = 0.02  # run-to-run spread of a kernel's median on this 2-core machine is 1-3%
+
+
+ESTIMATE_FLOPS_PER_THREAD = 50e9  # float32 FMA throughput of one x86 core, order of magnitude
+ESTIMATE_BANDWIDTH = 10e9  # B/s one core streams from memory, order of magnitude
+
+
+def estimate_device(threads: int) -> Device:
+    """The CPU profile a kernel onnxruntime cannot run alone is priced on: a stated estimate."""
+    return Device("cpu-estimate", ESTIMATE_FLOPS_PER_THREAD * threads, ESTIMATE_BANDWIDTH, 0.0,
+                  f"a CPU profile of {ESTIMATE_FLOPS_PER_THREAD * threads / 1e9:.0f} GFLOP/s and "
+                  f"{ESTIMATE_BANDWIDTH / 1e9:.0f} GB/s")
+
+
+def estimate_us(kernel: Kernel, threads: int) -> float:
+    """The roofline price (µs) of a kernel's ops on :func:`estimate_device`: the larger of its
+    FLOPs over the peak and the float32 bytes it moves over the bandwidth, summed over its ops."""
+    device = estimate_device(threads)
+    total = 0.0
+    for n in kernel.graph().nodes():
+        if n.spec.is_leaf or n.spec.is_view or n.op in FREE_OPS:
+            continue
+        ins = node_in_shapes(n)
+        flops = n.spec.flops(n.attr_dict, ins, n.shapes)
+        total += max(flops / device.peak_flops, n.spec.elements_moved(ins, n.shapes) * 4 / device.bandwidth) * 1e6
+    return total
 
 
 def overhead_graph() -> Graph:
@@ -57,27 +83,44 @@ class OrtCpuCost:
         self._overhead: float | None = None
         self._node_cache: dict[Node, float] = {}
         self._kernel_cache: dict[Kernel, float] = {}
+        self.estimated: dict[str, str] = {}  # kernel key -> why it is priced by estimate_us, not timed
 
     @property
     def name(self) -> str:
         return "ort-cpu" if self.threads == 1 else f"ort-cpu:{self.threads}"
 
     # ------------------------------------------------------------------ measuring
-    def timing(self, kernel: Kernel) -> Timing:
-        """The kernel's timing from the database, measured now if it is not there."""
+    def timing(self, kernel: Kernel) -> Timing | None:
+        """The kernel's timing from the database, measured now if it is not there; None (with the
+        reason in :attr:`estimated`) when onnxruntime cannot run it alone."""
         found = self.db.get(kernel.key)
         if found is None:
+            if kernel.key in self.estimated:
+                return None
             self._tick(kernel.name)
             try:
-                found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
-                                   cold_weights=kernel.cold_weights)
+                if kernel.stored_node:  # an imported node: as it was in its file
+                    found = time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
+                                       cold_weights=kernel.cold_weights)
+                else:
+                    found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
+                                       cold_weights=kernel.cold_weights)
             except Exception as exc:  # onnxruntime's own errors have no common base class
-                raise ValueError(f"{self.name}: onnxruntime cannot run the kernel {kernel.name} alone on random "
-                                 f"inputs ({str(exc).splitlines()[0][:200]}); price this model on a roofline "
-                                 f"device instead") from None
+                self._estimate_instead(kernel, exc)
+                return None
             self.db.put(kernel.key, found)
             self.measured += 1
         return found
+
+    def _estimate_instead(self, kernel: Kernel, exc: Exception) -> None:
+        """Record (and say once, on stderr, with onnxruntime's whole message) that ``kernel`` is
+        priced by :func:`estimate_us` because it cannot be timed alone."""
+        what = " ".join(str(exc).split()) or type(exc).__name__
+        step = kernel.steps[0]
+        label = dict(step.attrs).get("op_type", kernel.name) if kernel.stored_node else kernel.name
+        self.estimated[kernel.key] = f"{label}: onnxruntime cannot run it alone ({what})"
+        print(f"{self.name}: the kernel {label} is priced by an estimate (the roofline of its bytes and FLOPs on "
+              f"{estimate_device(self.threads).note}): onnxruntime cannot run it alone: {what}", file=sys.stderr)
 
     def _tick(self, what: str) -> None:
         """A progress bar counting kernels timed (opened on the first one, on stderr)."""
@@ -107,7 +150,10 @@ class OrtCpuCost:
         prices every e-node, and many share a kernel)."""
         found = self._kernel_cache.get(kernel)
         if found is None:
-            found = self._kernel_cache[kernel] = max(self.timing(kernel).median_us - self.overhead_us, 0.0)
+            timing = self.timing(kernel)
+            found = (estimate_us(kernel, self.threads) if timing is None
+                     else max(timing.median_us - self.overhead_us, 0.0))
+            self._kernel_cache[kernel] = found
         return found
 
     # ------------------------------------------------------------------ the CostModel interface
@@ -153,7 +199,7 @@ class OrtCpuCost:
         for n in graph.nodes():
             spec = n.spec
             kind = ("leaf" if spec.is_leaf else "folded" if n.is_const else "view" if n.op in FREE_OPS
-                    else "measured")
+                    else "estimate" if node_kernel(n).key in self.estimated else "measured")
             flops = 0 if spec.is_leaf or spec.is_view else int(spec.flops(n.attr_dict, node_in_shapes(n), n.shapes))
             nbytes = spec.elements_moved(node_in_shapes(n), n.shapes) * 4
             shown = tuple(n.shapes[0]) if len(n.shapes) == 1 else tuple(tuple(s) for s in n.shapes)

@@ -1,0 +1,94 @@
+"""Models as PyTorch's dynamo exporter writes them (opset 18+), end to end: every opaque node is
+timed as it is in its file, constants that act as attributes keep their values in every check,
+and written files are standard ONNX by default."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import eqsat.onnx as eo
+from eqsat.cost.measured import OrtCpuCost, node_kernel
+
+RNG = np.random.default_rng(0)
+
+
+def _save(nodes, inputs, outputs, inits, path, opset=18):
+    model = helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(model, str(path))
+    return path
+
+
+def exporter_model(path):
+    """Token ids (int64) -> Gather from an embedding table -> Pow(., 2.0) -> ReduceMean with its
+    axes as an input (opset 18) -> MatMul: the ops that made ort-cpu refuse these models."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 16])
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]),
+             helper.make_node("Pow", ["e", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]),
+             helper.make_node("Sqrt", ["mse"], ["rms"]),
+             helper.make_node("Div", ["e", "rms"], ["n"]),
+             helper.make_node("MatMul", ["n", "w"], ["y"])]
+    inits = [numpy_helper.from_array(RNG.standard_normal((32, 8)).astype(np.float32), "table"),
+             numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two"),
+             numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes"),
+             numpy_helper.from_array(np.array(1e-6, dtype=np.float32), "eps"),
+             numpy_helper.from_array(RNG.standard_normal((8, 16)).astype(np.float32), "w")]
+    return _save(nodes, [ids], [y], inits, path)
+
+
+def test_every_opaque_node_is_timed_at_its_own_opset_with_its_input_types(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    imported = eo.load(exporter_model(tmp_path / "m.onnx"))
+    opaque = [n for n in imported.graph.nodes() if n.op == "opaque"]
+    assert opaque and imported.opset == 18
+    model = OrtCpuCost(progress=False, warmup=2, runs=5)
+    report = model.report(imported.graph)
+    assert model.estimated == {} and "estimate" not in capsys.readouterr().err
+    for n in opaque:
+        kernel = node_kernel(n)
+        assert kernel.stored_node and "as-stored" in kernel.key and model.db.get(kernel.key) is not None
+    assert report.total_us > 0 and {r.kind for r in report.rows if r.op == "opaque"} == {"measured"}
+
+
+def conv_and_gemm_model(path):
+    """Conv -> Relu -> Flatten -> MatMul -> Relu: the search fuses both activations into their
+    producers (which onnxruntime would write as FusedConv and FusedGemm)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 6, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"]),
+             helper.make_node("MatMul", ["f", "m"], ["p"]),
+             helper.make_node("Relu", ["p"], ["y"])]
+    inits = [numpy_helper.from_array(RNG.standard_normal((4, 4, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(RNG.standard_normal((144, 10)).astype(np.float32), "m")]
+    return _save(nodes, [x], [y], inits, path, opset=17)
+
+
+def test_a_written_file_is_standard_onnx_by_default(tmp_path):
+    """Fused IR ops are written as their standard decomposition: only the default domain, a full
+    ONNX check passes, and onnxruntime computes the input's outputs."""
+    from experiments.cli import main
+
+    src = conv_and_gemm_model(tmp_path / "cg.onnx")
+    out = tmp_path / "cg.opt.onnx"
+    assert main(["optimize", "--device", "h100", str(src), "--search", "eqsat", "--preset", "quick",
+                 "--out", str(out)]) == 0
+    written = onnx.load(str(out))
+    assert {n.domain for n in written.graph.node} == {""} and {o.domain for o in written.opset_import} == {""}
+    onnx.checker.check_model(written, full_check=True)
+    assert eo.max_difference(src, out) < 1e-5
+    acts = [n for n in eo.load(out).graph.nodes() if n.op in ("conv2d", "matmul")]
+    assert acts  # the file re-imports into the IR
+
+    contrib = tmp_path / "cg.ort.onnx"
+    assert main(["optimize", "--device", "h100", str(src), "--search", "eqsat", "--preset", "quick",
+                 "--out", str(contrib), "--onnx-ops", "onnxruntime"]) == 0
+    kinds = {(n.op_type, n.domain) for n in onnx.load(str(contrib)).graph.node}
+    assert {("FusedConv", "com.microsoft"), ("FusedGemm", "com.microsoft")} <= kinds
+    assert eo.max_difference(src, contrib) < 1e-5
+

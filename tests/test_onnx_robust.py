@@ -92,3 +92,30 @@ def test_a_written_file_is_standard_onnx_by_default(tmp_path):
     assert {("FusedConv", "com.microsoft"), ("FusedGemm", "com.microsoft")} <= kinds
     assert eo.max_difference(src, contrib) < 1e-5
 
+
+def test_an_onnx_file_is_priced_on_this_machine_by_default(tmp_path, monkeypatch, capsys):
+    """Without --device an ONNX file is priced measured (ort-cpu: what the user runs), written with
+    onnxruntime's kernels, and the device is named in the result line and the JSON; a benchmark
+    graph keeps its paper's device."""
+    import json
+
+    from eqsat.cost.measured import Timing
+    from eqsat.cost.measured import ortcpu as ortcpu_module
+    from experiments.cli import main
+
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    flat = Timing(10.0, 10.0, 10.0, 5)  # which device is chosen is the question here, not the timings
+    monkeypatch.setattr(ortcpu_module, "time_graph", lambda *args, **kwargs: flat)
+    monkeypatch.setattr(ortcpu_module, "time_graphs", lambda graphs, *args, **kwargs: [flat for _ in graphs])
+    src = conv_and_gemm_model(tmp_path / "cg.onnx")
+    out, report = tmp_path / "cg.opt.onnx", tmp_path / "r.json"
+    assert main(["optimize", str(src), "--search", "eqsat", "--preset", "quick", "--out", str(out),
+                 "--json", str(report)]) == 0
+    text = capsys.readouterr().out
+    assert "cg on ort-cpu:" in text and "priced on ort-cpu (the default for an ONNX file" in text
+    payload = json.loads(report.read_text())
+    assert payload["device"] == "ort-cpu" and "default for an ONNX file" in payload["device_chosen_by"]
+    assert payload["onnx"]["onnx_ops"] == "onnxruntime"
+    assert main(["optimize", "lora", "--param", "tokens=8", "--param", "d_model=64", "--search", "eqsat", "--preset",
+                 "quick", "--json", str(report)]) == 0
+    assert json.loads(report.read_text())["device"] == "h100"

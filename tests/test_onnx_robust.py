@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import eqsat.onnx as eo
@@ -119,3 +120,38 @@ def test_an_onnx_file_is_priced_on_this_machine_by_default(tmp_path, monkeypatch
     assert main(["optimize", "lora", "--param", "tokens=8", "--param", "d_model=64", "--search", "eqsat", "--preset",
                  "quick", "--json", str(report)]) == 0
     assert json.loads(report.read_text())["device"] == "h100"
+
+
+def rms_then_lora_model(path):
+    """sqrt(x*x + eps) then x@A@B with constant A, B: the search folds A@B into one weight, and the
+    check must keep eps = 1e-6 (a random eps below -x*x makes the input NaN: a false alarm)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("Add", ["sq", "eps"], ["se"]),
+             helper.make_node("Sqrt", ["se"], ["r"]),
+             helper.make_node("MatMul", ["r", "a"], ["ra"]),
+             helper.make_node("MatMul", ["ra", "b"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(1e-6, dtype=np.float32), "eps"),
+             numpy_helper.from_array(RNG.standard_normal((16, 4)).astype(np.float32), "a"),
+             numpy_helper.from_array(RNG.standard_normal((4, 16)).astype(np.float32), "b")]
+    return _save(nodes, [x], [y], inits, path, opset=17)
+
+
+def test_constants_that_act_as_attributes_keep_their_values_in_the_check(tmp_path):
+    from eqsat.cost.roofline import cost_model
+    from eqsat.ir.evaluate import compare_graphs
+    from eqsat.rules.rulesets import default_rules
+    from eqsat.search import run_verified
+    from experiments.searches import get_search, preset_limits
+
+    imported = eo.load(rms_then_lora_model(tmp_path / "m.onnx"))
+    graph = imported.graph
+    assert set(graph.fixed) == {"eps"} and float(graph.fixed["eps"]) == pytest.approx(1e-6)  # a, b: redrawn
+    engine = get_search("eqsat")
+    result = run_verified(engine, graph, default_rules(engine.default_rule_sets), cost_model("h100"),
+                          preset_limits(engine, "quick", "m"))
+    assert result.best != graph and result.verified.equal  # the fold was checked, with eps = 1e-6
+    drawn = compare_graphs(graph.with_fixed({}), result.best, trials=1)  # what every draw used to do
+    assert not drawn.equal and "relative error inf" in drawn.detail
+

@@ -10,6 +10,7 @@ import networkx as nx
 import numpy as np
 
 from eqsat.errors import EqsatError
+from eqsat.ir.evaluate import attribute_weights
 from eqsat.ir.graph import Graph, Node, node, weight
 from eqsat.onnx.common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
 from eqsat.onnx.importers import IMPORTERS, _attrs, _Importer
@@ -121,6 +122,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     if missing:
         raise OnnxError(f"{path}: graph output(s) {', '.join(missing)} are never computed")
     graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
+    graph = graph.with_fixed({w: imp.weights[w] for w in attribute_weights(graph)})  # checks keep these values
     elem_types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.input) + list(model.graph.output)}
     return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types)
 

@@ -61,14 +61,14 @@ def write_optimized(imported: Any, best: Any, model: str, out: str, contrib: boo
 AGREE = 0.01  # a written file "agrees" with the search's best within 1%
 
 
-def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
+def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
                  dims: dict[str, int] | None = None) -> dict[str, Any]:
     """Import a written file again and price it as the search priced its best graph, as a runtime
     runs it: the gain a user gets is the file's, not the graph's (a fusion the export had to split
     shows here). A standard file writes a fused conv as Conv then its activation, which every
     runtime fuses again, so a roofline device prices the file after onnxruntime's own fusions
     (:func:`experiments.runs.runtime_baseline.runtime_baseline`); the measured device prices those
-    fusions itself."""
+    fusions itself. ``device``: a name, or the cost model the search used (a calibrated one)."""
     from eqsat import onnx as onnx_io
     from eqsat.cost.roofline import cost_model
     from experiments.runs.runtime_baseline import runtime_baseline
@@ -83,11 +83,12 @@ def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
     return {"written_us": written_us, "written_vs_best": gap, "written_agrees": abs(gap) <= AGREE}
 
 
-def price_written(args: Any, best_us: float) -> dict[str, Any]:
-    """:func:`written_cost` of ``args.out``, printed for the user."""
+def price_written(args: Any, best_us: float, model: Any = None) -> dict[str, Any]:
+    """:func:`written_cost` of ``args.out`` on ``model`` (default ``args.device``), printed for the user."""
     from experiments.command import parse_dims
 
-    row = written_cost(args.out, best_us, args.device, args.batch, parse_dims(args.dim))
+    row = written_cost(args.out, best_us, model if model is not None else args.device, args.batch,
+                       parse_dims(args.dim))
     note = ("agrees" if row["written_agrees"] else
             f"differs by {row['written_vs_best']:+.1%}: part of the reported gain is not in the file")
     print(f"the written file, imported again, costs {row['written_us']:.2f} µs (search's best {best_us:.2f} µs): "

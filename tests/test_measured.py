@@ -154,6 +154,24 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
     assert kept.best == result.best and "measured end to end 2.000x" in kept.stop
 
 
+def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkeypatch):
+    """Kernels timed alone sum to another latency than the model's; calibrating on the input timed
+    end to end scales every price so the input is priced at its measured time (less the run call),
+    and the gap between its two timings raises the least gain a rewrite must promise."""
+    graph = small_cnn()
+    other = Graph((node("relu", graph.outputs[0]),))
+    model = OrtCpuCost(progress=False)
+    raw, raw_other = model.graph_time_us(graph), model.graph_time_us(other)
+    timings = iter([Timing(205.0, 200.0, 210.0, 24), Timing(195.0, 190.0, 200.0, 24)])
+    monkeypatch.setattr(ortcpu_module, "time_graphs", lambda graphs, *a, **k: [next(timings) for _ in graphs])
+    cal = model.calibrate(graph)
+    assert cal.measured_us == 200.0 and cal.noise == pytest.approx(0.05) and cal.priced_us == raw + 5.0
+    assert cal.scale == pytest.approx((200.0 - 5.0) / raw) and model.resolution == pytest.approx(0.05)
+    assert model.latency_us(graph) == pytest.approx(200.0)
+    assert model.graph_time_us(other) == pytest.approx(raw_other * cal.scale)  # the same choices, scaled
+    assert "priced" in cal.summary() and cal.to_dict()["scale"] == cal.scale
+
+
 def test_another_thread_count_is_another_context(fake, tmp_path):
     OrtCpuCost(progress=False).graph_time_us(small_cnn())
     new_process()

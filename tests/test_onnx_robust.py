@@ -55,6 +55,17 @@ def test_every_opaque_node_is_timed_at_its_own_opset_with_its_input_types(tmp_pa
     assert report.total_us > 0 and {r.kind for r in report.rows if r.op == "opaque"} == {"measured"}
 
 
+def test_a_graph_with_int64_inputs_is_timed_end_to_end_with_its_types(tmp_path):
+    """The end-to-end timing (calibration, the final check) exports the graph: token ids stay int64."""
+    from eqsat.cost.measured.timer import export_for_timing, session, time_session
+
+    imported = eo.load(exporter_model(tmp_path / "m.onnx"))
+    path = export_for_timing(imported.graph, tmp_path / "timed.onnx")
+    types = {i.name: i.type.tensor_type.elem_type for i in onnx.load(str(path)).graph.input}
+    assert types == {"ids": TensorProto.INT64}
+    assert time_session(session(path, 1), warmup=1, runs=3).median_us > 0
+
+
 def conv_and_gemm_model(path):
     """Conv -> Relu -> Flatten -> MatMul -> Relu: the search fuses both activations into their
     producers (which onnxruntime would write as FusedConv and FusedGemm)."""

@@ -12,7 +12,7 @@ from eqsat.files import replace_atomic
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
-from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, Imported, OnnxError, _onnx, skeleton
+from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, OPSET, Imported, OnnxError, _onnx, skeleton
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
@@ -228,9 +228,13 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
         else:
             raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
+    declared = _stored_input_types(onnx, graph)
+
     def elem_type(name: str) -> int:
-        """The imported element type, a float one in the export's float width (ints, bools stay)."""
-        t = imported.elem_types.get(name, 1)
+        """The imported element type (else the one a stored node reading it declares: a graph
+        built from an import, e.g. a kernel timed alone, keeps int64 token ids), a float one in
+        the export's float width (ints, bools stay)."""
+        t = imported.elem_types.get(name, declared.get(name, 1))
         return onnx_float if t in _FLOAT_ELEM_TYPES else t
 
     outputs = []
@@ -245,6 +249,20 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                          opset_imports=opsets)
     onnx.checker.check_model(skeleton(model))
     replace_atomic(path, lambda tmp: onnx.save(model, tmp))
+
+
+def _stored_input_types(onnx: Any, graph: Graph) -> dict[str, int]:
+    """Graph input name -> the element type an opaque node reading it declares for that input."""
+    out: dict[str, int] = {}
+    for n in graph.nodes():
+        if n.op != "opaque" or not any(x.op == "input" for x in n.inputs):
+            continue
+        stored = onnx.GraphProto()
+        stored.ParseFromString(bytes.fromhex(n.attr("node")))
+        for x, vi in zip(n.inputs, stored.input):
+            if x.op == "input":
+                out.setdefault(x.attr("name"), vi.type.tensor_type.elem_type)
+    return out
 
 
 def _gemm_pairs(graph: Graph) -> dict[Node, Node]:
@@ -285,7 +303,8 @@ def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] 
     missing = [w.attr("name") for w in graph.leaves("weight") if w.attr("name") not in data]
     if missing:
         raise OnnxError(f"{path}: no data for weight(s) {', '.join(missing)}")
+    opset = max([OPSET] + [n.attr("opset") for n in graph.nodes() if n.op == "opaque"])  # a stored node's own
     imported = Imported(graph, data, [x.attr("name") for x in graph.leaves("input")],
-                        [f"output{i}" for i in range(len(graph.outputs))])
+                        [f"output{i}" for i in range(len(graph.outputs))], opset=opset)
     save(imported, graph, path, dtype, contrib)
     return imported

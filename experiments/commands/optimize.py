@@ -150,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
     rules = default_rules(args.rules or get_search(args.search).default_rule_sets)
     parse_s = time.perf_counter() - parse_start
     model = cost_model(args.device)
+    calibration = model.calibrate(graph) if hasattr(model, "calibrate") else None  # a measured model
+    if calibration is not None:
+        print(f"{model.name}: {calibration.summary()}")
     result = run_verified(get_search(args.search), graph, rules, model, limits, args.seed)
     print(result.summary())
     print(f"priced on {result.device} ({device_why})")
@@ -159,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         f"verified against the input ({result.verified.method}): max relative error {result.verified.max_rel_error:.2g}"
     )
     payload = result.to_dict() | {"device_chosen_by": device_why}
+    if calibration is not None:
+        payload["calibration"] = calibration.to_dict()
     if getattr(model, "end_to_end_us", None) is None:  # a measured model already prices the runtime's fusions
         payload["runtime"] = runtime_baseline(graph, model)
         print(describe(payload["runtime"], result.best_us))
@@ -166,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
-        payload["onnx"] |= price_written(args, result.best_us)
+        payload["onnx"] |= price_written(args, result.best_us, model)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from eqsat.cost.costmodel import CostReport, OpCost, node_in_shapes
@@ -35,6 +36,25 @@ FREE_OPS = frozenset({"proj", "noop"})
 OVERHEAD_KEY = "run-call-overhead"
 OVERHEAD_RUNS = 200
 RESOLUTION = 0.02  # run-to-run spread of a kernel's median on this 2-core machine is 1-3%
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One model's end-to-end calibration (µs): its priced latency before, its measured latency
+    (the mean of two alternating end-to-end timings), the scale every kernel price is multiplied
+    by, and the measured noise (the two timings' relative difference)."""
+
+    priced_us: float
+    measured_us: float
+    scale: float
+    noise: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (f"calibrated on the input timed end to end: priced {self.priced_us / 1e3:.3f} ms, measured "
+                f"{self.measured_us / 1e3:.3f} ms (noise {self.noise:.1%}); kernel prices x{self.scale:.3f}")
 
 
 ESTIMATE_FLOPS_PER_THREAD = 50e9  # float32 FMA throughput of one x86 core, order of magnitude
@@ -83,6 +103,7 @@ class OrtCpuCost:
         self._overhead: float | None = None
         self._node_cache: dict[Node, float] = {}
         self._kernel_cache: dict[Kernel, float] = {}
+        self.calibration: Calibration | None = None  # set by calibrate(): every price is scaled by it
         self.estimated: dict[str, str] = {}  # kernel key -> why it is priced by estimate_us, not timed
 
     @property
@@ -147,14 +168,34 @@ class OrtCpuCost:
 
     def kernel_us(self, kernel: Kernel) -> float:
         """A kernel's price: its median less the fixed cost of a run call (memoized: the extractor
-        prices every e-node, and many share a kernel)."""
+        prices every e-node, and many share a kernel), times the :attr:`calibration`'s scale."""
         found = self._kernel_cache.get(kernel)
         if found is None:
             timing = self.timing(kernel)
             found = (estimate_us(kernel, self.threads) if timing is None
                      else max(timing.median_us - self.overhead_us, 0.0))
             self._kernel_cache[kernel] = found
-        return found
+        return found * (self.calibration.scale if self.calibration is not None else 1.0)
+
+    def calibrate(self, graph: Graph) -> Calibration:
+        """Scale every later price so that ``graph`` (the input model) is priced at its end-to-end
+        time: kernels timed alone run with other caches, layouts and neighbours than in the model,
+        and their sum was off by 0.5-3x. The graph is timed end to end twice, alternately
+        (:func:`.timer.time_graphs`); the two timings' relative difference is the measured noise,
+        and the :attr:`resolution` (the least gain a rewrite must promise) becomes at least that.
+        A uniform scale changes no choice between graphs, only what their prices claim."""
+        self.calibration = None
+        self._node_cache.clear()
+        priced = self.graph_time_us(graph)
+        first, second = time_graphs([graph, graph], self.threads)
+        measured = (first.median_us + second.median_us) / 2
+        noise = abs(first.median_us - second.median_us) / measured if measured > 0 else 0.0
+        kernels = max(measured - self.overhead_us, 0.0)
+        scale = kernels / priced if priced > 0 and kernels > 0 else 1.0
+        self.calibration = Calibration(priced + self.overhead_us, measured, scale, noise)
+        self.resolution = max(self.resolution, noise)
+        self._node_cache.clear()
+        return self.calibration
 
     # ------------------------------------------------------------------ the CostModel interface
     def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],

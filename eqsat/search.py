@@ -113,11 +113,18 @@ def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:
 def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
     """The input instead of a best graph whose gain is below the cost model's ``resolution`` (the
     relative difference its prices can tell apart: 0 for a formula, the timing noise for a
-    measured model): a rewrite the measurements cannot show pays is not taken. A model that can
-    time whole graphs (``end_to_end_us``) decides on the two graphs timed end to end."""
+    measured model, raised to the noise measured on the input by a calibration): a rewrite the
+    measurements cannot show pays is not taken. A model that can time whole graphs
+    (``end_to_end_us``) then decides on the two graphs timed end to end: both the predicted and
+    the measured gain must exceed the resolution."""
     resolution = getattr(cost_model, "resolution", 0.0)
     if resolution <= 0 or result.best == graph:
         return result
+    if not result.best_us < result.original_us * (1 - resolution):  # predicted within the noise: not timed
+        predicted = result.original_us / result.best_us if result.best_us > 0 else 1.0
+        return replace(result, best=graph, best_us=result.original_us,
+                       stop=f"{result.stop}; input kept: predicted {predicted:.3f}x, "
+                            f"not faster by the cost model's resolution ({resolution:.1%})")
     timer = getattr(cost_model, "end_to_end_us", None)
     before, after = timer(graph, result.best) if timer else (result.original_us, result.best_us)
     basis = "measured end to end" if timer else "priced"

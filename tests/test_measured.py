@@ -152,6 +152,11 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
     faster = SimpleNamespace(resolution=0.02, end_to_end_us=lambda a, b: (100.0, 50.0))
     kept = keep_unresolved_gain(graph, result, faster)
     assert kept.best == result.best and "measured end to end 2.000x" in kept.stop
+    # a predicted gain within the noise is not timed at all: the choice cannot flip with timing noise
+    unpredicted = SimpleNamespace(resolution=1 - result.best_us / result.original_us + 0.01,
+                                  end_to_end_us=lambda a, b: pytest.fail("timed a gain within the noise"))
+    held = keep_unresolved_gain(graph, result, unpredicted)
+    assert held.best == graph and "input kept: predicted" in held.stop
 
 
 def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkeypatch):

@@ -166,3 +166,27 @@ def test_constants_that_act_as_attributes_keep_their_values_in_the_check(tmp_pat
     drawn = compare_graphs(graph.with_fixed({}), result.best, trials=1)  # what every draw used to do
     assert not drawn.equal and "relative error inf" in drawn.detail
 
+
+
+def test_an_opaque_contrib_node_is_timed_and_written_back_in_its_domain(tmp_path, monkeypatch):
+    """A com.microsoft node the table does not know, after a ConvTranspose whose weight is too big
+    to store in the node: both are timed in onnxruntime (not estimated), and the file written back
+    imports the node's domain."""
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 16, 16])
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2], kernel_shape=[2, 2]),
+             helper.make_node("QuickGelu", ["t"], ["y"], domain="com.microsoft", alpha=1.702)]
+    w = numpy_helper.from_array(RNG.standard_normal((64, 64, 2, 2)).astype(np.float32), "w")
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)])
+    src, out = tmp_path / "ct.onnx", tmp_path / "ct.out.onnx"
+    onnx.save(model, str(src))
+    imported = eo.load(src)
+    assert [o.split()[0] for o in imported.opaque] == ["ConvTranspose", "QuickGelu"]
+    cost = OrtCpuCost(progress=False, warmup=2, runs=5)
+    assert {r.kind for r in cost.report(imported.graph).rows if r.op == "opaque"} == {"measured"}
+    assert cost.estimated == {}
+    eo.save(imported, imported.graph, out)
+    assert ("com.microsoft", 1) in {(o.domain, o.version) for o in onnx.load(str(out)).opset_import}
+    assert eo.max_difference(src, out) == 0.0

@@ -16,6 +16,11 @@ bias, batch norm or residual sum, a product's column bias) costs what it adds to
 kernel, so a rewrite that "fuses" what the runtime fuses anyway gains nothing. (The fusion is
 assumed whenever the pattern is there; the runtime also needs the producer to have no other
 reader.)
+
+An imported node the op table does not know is timed as it is in its file (its own opset, domain,
+input types and constants: :meth:`.kernels.Kernel.stored_model`). A kernel onnxruntime cannot run
+alone is priced by :func:`estimate_us`, a stated roofline estimate, never by refusing the model.
+:meth:`OrtCpuCost.calibrate` scales all prices to the input model's end-to-end time.
 """
 from __future__ import annotations
 

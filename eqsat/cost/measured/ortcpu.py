@@ -240,12 +240,18 @@ class OrtCpuCost:
         """Predicted end-to-end latency of one run of the graph's model: kernels plus the run call."""
         return self.graph_time_us(graph) + self.overhead_us
 
+    def _estimated(self, n: Node) -> bool:
+        """Whether a kernel ``n``'s price reads was priced by :func:`estimate_us`."""
+        fused = fused_kernel(n)
+        kernels = (fused[0], node_kernel(fused[1])) if fused is not None else (node_kernel(n),)
+        return any(k.key in self.estimated for k in kernels)
+
     def report(self, graph: Graph) -> CostReport:
         rows = []
         for n in graph.nodes():
             spec = n.spec
             kind = ("leaf" if spec.is_leaf else "folded" if n.is_const else "view" if n.op in FREE_OPS
-                    else "estimate" if node_kernel(n).key in self.estimated else "measured")
+                    else "estimate" if self._estimated(n) else "measured")
             flops = 0 if spec.is_leaf or spec.is_view else int(spec.flops(n.attr_dict, node_in_shapes(n), n.shapes))
             nbytes = spec.elements_moved(node_in_shapes(n), n.shapes) * 4
             shown = tuple(n.shapes[0]) if len(n.shapes) == 1 else tuple(tuple(s) for s in n.shapes)

@@ -126,10 +126,14 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
                        stop=f"{result.stop}; input kept: predicted {predicted:.3f}x, "
                             f"not faster by the cost model's resolution ({resolution:.1%})")
     timer = getattr(cost_model, "end_to_end_us", None)
-    before, after = timer(graph, result.best) if timer else (result.original_us, result.best_us)
     basis = "measured end to end" if timer else "priced"
+    try:
+        before, after = timer(graph, result.best) if timer else (result.original_us, result.best_us)
+    except Exception as exc:  # onnxruntime's errors have no common base: decide on the prices, and say so
+        basis = f"priced (end-to-end timing failed: {' '.join(str(exc).split())})"
+        before, after = result.original_us, result.best_us
     if after < before * (1 - resolution):
-        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if timer else result
+        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if basis != "priced" else result
     return replace(result, best=graph, best_us=result.original_us,
                    stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, not faster by the cost "
                         f"model's resolution ({resolution:.0%})")

@@ -158,6 +158,12 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
     held = keep_unresolved_gain(graph, result, unpredicted)
     assert held.best == graph and "input kept: predicted" in held.stop
 
+    def broken(a, b):
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : cannot run it")
+
+    decided = keep_unresolved_gain(graph, result, SimpleNamespace(resolution=0.02, end_to_end_us=broken))
+    assert decided.best == result.best and "priced (end-to-end timing failed: [ONNXRuntimeError]" in decided.stop
+
 
 def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkeypatch):
     """Kernels timed alone sum to another latency than the model's; calibrating on the input timed
@@ -175,6 +181,17 @@ def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkey
     assert model.latency_us(graph) == pytest.approx(200.0)
     assert model.graph_time_us(other) == pytest.approx(raw_other * cal.scale)  # the same choices, scaled
     assert "priced" in cal.summary() and cal.to_dict()["scale"] == cal.scale
+
+
+def test_a_model_that_cannot_run_end_to_end_is_priced_uncalibrated(fake, monkeypatch, capsys):
+    def broken(graphs, *args, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH : a long reason " + "y" * 250)
+
+    monkeypatch.setattr(ortcpu_module, "time_graphs", broken)
+    model = OrtCpuCost(progress=False)
+    raw = model.graph_time_us(small_cnn())
+    assert model.calibrate(small_cnn()) is None and model.calibration is None
+    assert model.graph_time_us(small_cnn()) == raw and "not calibrated" in capsys.readouterr().err
 
 
 def test_another_thread_count_is_another_context(fake, tmp_path):

@@ -182,17 +182,23 @@ class OrtCpuCost:
             self._kernel_cache[kernel] = found
         return found * (self.calibration.scale if self.calibration is not None else 1.0)
 
-    def calibrate(self, graph: Graph) -> Calibration:
+    def calibrate(self, graph: Graph) -> Calibration | None:
         """Scale every later price so that ``graph`` (the input model) is priced at its end-to-end
         time: kernels timed alone run with other caches, layouts and neighbours than in the model,
         and their sum was off by 0.5-3x. The graph is timed end to end twice, alternately
         (:func:`.timer.time_graphs`); the two timings' relative difference is the measured noise,
         and the :attr:`resolution` (the least gain a rewrite must promise) becomes at least that.
-        A uniform scale changes no choice between graphs, only what their prices claim."""
+        A uniform scale changes no choice between graphs, only what their prices claim. None (said
+        on stderr) when the graph cannot be run end to end: the prices stay unscaled."""
         self.calibration = None
         self._node_cache.clear()
         priced = self.graph_time_us(graph)
-        first, second = time_graphs([graph, graph], self.threads)
+        try:
+            first, second = time_graphs([graph, graph], self.threads)
+        except Exception as exc:  # onnxruntime's errors have no common base class
+            print(f"{self.name}: not calibrated (prices are kernels timed alone): onnxruntime cannot run the "
+                  f"model end to end: {' '.join(str(exc).split())}", file=sys.stderr)
+            return None
         measured = (first.median_us + second.median_us) / 2
         noise = abs(first.median_us - second.median_us) / measured if measured > 0 else 0.0
         kernels = max(measured - self.overhead_us, 0.0)

@@ -113,16 +113,28 @@ def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:
 def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
     """The input instead of a best graph whose gain is below the cost model's ``resolution`` (the
     relative difference its prices can tell apart: 0 for a formula, the timing noise for a
-    measured model): a rewrite the measurements cannot show pays is not taken. A model that can
-    time whole graphs (``end_to_end_us``) decides on the two graphs timed end to end."""
+    measured model, raised to the noise measured on the input by a calibration): a rewrite the
+    measurements cannot show pays is not taken. A model that can time whole graphs
+    (``end_to_end_us``) then decides on the two graphs timed end to end: both the predicted and
+    the measured gain must exceed the resolution."""
     resolution = cost_model.resolution
     if resolution <= 0 or result.best == graph:
         return result
-    timed = cost_model.end_to_end_us(graph, result.best)
+    if not result.best_us < result.original_us * (1 - resolution):  # predicted within the noise: not timed
+        predicted = result.original_us / result.best_us if result.best_us > 0 else 1.0
+        return replace(result, best=graph, best_us=result.original_us,
+                       stop=f"{result.stop}; input kept: predicted {predicted:.3f}x, "
+                            f"not faster by the cost model's resolution ({resolution:.1%})")
+    basis = "measured end to end"
+    try:
+        timed = cost_model.end_to_end_us(graph, result.best)
+    except Exception as exc:  # onnxruntime's errors have no common base: decide on the prices, and say so
+        basis, timed = f"priced (end-to-end timing failed: {' '.join(str(exc).split())})", None
+    if timed is None:
+        basis = "priced" if basis == "measured end to end" else basis
     before, after = timed if timed is not None else (result.original_us, result.best_us)
-    basis = "measured end to end" if timed is not None else "priced"
     if after < before * (1 - resolution):
-        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if timed is not None else result
+        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if basis != "priced" else result
     return replace(result, best=graph, best_us=result.original_us,
                    stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, not faster by the cost "
                         f"model's resolution ({resolution:.0%})")

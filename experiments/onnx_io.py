@@ -18,8 +18,9 @@ def check_out_path(model: str, out: str | None) -> None:
         raise ValueError(f"--out {out} is the input model; write the optimized model to another file")
 
 
-def export_best(imported: Any, best: Any, model: str | Path, out: str | Path) -> bool:
-    """Write ``best`` to ``out``; when the search kept the input graph, the input file itself (a
+def export_best(imported: Any, best: Any, model: str | Path, out: str | Path, contrib: bool = False) -> bool:
+    """Write ``best`` to ``out`` (standard ONNX; ``contrib``: onnxruntime's fused kernels, see
+    :func:`eqsat.onnx.save`); when the search kept the input graph, the input file itself (a
     copy): re-exporting an unchanged graph only rewrites what the exporter wrote (the erf GELU,
     a Gather of a packed projection), which onnxruntime may run slower. True when copied."""
     import shutil
@@ -29,11 +30,11 @@ def export_best(imported: Any, best: Any, model: str | Path, out: str | Path) ->
     if best.outputs == imported.graph.outputs:  # structural: the same nodes computing the same outputs
         shutil.copyfile(model, out)
         return True
-    onnx_io.save(imported, best, out, dtype=onnx_io.interface_dtype(imported))
+    onnx_io.save(imported, best, out, dtype=onnx_io.interface_dtype(imported), contrib=contrib)
     return False
 
 
-def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str, Any]:
+def write_optimized(imported: Any, best: Any, model: str, out: str, contrib: bool = False) -> dict[str, Any]:
     """Export ``best`` to ``out`` (:func:`export_best`) after checking it against ``model`` in
     onnxruntime; returns what was checked. A model that differs beyond tolerance, or any failure,
     writes nothing."""
@@ -42,7 +43,7 @@ def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str,
     checked: dict[str, Any] = {}
 
     def write_and_check(tmp: str) -> None:
-        checked["unchanged"] = export_best(imported, best, model, tmp)
+        checked["unchanged"] = export_best(imported, best, model, tmp, contrib)
         checked["diff"] = diff = onnx_io.max_difference(model, tmp)
         if not diff <= TOLERANCE:
             raise ValueError(f"{out}: the optimized model differs from {model} by {diff:.3g} (relative) in "
@@ -54,29 +55,40 @@ def write_optimized(imported: Any, best: Any, model: str, out: str) -> dict[str,
           f"(ops in: {', '.join(f'{k} {v}' for k, v in sorted(imported.ops.items()))})")
     print(f"opaque ops (kept exactly, not optimized): {', '.join(imported.opaque) or 'none'}")
     return {"out": str(out), "max_rel_difference": checked["diff"], "opaque": list(imported.opaque),
-            "input_copied": checked["unchanged"]}
+            "input_copied": checked["unchanged"], "onnx_ops": "onnxruntime" if contrib else "standard"}
 
 
 AGREE = 0.01  # a written file "agrees" with the search's best within 1%
 
 
-def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
+def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
                  dims: dict[str, int] | None = None) -> dict[str, Any]:
-    """Import a written file again and price it as the search priced its best graph: the gain a
-    user gets is the file's, not the graph's (a fusion the export had to split shows here)."""
+    """Import a written file again and price it as the search priced its best graph, as a runtime
+    runs it: the gain a user gets is the file's, not the graph's (a fusion the export had to split
+    shows here). A standard file writes a fused conv as Conv then its activation, which every
+    runtime fuses again, so a roofline device prices the file after onnxruntime's own fusions
+    (:func:`experiments.runs.runtime_baseline.runtime_baseline`); the measured device prices those
+    fusions itself. ``device``: a name, or the cost model the search used (a calibrated one)."""
     from eqsat import onnx as onnx_io
     from eqsat.cost.roofline import cost_model
+    from experiments.runs.runtime_baseline import runtime_baseline
 
-    written_us = cost_model(device).graph_time_us(onnx_io.load(path, batch=batch, dims=dims).graph)
+    model = cost_model(device)
+    graph = onnx_io.load(path, batch=batch, dims=dims).graph
+    if model.latency_us(graph) is None:  # a model of kernels alone: the runtime's own fusions first
+        written_us = runtime_baseline(graph, model)["runtime_us"]
+    else:
+        written_us = model.graph_time_us(graph)
     gap = (written_us - best_us) / best_us if best_us > 0 else 0.0
     return {"written_us": written_us, "written_vs_best": gap, "written_agrees": abs(gap) <= AGREE}
 
 
-def price_written(args: Any, best_us: float) -> dict[str, Any]:
-    """:func:`written_cost` of ``args.out``, printed for the user."""
+def price_written(args: Any, best_us: float, model: Any = None) -> dict[str, Any]:
+    """:func:`written_cost` of ``args.out`` on ``model`` (default ``args.device``), printed for the user."""
     from experiments.command import parse_dims
 
-    row = written_cost(args.out, best_us, args.device, args.batch, parse_dims(args.dim))
+    row = written_cost(args.out, best_us, model if model is not None else args.device, args.batch,
+                       parse_dims(args.dim))
     note = ("agrees" if row["written_agrees"] else
             f"differs by {row['written_vs_best']:+.1%}: part of the reported gain is not in the file")
     print(f"the written file, imported again, costs {row['written_us']:.2f} µs (search's best {best_us:.2f} µs): "

@@ -171,7 +171,8 @@ def test_onnx_models_optimize_to_equal_files_or_fail_cleanly(tmp_path: Path, cap
     data, _ = case
     src, dst = tmp_path / "m.onnx", tmp_path / "m.opt.onnx"
     src.write_bytes(data)
-    code, _, err = run_cli(capsys, ["optimize", str(src), "--search", search, "--preset", "quick", "--out", str(dst)])
+    code, _, err = run_cli(capsys, ["optimize", "--device", "h100", str(src), "--search", search, "--preset",
+                                    "quick", "--out", str(dst)])
     assert_clean(code, err, (str(src), "m.onnx"))
     if code != 0:
         assert not dst.exists(), "a failed run left its output behind"

@@ -86,6 +86,11 @@ class CostModel(Protocol):
         that answers prices the runtime's own fusions already."""
         ...
 
+    def calibrate(self, graph: Graph) -> Any | None:
+        """Fit the model's prices to ``graph`` run end to end (its calibration record), or None
+        from a model that runs nothing."""
+        ...
+
     def provenance(self) -> str:
         """Where the prices come from, in one line for reports (the device's figures; the
         measurements: how many were timed now and where the rest were read)."""

@@ -92,6 +92,10 @@ class RooflineCost:
         """The roofline models kernels, not a runtime: no end-to-end latency."""
         return None
 
+    def calibrate(self, graph: Graph) -> None:
+        """A formula has nothing to fit."""
+        return None
+
     def provenance(self) -> str:
         d = self.device
         return f"roofline of {d.name}: {d.peak_flops:.3g} FLOP/s, {d.bandwidth:.3g} B/s, {d.launch_us:g} µs a launch"

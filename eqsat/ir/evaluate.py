@@ -17,7 +17,7 @@ import numpy as np
 from eqsat.errors import DomainError, ShapeError
 from eqsat.ir import folds
 from eqsat.ir.domains import FAST_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
-from eqsat.ir.graph import Graph, Node, leaf_shapes
+from eqsat.ir.graph import Graph, Node, leaf_shapes, leaves_of
 
 Values = Mapping[str, np.ndarray]
 
@@ -86,7 +86,9 @@ def random_leaves(graph: Graph, rng: np.random.Generator | int, domain: Domain =
     """Random values for every input and weight of ``graph``, by name (sorted, so seeds are stable).
 
     In float64, inputs are uniform in [-1, 1] and weights are scaled by 1/sqrt(fan-in) so that
-    deep graphs (8-layer BERT) stay far from overflow; the exact domains are not scaled.
+    deep graphs (8-layer BERT) stay far from overflow; the exact domains are not scaled. A weight
+    in ``graph.fixed`` keeps its value in float64 (a random exponent or epsilon can make the input
+    itself NaN); the exact domains draw it too, since a polynomial identity holds for every value.
     """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
@@ -94,11 +96,31 @@ def random_leaves(graph: Graph, rng: np.random.Generator | int, domain: Domain =
     shapes = leaf_shapes(graph)
     out = {}
     for name in sorted(shapes):
+        if domain.name == "float" and name in graph.fixed:  # an attribute-like constant keeps its value
+            out[name] = np.asarray(graph.fixed[name], dtype=np.float64)
+            continue
         value = domain.random(shapes[name], rng)
         if domain.name == "float" and kinds[name] == "weight":
             value *= 1.0 / np.sqrt(fan_in(shapes[name]))  # in place: VGG's weights are 1 GB in float64
         out[name] = value
     return out
+
+
+WEIGHT_SLOT_OPS = frozenset({"matmul", "conv2d"})
+"""Ops whose constant operands are weights proper: any values exercise a rewrite of them."""
+
+
+def attribute_weights(graph: Graph) -> frozenset[str]:
+    """Names of the weights that act as attributes: every weight leaf except those a
+    :data:`WEIGHT_SLOT_OPS` op reads, directly or through weight-only ops (a transposed or
+    concatenated kernel). Exponents, masks, epsilons, scales, shift vectors and embedding tables
+    keep their values in a numerical check; only a product's weights may be redrawn."""
+    redrawable: set[str] = set()
+    for n in graph.nodes():
+        if n.op in WEIGHT_SLOT_OPS:
+            consts = [x for x in n.inputs if x.is_const]
+            redrawable |= {leaf.attr("name") for leaf in leaves_of(consts) if leaf.op == "weight"}
+    return frozenset(w.attr("name") for w in graph.leaves("weight")) - redrawable
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,10 @@ class Graph:
     outputs: tuple[Node, ...]
     dtype: str = "bf16"
     name: str = ""
+    fixed: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Values of weights that act as attributes (an exponent, a mask, an epsilon): every numerical
+    check of this graph uses them instead of random draws (set by the ONNX importer, see
+    :func:`eqsat.ir.evaluate.attribute_weights`; not pickled)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.outputs, Node):
@@ -268,7 +272,11 @@ class Graph:
         return sum(1 for n in self.nodes() if not n.spec.is_leaf and not n.spec.is_view)
 
     def with_outputs(self, outputs: Iterable[Node]) -> Graph:
-        return Graph(tuple(outputs), self.dtype, self.name)
+        return Graph(tuple(outputs), self.dtype, self.name, self.fixed)
+
+    def with_fixed(self, fixed: Mapping[str, Any]) -> Graph:
+        """The same graph whose checks keep ``fixed`` weights' values (see :attr:`fixed`)."""
+        return Graph(self.outputs, self.dtype, self.name, dict(fixed))
 
     def users(self) -> dict[Node, list[Node]]:
         """Map each node to the nodes that read it."""

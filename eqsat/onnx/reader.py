@@ -10,6 +10,7 @@ import networkx as nx
 import numpy as np
 
 from eqsat.errors import EqsatError
+from eqsat.ir.evaluate import attribute_weights
 from eqsat.ir.graph import Graph, Node, node, weight
 from eqsat.onnx.common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
 from eqsat.onnx.importers import IMPORTERS, _attrs, _Importer
@@ -121,6 +122,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     if missing:
         raise OnnxError(f"{path}: graph output(s) {', '.join(missing)} are never computed")
     graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
+    graph = graph.with_fixed({w: imp.weights[w] for w in attribute_weights(graph)})  # checks keep these values
     elem_types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.input) + list(model.graph.output)}
     return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types)
 
@@ -197,10 +199,14 @@ def _fold(imp: _Importer, n: Any) -> bool:
     return True
 
 
+STORED_CONST_ELEMENTS = 4096  # a float constant an opaque node reads up to this size is stored in the node
+
+
 def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: dict[str, int]) -> list[Node]:
     """An op without an importer: one ``opaque`` node per output, holding the ONNX node itself as a
-    one-node graph (inputs ``in0..`` with their element types, non-float initializers it reads
-    as ``c0..``, outputs ``out0..``)."""
+    one-node graph (inputs ``in0..`` with their element types; the non-float constants it reads,
+    and float ones of at most :data:`STORED_CONST_ELEMENTS`, as initializers ``c0..`` with their
+    values, so the node is evaluated and timed as in its file; outputs ``out0..``)."""
     onnx = _onnx()
     h = onnx.helper
     proto = type(n)()
@@ -210,6 +216,9 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: d
     for name in n.input:
         if not name:
             proto.input.append("")
+        elif name in imp.consts and (name not in imp.values or imp.consts[name].size <= STORED_CONST_ELEMENTS):
+            proto.input.append(f"c{len(consts)}")  # kept in the node with its value (Pow's exponent, Where's fill)
+            consts.append(onnx.numpy_helper.from_array(imp.consts[name], proto.input[-1]))
         elif name in imp.values:
             proto.input.append(f"in{len(inputs)}")
             values.append(
@@ -218,9 +227,6 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: d
                 )
             )
             inputs.append(imp.values[name])
-        elif name in imp.consts:
-            proto.input.append(f"c{len(consts)}")
-            consts.append(onnx.numpy_helper.from_array(imp.consts[name], proto.input[-1]))
         else:
             imp.value(n, name)  # raises: names the missing input
     del proto.output[:]

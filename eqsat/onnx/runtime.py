@@ -1,6 +1,7 @@
 """onnxruntime: run one stored opaque node, random feeds, and the numerical comparison of two models."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,17 +10,42 @@ import numpy as np
 from eqsat.ir.ops import set_opaque_runner
 from eqsat.onnx.common import OPSET, OnnxError, _first_line, _onnx
 
+CONTRIB_OPSET = 1  # the version of a non-default operator domain (onnxruntime's com.microsoft has only 1)
+
+
+def node_model(graph_hex: str, opset: int = OPSET, const_inputs: Sequence[bool] = ()) -> Any:
+    """One stored opaque node (see :func:`eqsat.onnx.reader._opaque`) as a model at its own opset
+    and operator domain, its inputs typed as in its file; each input flagged in ``const_inputs``
+    (a weight of the model) becomes an initializer of its type and shape, filled with one small
+    value (a kernel's speed does not depend on it; constants whose values matter are stored in
+    the node itself), so the runtime pre-packs it as it does in the model."""
+    onnx = _onnx()
+    h = onnx.helper
+    graph = onnx.GraphProto()
+    graph.ParseFromString(bytes.fromhex(graph_hex))
+    for vi, const in zip(list(graph.input), const_inputs):
+        if not const:
+            continue
+        t = vi.type.tensor_type
+        shape = [d.dim_value for d in t.shape.dim]
+        fill = 1.0 / np.sqrt(max(int(np.prod(shape[1:])) if len(shape) > 1 else 1, 1))
+        value = np.full(shape, fill, dtype=h.tensor_dtype_to_np_dtype(t.elem_type))
+        graph.initializer.append(onnx.numpy_helper.from_array(value, vi.name))
+        graph.input.remove(vi)
+    domains = sorted({n.domain for n in graph.node} - {"", "ai.onnx"})
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)]
+                        + [h.make_opsetid(d, CONTRIB_OPSET) for d in domains])
+
 
 def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: int = OPSET) -> np.ndarray:
-    """Output ``index`` of one stored opaque node (see :func:`_opaque`) in onnxruntime; inputs are
-    cast to the element types the node reads."""
+    """Output ``index`` of one stored opaque node (see :func:`node_model`) in onnxruntime; inputs
+    are cast to the element types the node reads."""
     onnx = _onnx()
     import onnxruntime as ort
 
     graph = onnx.GraphProto()
     graph.ParseFromString(bytes.fromhex(graph_hex))
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    session = ort.InferenceSession(model.SerializeToString())
+    session = ort.InferenceSession(node_model(graph_hex, opset).SerializeToString())
     feeds = {vi.name: x.astype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
              for vi, x in zip(graph.input, inputs)}
     return np.asarray(session.run([f"out{index}"], feeds)[0])

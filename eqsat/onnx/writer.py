@@ -12,7 +12,7 @@ from eqsat.files import replace_atomic
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
-from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, Imported, OnnxError, _onnx, skeleton
+from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, OPSET, Imported, OnnxError, _onnx, skeleton
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
@@ -38,8 +38,9 @@ def interface_dtype(imported: Imported) -> str:
 class _Writer:
     """The ONNX graph being written: nodes, initializers and fresh tensor names."""
 
-    def __init__(self, onnx: Any, taken: set[str], np_float: Any, opset: int):
+    def __init__(self, onnx: Any, taken: set[str], np_float: Any, opset: int, contrib: bool = False):
         self.onnx, self.h, self.np_float, self.opset = onnx, onnx.helper, np_float, opset
+        self.contrib = contrib and np_float is np.float32  # onnxruntime's fused CPU kernels are float32 only
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.taken = taken
@@ -86,18 +87,20 @@ Exporter = Callable[[_Writer, Node, list[str], dict[str, Any]], list[str]]
 
 
 def _conv_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
-    """A conv; with a fused activation, onnxruntime's FusedConv (one kernel, as the cost model
-    priced it) where the runtime has one: float32 (its CPU kernel's only type)."""
+    """A conv; with a fused activation, Conv then the activation (standard ONNX: every runtime
+    fuses the pair), or onnxruntime's FusedConv (one kernel, as the cost model priced it) when
+    the writer targets onnxruntime."""
     pads = _explicit_pads(a["pad"], n.inputs[0].shape, n.inputs[1].shape[2:], a["stride"], a["dilation"])
     conv = {"strides": list(a["stride"]), "pads": pads, "dilations": list(a["dilation"]), "group": a["groups"]}
-    if a["act"] != "none" and w.np_float is np.float32:
+    if a["act"] != "none" and w.contrib:
         return w.fused("FusedConv", ins, a["act"], **conv)
     return w.activation(w.node("Conv", ins, **conv), a["act"])
 
 
 def _matmul_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
-    """A product; a 2-D one with a fused activation is onnxruntime's FusedGemm (one kernel)."""
-    if a["act"] != "none" and len(n.shape) == 2 and w.np_float is np.float32 and not ACTIVATIONS[a["act"]].params:
+    """A product then its activation; for onnxruntime, a 2-D one with a fused activation is its
+    FusedGemm (one kernel)."""
+    if a["act"] != "none" and len(n.shape) == 2 and w.contrib and not ACTIVATIONS[a["act"]].params:
         return w.fused("FusedGemm", ins, a["act"])  # (its CPU kernel takes no Clip bounds)
     return w.activation(w.node("MatMul", ins), a["act"])
 
@@ -123,11 +126,11 @@ def _pool_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[st
 
 
 def _gelu_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[str]:
-    """One kernel: ONNX's Gelu from opset 20, onnxruntime's contrib Gelu before (float32 only);
-    otherwise the exporters' erf form, which onnxruntime fuses into that kernel."""
+    """One kernel: ONNX's Gelu from opset 20, onnxruntime's contrib Gelu before when the writer
+    targets onnxruntime; otherwise the exporters' erf form, which onnxruntime fuses into that kernel."""
     if w.opset >= 20:
         return w.node("Gelu", ins)
-    if w.np_float is np.float32:
+    if w.contrib:
         return w.node("Gelu", ins, domain=FUSED_DOMAIN)
     inner = w.node("Erf", w.node("Mul", ins + [w.init(1.0 / np.sqrt(2.0))]))
     half = w.node("Mul", ins + [w.init(0.5)])
@@ -141,6 +144,8 @@ def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[
         stored = w.onnx.GraphProto()
         stored.ParseFromString(bytes.fromhex(a["node"]))
         proto = stored.node[0]
+        if proto.domain not in ("", "ai.onnx"):  # an imported contrib op is written back in its domain
+            w.domains.add(proto.domain)
         rename = {vi.name: x for vi, x in zip(stored.input, ins)}
         for c in stored.initializer:
             rename[c.name] = c.name = w.fresh()
@@ -181,17 +186,19 @@ EXPORTERS: dict[str, Exporter] = {
 only rename, and leaves are graph inputs or initializers."""
 
 
-def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32") -> None:
+def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32", contrib: bool = False) -> None:
     """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model whose float
     tensors are ``dtype`` (float64 checks models whose float32 outputs overflow; opaque nodes
-    keep the types they were imported with)."""
+    keep the types they were imported with). Standard ONNX only, unless ``contrib``: then a fused
+    IR op is onnxruntime's contrib kernel (FusedConv, FusedGemm, Gelu), for files that target
+    onnxruntime alone."""
     if dtype not in _FLOAT_TYPES:
         raise OnnxError(f"{path}: dtype must be one of {', '.join(_FLOAT_TYPES)}, got {dtype!r}")
     np_float, onnx_float = _FLOAT_TYPES[dtype]
     onnx = _onnx()
     h = onnx.helper
     w = _Writer(onnx, {x.attr("name") for x in graph.leaves()} | set(imported.output_names), np_float,
-                imported.opset)
+                imported.opset, contrib)
     names: dict[Node, list[str]] = {}
     # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
     # initializers, all computed in one evaluation of the imported data
@@ -221,9 +228,13 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
         else:
             raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
+    declared = _stored_input_types(onnx, graph)
+
     def elem_type(name: str) -> int:
-        """The imported element type, a float one in the export's float width (ints, bools stay)."""
-        t = imported.elem_types.get(name, 1)
+        """The imported element type (else the one a stored node reading it declares: a graph
+        built from an import, e.g. a kernel timed alone, keeps int64 token ids), a float one in
+        the export's float width (ints, bools stay)."""
+        t = imported.elem_types.get(name, declared.get(name, 1))
         return onnx_float if t in _FLOAT_ELEM_TYPES else t
 
     outputs = []
@@ -238,6 +249,20 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                          opset_imports=opsets)
     onnx.checker.check_model(skeleton(model))
     replace_atomic(path, lambda tmp: onnx.save(model, tmp))
+
+
+def _stored_input_types(onnx: Any, graph: Graph) -> dict[str, int]:
+    """Graph input name -> the element type an opaque node reading it declares for that input."""
+    out: dict[str, int] = {}
+    for n in graph.nodes():
+        if n.op != "opaque" or not any(x.op == "input" for x in n.inputs):
+            continue
+        stored = onnx.GraphProto()
+        stored.ParseFromString(bytes.fromhex(n.attr("node")))
+        for x, vi in zip(n.inputs, stored.input):
+            if x.op == "input":
+                out.setdefault(x.attr("name"), vi.type.tensor_type.elem_type)
+    return out
 
 
 def _gemm_pairs(graph: Graph) -> dict[Node, Node]:
@@ -270,14 +295,16 @@ def random_weights(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] | None = None,
-                 seed: int = 0, dtype: str = "float32") -> Imported:
+                 seed: int = 0, dtype: str = "float32", contrib: bool = False) -> Imported:
     """Write a graph built in Python (e.g. a benchmark builder's) as an ONNX model, with
-    ``weights`` or :func:`random_weights`; returns the :class:`Imported` it was written from."""
+    ``weights`` or :func:`random_weights` (``contrib``: see :func:`save`); returns the
+    :class:`Imported` it was written from."""
     data = weights if weights is not None else random_weights(graph, seed)
     missing = [w.attr("name") for w in graph.leaves("weight") if w.attr("name") not in data]
     if missing:
         raise OnnxError(f"{path}: no data for weight(s) {', '.join(missing)}")
+    opset = max([OPSET] + [n.attr("opset") for n in graph.nodes() if n.op == "opaque"])  # a stored node's own
     imported = Imported(graph, data, [x.attr("name") for x in graph.leaves("input")],
-                        [f"output{i}" for i in range(len(graph.outputs))])
-    save(imported, graph, path, dtype)
+                        [f"output{i}" for i in range(len(graph.outputs))], opset=opset)
+    save(imported, graph, path, dtype, contrib)
     return imported

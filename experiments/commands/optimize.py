@@ -12,11 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS, FULL_RULE_SETS
 from experiments.command import (
     Command,
-    add_device,
     add_onnx_input,
+    device_help,
     finite_float,
     load_model,
     non_negative,
@@ -53,6 +54,32 @@ SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field,
 )
 
 
+ONNX_DEVICE = ORT_CPU.name  # an ONNX file runs on this machine: price it as measured here
+BUILTIN_DEVICE = DEFAULT_DEVICE  # the benchmark graphs' papers priced them for a GPU
+ONNX_OPS = ("standard", "onnxruntime")
+
+
+def default_device(args: argparse.Namespace) -> tuple[str, str]:
+    """The device to price on and why: ``--device``, else :data:`ONNX_DEVICE` for an ONNX file (a
+    user optimizing a file runs it; a GPU profile would tune it for a device they may not have),
+    else :data:`BUILTIN_DEVICE`."""
+    if args.device:
+        return args.device, "--device"
+    if args.model.endswith(".onnx"):
+        return ONNX_DEVICE, "the default for an ONNX file: measured in onnxruntime on this machine"
+    return BUILTIN_DEVICE, "the default for a benchmark graph: its paper's device"
+
+
+def writes_contrib(args: argparse.Namespace) -> bool:
+    """onnxruntime's contrib kernels only where the user targets onnxruntime: ``--onnx-ops``, else
+    when the file was priced on the measured onnxruntime device."""
+    from eqsat.cost.roofline import measured_threads
+
+    if args.onnx_ops:
+        return args.onnx_ops == "onnxruntime"
+    return measured_threads(args.device) is not None
+
+
 def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
@@ -63,7 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_onnx_input(p)
     p.add_argument("--search", choices=list(SEARCHES), default=ALPHA, help=f"the search (default {ALPHA})")
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
-    add_device(p)
+    p.add_argument("--device", default=None,
+                   help=device_help(f"{ONNX_DEVICE} for an .onnx file: this machine, measured; {BUILTIN_DEVICE} for a "
+                                    f"benchmark graph, its paper's device"))
+    p.add_argument("--onnx-ops", choices=ONNX_OPS, default=None,
+                   help="onnx: write standard ONNX only, or onnxruntime's fused contrib kernels (FusedConv, FusedGemm) "
+                        f"for a file that only onnxruntime runs (default: onnxruntime on {ONNX_DEVICE}, else standard)")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="builder size parameter")
     p.add_argument(
         "--rules",
@@ -111,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.model.endswith(".onnx"):
         check_out_path(args.model, args.out)
+    args.device, device_why = default_device(args)
     get_search(args.search).warm()
     graph, imported = load_model(args)
     limits = limits_from(args)
@@ -119,22 +152,28 @@ def run(args: argparse.Namespace) -> int:
     rules = default_rules(args.rules or get_search(args.search).default_rule_sets)
     parse_s = time.perf_counter() - parse_start
     model = cost_model(args.device)
+    calibration = model.calibrate(graph)  # a measured model fits its prices to the input run end to end
+    if calibration is not None:
+        print(f"{model.name}: {calibration.summary()}")
     result = run_verified(get_search(args.search), graph, rules, model, limits, args.seed)
     print(result.summary())
+    print(f"priced on {result.device} ({device_why})")
     for line in result.work.detail_lines():
         print("  " + line)
     print(
         f"verified against the input ({result.verified.method}): max relative error {result.verified.max_rel_error:.2g}"
     )
-    payload = result.to_dict()
+    payload = result.to_dict() | {"device_chosen_by": device_why}
+    if calibration is not None:
+        payload["calibration"] = calibration.to_dict()
     if model.latency_us(graph) is None:  # a model of the runtime itself already prices the runtime's fusions
         payload["runtime"] = runtime_baseline(graph, model)
         print(describe(payload["runtime"], result.best_us))
     payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
     print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
     if imported is not None:
-        payload["onnx"] = write_optimized(imported, result.best, args.model, args.out)
-        payload["onnx"] |= price_written(args, result.best_us)
+        payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
+        payload["onnx"] |= price_written(args, result.best_us, model)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0

@@ -52,7 +52,22 @@ class Kernel:
         parts = [[s.op, [[k, attr(v)] for k, v in s.attrs], [list(x) for x in s.shapes], list(s.consts)]
                  for s in self.steps]
         cold = ["cold-weights"] if self.cold_weights else []  # a timing of its own, never a warm one's
-        return json.dumps([self.dtype, parts, *cold], separators=(",", ":"), default=list)
+        stored = ["as-stored"] if self.stored_node else []  # timed as in its file, not re-exported
+        return json.dumps([self.dtype, parts, *cold, *stored], separators=(",", ":"), default=list)
+
+    @property
+    def stored_node(self) -> bool:
+        """An imported node the op table does not know (``opaque``): timed as it was in its file."""
+        return len(self.steps) == 1 and self.steps[0].op == "opaque"
+
+    def stored_model(self) -> bytes:
+        """A :attr:`stored_node` kernel as the serialized ONNX model that is timed: the node at its
+        own opset and domain with its real attributes, input types and constants
+        (:func:`eqsat.onnx.runtime.node_model`). Other kernels are exported from :meth:`graph`."""
+        from eqsat.onnx.runtime import node_model
+
+        attrs = dict(self.steps[0].attrs)
+        return node_model(attrs["node"], attrs["opset"], self.steps[0].consts).SerializeToString()
 
     @property
     def cold_weights(self) -> bool:

@@ -16,17 +16,24 @@ bias, batch norm or residual sum, a product's column bias) costs what it adds to
 kernel, so a rewrite that "fuses" what the runtime fuses anyway gains nothing. (The fusion is
 assumed whenever the pattern is there; the runtime also needs the producer to have no other
 reader.)
+
+An imported node the op table does not know is timed as it is in its file (its own opset, domain,
+input types and constants: :meth:`.kernels.Kernel.stored_model`). A kernel onnxruntime cannot run
+alone is priced by :func:`estimate_us`, a stated roofline estimate, never by refusing the model.
+:meth:`OrtCpuCost.calibrate` scales all prices to the input model's end-to-end time.
 """
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from eqsat.cost.costmodel import CostReport, OpCost, node_in_shapes
+from eqsat.cost.devices import Device
 from eqsat.cost.measured.database import Context, MeasurementDB, default_path
 from eqsat.cost.measured.kernels import Kernel, fused_kernel, node_kernel, op_kernel
-from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graphs
+from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graphs, time_model
 from eqsat.ir.graph import Graph, Node, input_, node
 from eqsat.ir.ops import Shape, get_op
 
@@ -34,6 +41,50 @@ FREE_OPS = frozenset({"proj", "noop"})
 OVERHEAD_KEY = "run-call-overhead"
 OVERHEAD_RUNS = 200
 RESOLUTION = 0.02  # run-to-run spread of a kernel's median on this 2-core machine is 1-3%
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One model's end-to-end calibration (µs): its priced latency before, its measured latency
+    (the mean of two alternating end-to-end timings), the scale every kernel price is multiplied
+    by, and the measured noise (the two timings' relative difference)."""
+
+    priced_us: float
+    measured_us: float
+    scale: float
+    noise: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (f"calibrated on the input timed end to end: priced {self.priced_us / 1e3:.3f} ms, measured "
+                f"{self.measured_us / 1e3:.3f} ms (noise {self.noise:.1%}); kernel prices x{self.scale:.3f}")
+
+
+ESTIMATE_FLOPS_PER_THREAD = 50e9  # float32 FMA throughput of one x86 core, order of magnitude
+ESTIMATE_BANDWIDTH = 10e9  # B/s one core streams from memory, order of magnitude
+
+
+def estimate_device(threads: int) -> Device:
+    """The CPU profile a kernel onnxruntime cannot run alone is priced on: a stated estimate."""
+    return Device("cpu-estimate", ESTIMATE_FLOPS_PER_THREAD * threads, ESTIMATE_BANDWIDTH, 0.0,
+                  f"a CPU profile of {ESTIMATE_FLOPS_PER_THREAD * threads / 1e9:.0f} GFLOP/s and "
+                  f"{ESTIMATE_BANDWIDTH / 1e9:.0f} GB/s")
+
+
+def estimate_us(kernel: Kernel, threads: int) -> float:
+    """The roofline price (µs) of a kernel's ops on :func:`estimate_device`: the larger of its
+    FLOPs over the peak and the float32 bytes it moves over the bandwidth, summed over its ops."""
+    device = estimate_device(threads)
+    total = 0.0
+    for n in kernel.graph().nodes():
+        if n.spec.is_leaf or n.spec.is_view or n.op in FREE_OPS:
+            continue
+        ins = node_in_shapes(n)
+        flops = n.spec.flops(n.attr_dict, ins, n.shapes)
+        total += max(flops / device.peak_flops, n.spec.elements_moved(ins, n.shapes) * 4 / device.bandwidth) * 1e6
+    return total
 
 
 def overhead_graph() -> Graph:
@@ -57,27 +108,45 @@ class OrtCpuCost:
         self._overhead: float | None = None
         self._node_cache: dict[Node, float] = {}
         self._kernel_cache: dict[Kernel, float] = {}
+        self.calibration: Calibration | None = None  # set by calibrate(): every price is scaled by it
+        self.estimated: dict[str, str] = {}  # kernel key -> why it is priced by estimate_us, not timed
 
     @property
     def name(self) -> str:
         return "ort-cpu" if self.threads == 1 else f"ort-cpu:{self.threads}"
 
     # ------------------------------------------------------------------ measuring
-    def timing(self, kernel: Kernel) -> Timing:
-        """The kernel's timing from the database, measured now if it is not there."""
+    def timing(self, kernel: Kernel) -> Timing | None:
+        """The kernel's timing from the database, measured now if it is not there; None (with the
+        reason in :attr:`estimated`) when onnxruntime cannot run it alone."""
         found = self.db.get(kernel.key)
         if found is None:
+            if kernel.key in self.estimated:
+                return None
             self._tick(kernel.name)
             try:
-                found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
-                                   cold_weights=kernel.cold_weights)
+                if kernel.stored_node:  # an imported node: as it was in its file
+                    found = time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
+                                       cold_weights=kernel.cold_weights)
+                else:
+                    found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
+                                       cold_weights=kernel.cold_weights)
             except Exception as exc:  # onnxruntime's own errors have no common base class
-                raise ValueError(f"{self.name}: onnxruntime cannot run the kernel {kernel.name} alone on random "
-                                 f"inputs ({str(exc).splitlines()[0][:200]}); price this model on a roofline "
-                                 f"device instead") from None
+                self._estimate_instead(kernel, exc)
+                return None
             self.db.put(kernel.key, found)
             self.measured += 1
         return found
+
+    def _estimate_instead(self, kernel: Kernel, exc: Exception) -> None:
+        """Record (and say once, on stderr, with onnxruntime's whole message) that ``kernel`` is
+        priced by :func:`estimate_us` because it cannot be timed alone."""
+        what = " ".join(str(exc).split()) or type(exc).__name__
+        step = kernel.steps[0]
+        label = dict(step.attrs).get("op_type", kernel.name) if kernel.stored_node else kernel.name
+        self.estimated[kernel.key] = f"{label}: onnxruntime cannot run it alone ({what})"
+        print(f"{self.name}: the kernel {label} is priced by an estimate (the roofline of its bytes and FLOPs on "
+              f"{estimate_device(self.threads).note}): onnxruntime cannot run it alone: {what}", file=sys.stderr)
 
     def _tick(self, what: str) -> None:
         """A progress bar counting kernels timed (opened on the first one, on stderr)."""
@@ -104,11 +173,40 @@ class OrtCpuCost:
 
     def kernel_us(self, kernel: Kernel) -> float:
         """A kernel's price: its median less the fixed cost of a run call (memoized: the extractor
-        prices every e-node, and many share a kernel)."""
+        prices every e-node, and many share a kernel), times the :attr:`calibration`'s scale."""
         found = self._kernel_cache.get(kernel)
         if found is None:
-            found = self._kernel_cache[kernel] = max(self.timing(kernel).median_us - self.overhead_us, 0.0)
-        return found
+            timing = self.timing(kernel)
+            found = (estimate_us(kernel, self.threads) if timing is None
+                     else max(timing.median_us - self.overhead_us, 0.0))
+            self._kernel_cache[kernel] = found
+        return found * (self.calibration.scale if self.calibration is not None else 1.0)
+
+    def calibrate(self, graph: Graph) -> Calibration | None:
+        """Scale every later price so that ``graph`` (the input model) is priced at its end-to-end
+        time: kernels timed alone run with other caches, layouts and neighbours than in the model,
+        and their sum was off by 0.5-3x. The graph is timed end to end twice, alternately
+        (:func:`.timer.time_graphs`); the two timings' relative difference is the measured noise,
+        and the :attr:`resolution` (the least gain a rewrite must promise) becomes at least that.
+        A uniform scale changes no choice between graphs, only what their prices claim. None (said
+        on stderr) when the graph cannot be run end to end: the prices stay unscaled."""
+        self.calibration = None
+        self._node_cache.clear()
+        priced = self.graph_time_us(graph)
+        try:
+            first, second = time_graphs([graph, graph], self.threads)
+        except Exception as exc:  # onnxruntime's errors have no common base class
+            print(f"{self.name}: not calibrated (prices are kernels timed alone): onnxruntime cannot run the "
+                  f"model end to end: {' '.join(str(exc).split())}", file=sys.stderr)
+            return None
+        measured = (first.median_us + second.median_us) / 2
+        noise = abs(first.median_us - second.median_us) / measured if measured > 0 else 0.0
+        kernels = max(measured - self.overhead_us, 0.0)
+        scale = kernels / priced if priced > 0 and kernels > 0 else 1.0
+        self.calibration = Calibration(priced + self.overhead_us, measured, scale, noise)
+        self.resolution = max(self.resolution, noise)
+        self._node_cache.clear()
+        return self.calibration
 
     # ------------------------------------------------------------------ the CostModel interface
     def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
@@ -151,12 +249,18 @@ class OrtCpuCost:
         """Predicted end-to-end latency of one run of the graph's model: kernels plus the run call."""
         return self.graph_time_us(graph) + self.overhead_us
 
+    def _estimated(self, n: Node) -> bool:
+        """Whether a kernel ``n``'s price reads was priced by :func:`estimate_us`."""
+        fused = fused_kernel(n)
+        kernels = (fused[0], node_kernel(fused[1])) if fused is not None else (node_kernel(n),)
+        return any(k.key in self.estimated for k in kernels)
+
     def report(self, graph: Graph) -> CostReport:
         rows = []
         for n in graph.nodes():
             spec = n.spec
             kind = ("leaf" if spec.is_leaf else "folded" if n.is_const else "view" if n.op in FREE_OPS
-                    else "measured")
+                    else "estimate" if self._estimated(n) else "measured")
             flops = 0 if spec.is_leaf or spec.is_view else int(spec.flops(n.attr_dict, node_in_shapes(n), n.shapes))
             nbytes = spec.elements_moved(node_in_shapes(n), n.shapes) * 4
             shown = tuple(n.shapes[0]) if len(n.shapes) == 1 else tuple(tuple(s) for s in n.shapes)

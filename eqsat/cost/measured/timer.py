@@ -36,14 +36,16 @@ class Timing:
                    float(np.percentile(us, 90)), len(us))
 
 
-def session(path: str | Path, threads: int, level: str = "ENABLE_ALL") -> Any:
-    """An onnxruntime CPU session with ``threads`` intra-op threads and one inter-op thread."""
+def session(path: str | Path | bytes, threads: int, level: str = "ENABLE_ALL") -> Any:
+    """An onnxruntime CPU session with ``threads`` intra-op threads and one inter-op thread, of a
+    model file or a serialized model."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    model = path if isinstance(path, bytes) else str(path)
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
 def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
@@ -57,10 +59,11 @@ def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
 
 
 def export_for_timing(graph: Graph, path: Path) -> Path:
-    """``graph`` as a float32 ONNX file with :func:`constant_weights`."""
+    """``graph`` as a float32 ONNX file with :func:`constant_weights`, in onnxruntime's own kernels
+    (FusedConv, FusedGemm: what it runs a fused IR op as)."""
     from eqsat.onnx import export_graph
 
-    export_graph(graph, path, weights=constant_weights(graph))
+    export_graph(graph, path, weights=constant_weights(graph), contrib=True)
     return path
 
 
@@ -90,10 +93,22 @@ def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int =
     intra-op threads (each timed run after :func:`evict_caches` with ``cold_weights``). A kernel
     slower than ``KERNEL_SECONDS / runs`` gets one warm-up run and as many timed runs as fit in
     ``KERNEL_SECONDS`` (at least ``MIN_RUNS``): a 100 ms convolution would otherwise take 4 s."""
-    from eqsat.onnx import random_feeds
-
     with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
         sess = session(export_for_timing(graph, Path(tmp) / "kernel.onnx"), threads)
+    return time_session(sess, warmup, runs, seed, cold_weights)
+
+
+def time_model(model: bytes, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0,
+               cold_weights: bool = False) -> Timing:
+    """:func:`time_graph` of a serialized ONNX model (an imported node as it was in its file)."""
+    return time_session(session(model, threads), warmup, runs, seed, cold_weights)
+
+
+def time_session(sess: Any, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0,
+                 cold_weights: bool = False) -> Timing:
+    """The timing of an open session on random inputs (see :func:`time_graph`)."""
+    from eqsat.onnx import random_feeds
+
     feeds = random_feeds(sess, seed)
     first = run_us(sess, feeds) * 1e-6
     if first * runs > KERNEL_SECONDS:

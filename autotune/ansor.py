@@ -6,14 +6,15 @@ one knob with probability 0.85, otherwise crossover of the tiling decisions of o
 other decisions of another), then measure the best unvisited programs plus ε·b random ones and
 retrain the model. Ansor regresses throughput, weighted by it (``prior="none"``); by default the
 model instead learns how far the datasheet estimate (:func:`autotune.analytic.estimate_us`, the
-prior the robust tuner uses) is off for each program, in log time (wgrad at 256 trials, 25 seeds:
-median 96.8% -> 99.8%, worst 86.6% -> 96.9%). Also added to Ansor's recipe: each
-batch first measures, for the best measured programs of four distinct warp counts and each knob, the
-best-predicted program that differs in that knob alone (wgrad at 256 trials, 25 seeds: median 87.3% ->
-96.8%, worst 74.8% -> 86.6%). And the candidates are ranked by their score plus ``novelty`` per
-knob in which they differ from the nearest measured program, as the robust tuner does (0.01 in
-log time; wgrad at 256 trials, 25 seeds: 19 -> 22 seeds at >= 99%, every group of 5 seeds at a
-median >= 99.6%; square: worst seed 94.9% -> 96.0%, 16 -> 13 seeds at >= 99%).
+prior the robust tuner uses) is off for each program, in log time: the estimate ranks programs it
+has never seen, so a small budget is spent near its best rather than on what the model guesses.
+Also added to Ansor's recipe: each batch first measures, for the best measured programs of four
+distinct warp counts and each knob, the best-predicted program that differs in that knob alone,
+because a mutant survives only by the model's score and a knob value the model has not seen pay is
+otherwise never tried. And the candidates are ranked by their score plus ``novelty`` per knob in
+which they differ from the nearest measured program, as the robust tuner does, because models fit
+to the same measurements agree far from them. What each addition measured is in
+docs/results/README.md (the Ansor section).
 
 Ablation variants share the interface:
 

@@ -15,12 +15,9 @@ instead:
   the models cannot tell apart (a plateau of equal predicted time, as on decode) differ only in
   what no feature predicts; part of every batch (``local``) goes to the best-predicted configs
   within ``radius`` knobs (any values) of the best measured configs, the measured way through a
-  plateau. Two knobs, not one: the models' error near the top is a few percent, as large as the
-  gaps there (on 126x13030x9400 a model fit to 2,048 random configs still ranks the optimum
-  about 200th), and good tiles differ from good tiles in pairs of knobs that move together (the
-  tile and the warps, the K step and the stages). Over seeds 0-19 of the tuning-budget
-  experiment, radius 2 holds on 48 of 52 (shape, seed set) cells against 46 for adjacent one-knob
-  steps.
+  plateau. Two knobs, not one: the models' error near the top is as large as the gaps there,
+  and good tiles differ from good tiles in pairs of knobs that move together (the tile and the
+  warps, the K step and the stages), so a measured two-knob step gets where the model cannot.
 * **Small batches.** The models are refit every ``batch`` measurements.
 * **A prior from the datasheet** (``prior="analytic"``, the default). The models learn how far
   :func:`autotune.analytic.estimate_us` (Triton's kind of perf model: the vendor's peak numbers,
@@ -34,17 +31,16 @@ instead:
   extrapolate flat. Where the two kinds disagree the spread is large, and the upper confidence
   bound sends measurements there.
 * **A bonus for the unexplored** (``novelty``). The spread of models fit to the same
-  measurements is small far from them (on 126x13030x9400 about 0.06 in log time where the
-  optimum sat four knobs away from every measured config), so the upper confidence bound adds
-  ``novelty`` (in the score's units: log time with the prior) per knob in which a config differs
-  from its nearest measured config. At 128 trials on the 13 shapes of the tuning-budget
-  experiment, with the earlier one-knob local steps, 0.03 held on 12/12/11 shapes on seeds
-  0-4/5-9/10-14 against 12/11/11 without it (chosen on ffn_down and 126x13030x9400, seeds 0-9).
+  measurements is small far from them, so the spread alone does not send measurements to a
+  config several knobs from every measured one; the upper confidence bound adds ``novelty`` (in
+  the score's units: log time with the prior) per knob in which a config differs from its
+  nearest measured config.
 * **One tile, at most twice a batch** (``per_family``). Configs that differ only in ``group_m``
   are nearly ties whose order is the unmodeled factor; without the cap a batch filled up with
   one tile's launch orders.
 
-Every choice is seeded by ``start(workload, seed)``.
+Every choice is seeded by ``start(workload, seed)``. What each choice measured is in
+docs/results/README.md (the tuning-budget section).
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ huge pages with ``defrag=madvise``) the first touch can stall in direct compacti
 * glibc serves blocks over its mmap threshold with ``mmap`` and returns them with ``munmap``, so
   the next array of the same size faults its pages in again.
 
-Measured on BERT's check (the same two graphs, fresh processes): 5.3-13.0 s with the defaults,
-1.5-1.9 s with both settings off. A library must not change these for its host program, so only
+On BERT's check (the same two graphs, fresh processes) the defaults made it several times
+slower than with both settings off. A library must not change these for its host program, so only
 the ``eqsat-lab`` process calls :func:`reuse_large_blocks`.
 """
 from __future__ import annotations

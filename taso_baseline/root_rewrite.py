@@ -2,9 +2,10 @@
 
 The second step of :mod:`.novelty` at k = 4. Every argument of a four-op graph is a smaller term,
 and the smaller terms have already been saturated together in egglog; what is left to find is
-which four-op graphs the rules make equal *at their root*. Putting 628,638 root names back into
-egglog costs about 1 ms per e-node per iteration (every new node matches associativity,
-commutativity and distributivity and grows the e-graph); here the e-graph is frozen
+which four-op graphs the rules make equal *at their root*. Putting the root names back into
+egglog (hundreds of thousands at k = 4) makes every iteration grow the e-graph (every new node
+matches associativity, commutativity and distributivity), which does not scale (measured in
+docs/results/README.md, rule generation); here the e-graph is frozen
 (:class:`~eqsat.egraph.view.EGraphView`) and each rule direction is e-matched at a name's root in
 Python, with its argument patterns matched against the frozen e-classes. A right side is kept only
 when every sub-term below its root already has an e-class (a hash-cons lookup, so it is well typed)

@@ -114,3 +114,57 @@ def test_add_an_experiment_one_row(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(experiment, "EXPERIMENT_MODULES", experiment.EXPERIMENT_MODULES + ["toy_experiment"])
     assert main(["experiment", "toy", "--greeting", "hi"]) == 0
     assert "hi from a toy experiment" in capsys.readouterr().out
+
+
+def test_add_a_search_one_registry_row(monkeypatch, capsys):
+    """Recipe "Add a search": a class on the ``Search`` interface, one row in SEARCHES, and
+    ``optimize --search NAME`` runs it, verifies its result and prints its summary."""
+    import sys
+    import types
+    from dataclasses import dataclass
+
+    from eqsat.search import SearchResult
+    from experiments import searches
+
+    @dataclass(frozen=True)
+    class Kept:
+        def summary(self) -> str:
+            return "input kept"
+
+        def detail_lines(self) -> list[str]:
+            return []
+
+        def to_dict(self) -> dict:
+            return {}
+
+    @dataclass(frozen=True)
+    class Limits:
+        seconds: float = 1.0
+
+    class KeepInput:
+        name = "keep-input"
+        presets = {"only": Limits(), "quick": Limits(0.1)}
+        default_preset = "only"
+        default_rule_sets = ("epilogue",)
+
+        def limits(self, preset, model=""):
+            return self.presets[preset]
+
+        def warm(self):
+            """Nothing to start."""
+
+        def run(self, graph, rules, cost_model, limits):
+            us = cost_model.graph_time_us(graph)
+            return SearchResult(self.name, "", cost_model.name, us, us, graph, 0.0, "kept", Kept())
+
+    module = types.ModuleType("toy_search")
+    module.KeepInput = KeepInput
+    monkeypatch.setitem(sys.modules, "toy_search", module)
+    monkeypatch.setitem(searches.SEARCHES, "keep-input", "toy_search:KeepInput")
+    searches.get_search.cache_clear()
+    try:
+        assert main(["optimize", "qkv", "--search", "keep-input"]) == 0
+    finally:
+        searches.get_search.cache_clear()
+    out = capsys.readouterr().out
+    assert "42.28 -> 42.28 µs" in out and "input kept" in out and "stop: kept" in out

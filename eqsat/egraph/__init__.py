@@ -1,6 +1,12 @@
-"""TENSAT-style equality saturation on egglog: language (generated from the op table),
-rewrites (rule files with symbolic shape conditions), runner (iterations under limits),
-extract (DAG greedy and exact ILP by the roofline cost) and the optimize entry point."""
+"""TENSAT-style equality saturation on egglog, one implementation of the ``Search`` interface.
+
+``language`` generates the egglog language from the op table; ``rewrites`` compiles rule files
+into egglog rules whose shape conditions come from the op table's shape rules on symbolic sizes,
+and ``relevance`` keeps only the rules that can match a graph; ``runner`` drives iterations under
+the ``limits`` in a worker process; ``extract``, ``ilp`` and ``solvers`` pick the cheapest graph
+(DAG-aware greedy, exact ILP) by any ``CostModel``; ``serialize``, ``view`` and ``infer`` read and
+write e-graphs; ``optimize`` is the entry point.
+"""
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.optimize import EGraphSearch, EGraphWork, optimize, relevant_rules
 

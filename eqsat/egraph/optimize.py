@@ -87,7 +87,7 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
 
 def final_view(runner: Any, report: RunReport) -> EGraphView | None:
     """The e-graph as plain data, or None when a judge already saw it as it is (the caller keeps
-    what each judge saw; reading and sending a large e-graph again costs 0.1-0.2 s)."""
+    what each judge saw; reading and sending a large e-graph again is not free)."""
     return None if report.final_judged is not None else read_egraph(runner.egraph, runner.lang)
 
 
@@ -151,8 +151,8 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
 
 def start_method() -> str:
     """``fork`` where it is safe, else ``spawn``. A forked worker inherits this process's imports
-    and is ready 0.45 s sooner (squeezenet's whole run: 1.8 s instead of 2.3 s, median of 5). It
-    is safe only on Linux, before egglog is loaded here (a copy of its worker threads' locks could
+    and is ready sooner than a spawned one, which re-imports everything (a visible share of a small
+    model's run). It is safe only on Linux, before egglog is loaded here (a copy of its worker threads' locks could
     hang the child) and while no other Python thread runs (one could hold the import lock). The
     one native thread NumPy's BLAS keeps is idle, and OpenBLAS resets its pool in a forked child."""
     lone = threading.active_count() == 1 and "egglog" not in sys.modules

@@ -289,8 +289,8 @@ def _as_comparison(fact: str) -> str:
     ``(= 0 (- X Y))``. Written as an equality, both lookups return one shared variable, and
     egglog's planner may join the ``dim`` table with itself on it (every pair of tensors with
     equal sizes) before the pattern binds ``?A`` and ``?B``; the difference is a primitive
-    computed once both are bound. NasRNN's per-iteration time at 8.6k e-nodes: 1.65-1.92 s ->
-    0.36-0.47 s. Facts that match a pattern, fix a rank, bind a variable or compare with a
+    computed once both are bound, which makes an iteration on a large e-graph several times
+    faster. Facts that match a pattern, fix a rank, bind a variable or compare with a
     constant keep their form."""
     if not fact.startswith("(= (") or fact.startswith("(= (rank "):
         return fact

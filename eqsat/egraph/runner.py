@@ -155,9 +155,9 @@ class EGraphRunner:
         """Add every node of ``graph`` as ``(term K)``, K its index plus ``offset`` (a later call's
         terms must not reuse an earlier call's indices); returns the indices. For many
         terms (the rule generator's buckets): each ``let`` of :meth:`insert` is a table of its own
-        in egglog, and every command costs time in the number of tables (20,000 lets: 18 s, the
-        last programs 10x slower than the first), while one ``term`` table keeps it linear (2.1 s;
-        programs of 16 lines: 4.7 s in programs of 256)."""
+        in egglog, and every command costs time in the number of tables, so many lets grow
+        superlinearly, while one ``term`` table keeps it linear (and short programs keep it fast:
+        see :meth:`_send_lines`)."""
         if not self.term_table:
             self._send("(function term (i64) T :merge old)")
             self.term_table = True
@@ -185,8 +185,8 @@ class EGraphRunner:
 
     def _send_lines(self, lines: Sequence[str]) -> None:
         """Commands in programs of :data:`CHUNK` lines: egglog 13.2 parses and runs a program in
-        time superlinear in its length (NasRNN's 1,345 insert lines: 0.19 s as one program,
-        0.059 s in programs of 400, 0.032 s in programs of 25)."""
+        time superlinear in its length, so a long insert sent in short programs is several times
+        faster than sent as one."""
         for k in range(0, len(lines), CHUNK):
             self._send("\n".join(lines[k : k + CHUNK]))
 
@@ -264,15 +264,14 @@ class EGraphRunner:
         on pairs of marked ops only (TASO's step: merge two ops of the current best graph; a rule
         matching more than ``multi_match_limit`` times is still banned). The rewrite rules do not
         run in it (``round_rewrites`` runs them once after the merges): on the ten benchmark
-        models they changed no best cost and cost NasRNN 0.7 s, NasNet-A 0.6 s, Inception-v3 0.3 s. The round is judged
+        models they changed no best cost and only cost time. The round is judged
         right after that iteration: one whose optimum is no better, or that breaks a cap, ends
         the run and is discarded (the answer is the e-graph the judge before it saw; it is not
         popped, which would cost a copy of the e-graph for nothing); one that pays is followed at once
         by the next round on the graph it found. Merge rounds are TASO's greedy steps on top of
         the saturated e-graph, and the rewrite rules are not saturated again after them: on the
         ten benchmark models every round's gain showed in its merge iteration, and saturating
-        after each round cost a failed round on NasNet-A 7.8 s and NasRNN's rounds 5 s for no
-        better graph."""
+        after each round cost seconds on the large models for no better graph."""
         start = time.perf_counter()
         self._send("(run-schedule (saturate (run analysis)))")
         stop = "iteration limit"

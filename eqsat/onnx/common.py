@@ -51,8 +51,8 @@ SKELETON_MAX_ELEMENTS = 4096  # initializers larger than this become typed graph
 
 def skeleton(model: Any) -> Any:
     """The model without its large initializers' data: each becomes a graph input of the same type
-    and shape. ONNX's checker and shape inference serialize the whole model (VGG-11: 507 MB, 10 s
-    per call); on the skeleton they see every node, type and shape, and the small constants
+    and shape. ONNX's checker and shape inference serialize the whole model (for a model of
+    hundreds of MB, seconds per call); on the skeleton they see every node, type and shape, and the small constants
     (reshape targets, axes) they read, without copying the weights."""
     onnx = _onnx()
     h = onnx.helper

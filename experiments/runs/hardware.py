@@ -3,7 +3,8 @@
 Each cell optimizes one model for one device with the e-graph and prices the graph it found on
 every device. The penalty of running device A's best graph on device B is its cost on B over
 B's own best: the reference case is the ResNet block, whose h100-best graph (the merged
-1x1+3x3 conv) is 1.34x slower on the weak device than the graph found for it.
+1x1+3x3 conv) is slower on the weak device than the graph found for it (measured in
+docs/results/README.md).
 """
 from __future__ import annotations
 

@@ -73,11 +73,10 @@ class Kernel:
     def cold_weights(self) -> bool:
         """Timed with its weights out of cache (:func:`.timer.evict_caches`): a product reading a
         weight (:data:`COLD_WEIGHT_OPS`). Timed alone, 40 runs read the same weights from cache;
-        in an inference they were last read one inference ago. Re-pricing the 68 candidate graphs
-        of an ``experiment real`` run this way moved Kendall's τ from 0.895 to 0.925 (QKV 14.8 ->
-        21.9 ms predicted, 21.5 measured; NasRNN 1.0 -> 9.1, 5.3 measured: some of its weights do
-        stay in cache). Convolutions stay warm: timed cold, their prices moved further from the
-        measured ones (VGG-19 275 ms against 222)."""
+        in an inference they were last read one inference ago, so warm timings priced
+        weight-heavy products (QKV's, NasRNN's) far below their end-to-end share. Convolutions
+        stay warm: timed cold, their prices moved further from the measured ones. The accuracy
+        this gives is in docs/results/README.md (``experiment real``)."""
         return any(s.op in COLD_WEIGHT_OPS and any(s.consts) for s in self.steps)
 
     @property

@@ -133,7 +133,7 @@ def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int
                sessions: int | None = None) -> list[Timing]:
     """End-to-end latency of ONNX models that take the same inputs.
 
-    Identical models in two sessions differ by up to 5% on this machine, steadily (where each
+    Identical models in two sessions differ by a few percent, steadily (where each
     session's buffers landed in memory), so each model runs in ``sessions`` sessions (default
     :func:`sessions_for`), and a model's latency is the mean of its sessions' medians. After two
     warm-up runs each, every round runs every session once in a seeded random order, so drift in

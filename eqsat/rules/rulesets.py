@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from eqsat.diskcache import DiskMemo, content_key
+from eqsat.rules.pattern import App, Arith, Dim, Var
 from eqsat.rules.rulefile import Rule, load_rules
 
 RULES_DIR = Path(__file__).parent
@@ -47,10 +48,10 @@ FULL_RULE_SETS = ("matrix", "conv", "epilogue")  # the generated sets before min
 
 @lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int) -> tuple[Rule, ...]:
-    # one cache file per rule file: the e-graph's 300 minimized rules load without unpickling the
+    # one cache file per rule file: the e-graph's 300 minimized rules load without reading the
     # full generated sets (10,470 rules, 1.5 s) that only the alpha search reads
     key = content_key(Path(path).read_bytes())
-    memo = DiskMemo(f"parsed-rules-{key[:16]}")
+    memo = DiskMemo(f"parsed-rules-{key[:16]}", types=(Rule, App, Var, Dim, Arith))
     rules = memo.get_or_compute((key, path), lambda: tuple(load_rules(path)))
     memo.save()
     if not rules:

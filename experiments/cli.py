@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments.command import Command, add_subcommands
+from experiments.command import Command, add_subcommands, check_paths
 from experiments.memory import reuse_large_blocks
 
 COMMAND_MODULES = ("compare", "optimize", "cost", "table", "models", "dot", "rules", "extract", "experiment", "tune",
@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     reuse_large_blocks()
     try:
+        check_paths(args)
         return args._run(args)
     except KeyboardInterrupt:
         print("eqsat-lab: interrupted", file=sys.stderr)

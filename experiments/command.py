@@ -23,12 +23,17 @@ Run = Callable[[argparse.Namespace], int]
 
 @dataclass(frozen=True)
 class Command:
-    """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code."""
+    """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code.
+
+    ``outputs`` and ``inputs`` name the argument dests (``json_out``) holding the files the command
+    writes and reads: :func:`check_paths` checks them before ``run`` starts."""
 
     name: str
     help: str
     add_arguments: AddArguments
     run: Run
+    outputs: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
 
 
 Experiment = Command  # an experiment is a row of the same shape under `eqsat-lab experiment`
@@ -45,7 +50,25 @@ def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command], de
     for row in rows:
         p = sub.add_parser(row.name, help=row.help, description=row.help)
         row.add_arguments(p)
-        p.set_defaults(_run=row.run)
+        p.set_defaults(_run=row.run, _outputs=row.outputs, _inputs=row.inputs)
+
+
+def _flag(parser_dest: str) -> str:
+    return "--" + {"json_out": "json"}.get(parser_dest, parser_dest).replace("_", "-")
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The command row's output paths, checked against its inputs and each other before any work
+    (:func:`eqsat.files.check_outputs`); positional inputs are named by their dest."""
+    from eqsat.files import check_outputs
+
+    outputs = {_flag(d): getattr(args, d, None) for d in getattr(args, "_outputs", ())}
+    inputs: dict[str, Any] = {}
+    for dest in getattr(args, "_inputs", ()):
+        value = getattr(args, dest, None)
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            inputs[f"{dest}[{i}]" if isinstance(value, list) and len(value) > 1 else dest] = item
+    check_outputs(outputs, inputs)
 
 
 def split_list(text: str) -> list[str]:

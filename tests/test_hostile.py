@@ -82,3 +82,51 @@ def test_a_cache_file_naming_a_foreign_class_is_refused(tmp_path, monkeypatch):
     tmp_path.joinpath(memo.path.name).write_text(json.dumps({"format": FORMAT, "entries": [entry]}))
     with pytest.warns(UserWarning, match="names a class it may not build: 'Popen'"):
         assert DiskMemo("probe").get(1) is None
+
+
+# --------------------------------------------------------------------------- 2. output paths
+def matmul_model(path: Path) -> Path:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 8])], [w])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("flags, names", [
+    (["--json", "{model}"], ("--json", "is an input (model")),
+    (["--search", "eqsat", "--dump-egraph", "{model}"], ("--dump-egraph", "is an input (model")),
+    (["--json", "{link}"], ("--json", "is an input (model")),             # a symlink to the input
+    (["--json", "{out}"], ("--json", "also --out")),                # the written model
+    (["--out", "{missing}/o.onnx"], ("--out", "does not exist")),
+    (["--out", "{long}"], ("--out", "file name is 245 bytes")),
+    (["--out", "{tmp}"], ("--out", "is a folder")),
+])
+def test_an_output_path_onto_an_input_or_unwritable_is_refused_before_the_search(tmp_path, capsys, flags, names):
+    model = matmul_model(tmp_path / "m.onnx")
+    (tmp_path / "link.onnx").symlink_to(model)
+    before = model.read_bytes()
+    paths = {"model": model, "link": tmp_path / "link.onnx", "out": tmp_path / "o.onnx", "tmp": tmp_path,
+             "missing": tmp_path / "nowhere", "long": tmp_path / ("x" * 240 + ".onnx")}
+    argv = ["optimize", str(model), "--out", str(tmp_path / "o.onnx"), *[f.format(**paths) for f in flags]]
+    code, out, err = run_cli(capsys, argv)
+    one_error(code, err, *names)
+    assert "ops" not in out  # refused before the search ran
+    assert model.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.onnx", "m.onnx"]
+
+
+def test_rule_and_extract_outputs_onto_their_inputs_are_refused(tmp_path, capsys):
+    rules = tmp_path / "r.rules"
+    rules.write_text(RULE)
+    code, _, err = run_cli(capsys, ["rules", "minimize", str(rules), "--out", str(rules)])
+    one_error(code, err, "--out", "is an input (files", str(rules))
+    egraph = tmp_path / "e.json"
+    egraph.write_text("{}")
+    code, _, err = run_cli(capsys, ["extract", str(egraph), "--json", str(egraph)])
+    one_error(code, err, "--json", "is an input (file")
+    assert rules.read_text() == RULE and egraph.read_text() == "{}"

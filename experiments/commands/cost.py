@@ -37,4 +37,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command("cost", "cost of one benchmark graph or ONNX model on a device (roofline or measured), per op",
-                  add_arguments, run)
+                  add_arguments, run, outputs=("json_out",), inputs=("model",))

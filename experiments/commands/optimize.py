@@ -145,4 +145,6 @@ COMMAND = Command(
     "eqsat: equality saturation on egglog)",
     add_arguments,
     run,
+    outputs=("out", "json_out", "dump_egraph"),
+    inputs=("model", "rules"),
 )

@@ -50,11 +50,12 @@ def _lazy(name: str):
 
 
 ACTIONS = (
-    Command("demo", "the split-to-batch example as a region table, with the correction", _add_demo, _lazy("run_demo")),
+    Command("demo", "the split-to-batch example as a region table, with the correction", _add_demo, _lazy("run_demo"),
+            outputs=("json_out",)),
     Command("verify", "false-pass rates of random tests with small primes against n/p", _add_verify,
-            _lazy("run_verify")),
+            _lazy("run_verify"), outputs=("json_out",)),
     Command("optimize", "beam search over which convs to transform, on a roofline or measured cost", _add_optimize,
-            _lazy("run_optimize")),
+            _lazy("run_optimize"), outputs=("json_out",)),
 )
 
 

@@ -181,10 +181,12 @@ def _collisions(args: argparse.Namespace) -> int:
 ACTIONS = (
     Command("check", "parse rule files and summarize them", _files, _check),
     Command("fmt", "print rule files in canonical form", _files, _fmt),
-    Command("generate", "run the TASO generator: enumerate, fingerprint, prune, verify", _add_generate, _generate),
-    Command("verify", "verify every rule of a file; exit 1 if any is unsound", _add_verify, _verify),
+    Command("generate", "run the TASO generator: enumerate, fingerprint, prune, verify", _add_generate, _generate,
+            outputs=("out", "stats_json"), inputs=("known",)),
+    Command("verify", "verify every rule of a file; exit 1 if any is unsound", _add_verify, _verify,
+            outputs=("out",), inputs=("files", "axioms")),
     Command("minimize", "drop every rule the others derive by bounded equality saturation", _add_minimize,
-            _minimize),
+            _minimize, outputs=("out", "json_out"), inputs=("files", "known")),
     Command("collisions", "fingerprint collision rate of relu(C) vs A*relu(C) on 4x4 ints", _add_collisions,
             _collisions),
 )

@@ -34,4 +34,5 @@ def run(args: argparse.Namespace) -> int:
     return getattr(tune, ACTIONS[args.action][0])(args)
 
 
-COMMAND = Command("tune", "auto-tune a matmul on HypoGPU (or this CPU); landscape and tuner curves", add_arguments, run)
+COMMAND = Command("tune", "auto-tune a matmul on HypoGPU (or this CPU); landscape and tuner curves", add_arguments, run,
+                  outputs=("records", "json_out"))

@@ -161,3 +161,46 @@ def test_a_non_utf8_rule_file_is_named_with_its_line(tmp_path, capsys):
     rules.write_bytes(b"# ok\ncomm: (ewadd ?a ?b) <=> (ewadd ?b ?a) ; caf\xe9\n")
     code, _, err = run_cli(capsys, ["rules", "check", str(rules)])
     one_error(code, err, f"{rules}:2:", "not UTF-8")
+
+
+# --------------------------------------------------------------------------- 4. memory
+SMALL_LORA = ["lora", "--param", "tokens=64", "--param", "d_model=256", "--search", "eqsat"]
+ASSOC = "(matmul ?a (matmul ?b ?c)) <=> (matmul (matmul ?a ?b) ?c) ; vars=a:?x?,b:?x?,c:?x?\n"
+
+
+def test_a_rule_repeated_300_times_is_merged_and_reported(tmp_path, capsys):
+    rules = tmp_path / "dup.rules"
+    rules.write_text(ASSOC * 300)  # 300 copies took 3.1 GB and 16 s to load before
+    code, out, err = run_cli(capsys, ["optimize", *SMALL_LORA, "--rules", str(rules)])
+    assert code == 0, err
+    assert f"eqsat-lab: warning: {rules}: 299 duplicate rule(s) merged, 1 kept (line2 = line1" in err
+    assert "Traceback" not in err and "16.11 -> 12.15 µs" in out
+
+
+def test_the_memory_cap_stops_saturation_with_the_best_graph_so_far(capsys, tmp_path):
+    rules = tmp_path / "r.rules"
+    rules.write_text(README_RULES)
+    code, out, err = run_cli(capsys, ["optimize", *SMALL_LORA, "--rules", str(rules), "--memory-gb", "0.001"])
+    assert code == 0, err
+    assert "stop: memory limit (" in out and "cap 0.001 GB)" in out
+    assert "1 iterations" in out and "verified against the input" in out
+
+
+def test_the_memory_cap_while_loading_rules_is_one_error_naming_the_flag(capsys):
+    code, out, err = run_cli(capsys, ["optimize", *SMALL_LORA, "--memory-gb", "0.001"])
+    one_error(code, err, "memory cap", "--memory-gb")
+    assert out == ""
+
+
+def test_the_memory_cap_is_checked_by_the_runner_between_iterations():
+    from eqsat.egraph.limits import Limits
+    from eqsat.egraph.runner import EGraphRunner
+    from eqsat.models import build
+    from eqsat.rules.rulefile import parse_rules
+
+    runner = EGraphRunner(parse_rules(README_RULES.replace("comm: (ewadd ?a ?b) <=> (ewadd ?b ?a)\n", "")))
+    runner.insert(build("lora", tokens=64, d_model=256))
+    report = runner.run(Limits(iterations=10, memory_gb=1e-6))
+    assert report.stop.startswith("memory limit") and len(report.iterations) == 1
+    with pytest.raises(ValueError, match="memory cap must be a finite number of GB > 0"):
+        Limits(memory_gb=0)

@@ -20,6 +20,7 @@ from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.relevance import relevant_rules
 from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
 from eqsat.egraph.serialize import write_json as write_egraph_json
+from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS
@@ -77,7 +78,7 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
               optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
     from eqsat.egraph.runner import EGraphRunner  # egglog: only where the e-graph lives
 
-    runner = EGraphRunner(rules)
+    runner = EGraphRunner(rules, memory_gb=limits.memory_gb)
     roots = runner.insert(graph)
     t0 = time.perf_counter()
     judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
@@ -118,7 +119,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     from eqsat.egraph.runner import EGraphRunner
 
     try:
-        runner = EGraphRunner(rules, host=host)
+        runner = EGraphRunner(rules, host=host, memory_gb=limits.memory_gb)
         roots = runner.insert(graph)
         conn.send(("started", None))
         t0 = time.perf_counter()
@@ -144,6 +145,9 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         runner.release()
         conn.send(("done", done))
         return True
+    except EqsatError as exc:  # the input's fault (a memory cap while loading): the parent raises it as it is
+        conn.send(("user error", exc))
+        return False
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return False
@@ -220,6 +224,8 @@ class SaturationWorker:
                     self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph))
                 elif kind == "done":
                     return payload  # the worker waits for the next job
+                elif kind == "user error":
+                    raise payload
                 else:
                     raise RuntimeError(f"saturation failed in the child process: {payload}")
         except (EOFError, BrokenPipeError):

@@ -45,6 +45,8 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
     ("--ilp-solver", "eqsat", "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
+    ("--memory-gb", "eqsat", "memory_gb", finite_float,
+     "resident memory cap of the saturating process; the run stops with the best graph so far (preset 4)"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
     ("--no-multi", "taso", "multi", False, "do not apply the two-output rules (merges by pair moves only)"),

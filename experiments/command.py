@@ -90,23 +90,82 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
     return params
 
 
-def finite_float(text: str) -> float:
-    """An argparse type: a finite float (no nan or inf)."""
-    value = float(text)
-    if not math.isfinite(value):
+MAX_SECONDS = 1e6  # 11.6 days; past ~2.1e6 s the OS's wait timeouts overflow (``--seconds 3e6`` did)
+MAX_COUNT = 10**9  # iterations, nodes, trials...: more than any run could use, small enough for every C int
+
+
+def _number(text: str, kind: type) -> float | int:
+    what = "an integer" if kind is int else "a number"
+    try:
+        value = kind(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 
-def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` and >= 0."""
+def _shown(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def number_in(kind: type, low: float, high: float | None = None, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` (int or float) with ``low <= value`` (``low < value`` when
+    ``above``) and ``value <= high``. argparse names the flag in the message (``argument --beam:
+    expected an integer >= 1, got '0'``), so every numeric flag fails at parse time, by name."""
+    bound = f"{'>' if above else '>='} {_shown(low)}" + (f" and <= {_shown(high)}" if high is not None else "")
+
     def parse(text: str) -> Any:
-        value = finite_float(text) if kind is float else kind(text)
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+        value = _number(text, kind)
+        if (value <= low if above else value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'} {bound}, got {text!r}")
         return value
-    parse.__name__ = getattr(kind, "__name__", "number")
+    parse.__name__ = kind.__name__  # argparse's fallback message names the type
+    parse.bounds = (kind, low, high, above)  # type: ignore[attr-defined]  # for the flag fuzz test
     return parse
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite float (no nan or inf)."""
+    return float(_number(text, float))
+
+
+def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` and >= 0 (seconds at most ``MAX_SECONDS``, counts ``MAX_COUNT``)."""
+    return number_in(float, 0, MAX_SECONDS) if kind is float else number_in(int, 0, MAX_COUNT)
+
+
+positive_int = number_in(int, 1, MAX_COUNT)
+seed_int = number_in(int, 0, 2**63 - 1)  # numpy's generators take no negative seed
+seconds = number_in(float, 0, MAX_SECONDS)
+
+
+def count_list(text: str) -> str:
+    """An argparse type: comma-separated positive integers (kept as text for the command)."""
+    parts = split_list(text)
+    if not parts or any(positive_int_ok(x) is None for x in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return text
+
+
+def positive_int_ok(text: str) -> int | None:
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        return None
+
+
+def device_arg(text: str) -> str:
+    """An argparse type for ``--device``: an ``ort-cpu:N`` thread count must be one this machine
+    has (``ort-cpu:100000`` hung starting 100,000 threads); other names are checked when used."""
+    if text.startswith("ort-cpu:"):
+        cores = os.cpu_count() or 1
+        count = text.split(":", 1)[1]
+        if not count.isdigit() or not 1 <= int(count) <= cores:
+            raise argparse.ArgumentTypeError(f"{text!r}: the thread count after ort-cpu: must be 1 to {cores} "
+                                             f"(this machine's cores)")
+    return text
 
 
 def device_help(default: str = "h100") -> str:
@@ -117,7 +176,7 @@ def device_help(default: str = "h100") -> str:
 
 
 def add_device(p: argparse.ArgumentParser, default: str = "h100") -> None:
-    p.add_argument("--device", default=default, help=device_help(default))
+    p.add_argument("--device", type=device_arg, default=default, help=device_help(default))
 
 
 def add_models(p: argparse.ArgumentParser, default_text: str) -> None:
@@ -130,8 +189,9 @@ def add_sweep_options(p: argparse.ArgumentParser, out: str, device: bool = True,
         add_device(p)
     p.add_argument("--out", default=out, help=f"output folder; finished cells are read back from it (default {out})")
     if seed:
-        p.add_argument("--seed", type=int, default=0, help="seed of the numerical checks' random inputs")
-    p.add_argument("--workers", type=int, default=1, help="local processes running cells (timings are fairest at 1)")
+        p.add_argument("--seed", type=seed_int, default=0, help="seed of the numerical checks' random inputs")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="local processes running cells (timings are fairest at 1)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="run cells locally or on Ray")
 
 
@@ -162,16 +222,6 @@ def progress() -> bool:
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments every experiment's ``run`` takes from the sweep options."""
     return {"workers": args.workers, "executor": args.executor, "progress": progress(), "command": command_line()}
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:

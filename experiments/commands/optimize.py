@@ -16,17 +16,21 @@ from experiments.command import (
     Command,
     add_device,
     add_onnx_input,
-    finite_float,
     load_model,
     non_negative,
+    number_in,
+    positive_int,
     process_age_s,
+    seconds,
+    seed_int,
 )
 from experiments.output import write_json
 from experiments.searches import SEARCHES
 
 # flag, search, field of that search's limits, argparse type, help
 LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
-    ("--alpha", "taso", "alpha", finite_float, "queue graphs cheaper than alpha x best (preset 1.05)"),
+    ("--alpha", "taso", "alpha", number_in(float, 0, 1e6, above=True),
+     "queue graphs cheaper than alpha x best (preset 1.05)"),
     (
         "--budget",
         "taso",
@@ -34,10 +38,10 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
         non_negative(int),
         "graphs popped from the queue (preset: TASO's per model, else 300)",
     ),
-    ("--time-limit", "taso", "time_limit", non_negative(float), "seconds (preset 120)"),
+    ("--time-limit", "taso", "time_limit", seconds, "seconds (preset 120)"),
     ("--iters", "eqsat", "iterations", non_negative(int), "iteration limit (preset 15)"),
-    ("--nodes", "eqsat", "nodes", non_negative(int), "e-node limit (preset 50,000)"),
-    ("--seconds", "eqsat", "seconds", non_negative(float), "saturation time limit (preset 120)"),
+    ("--nodes", "eqsat", "nodes", positive_int, "e-node limit (preset 50,000)"),
+    ("--seconds", "eqsat", "seconds", seconds, "saturation time limit (preset 120)"),
     ("--k-multi", "eqsat", "k_multi", non_negative(int),
      "iterations that run multi-pattern rules, and no more (TENSAT's setting; preset: 1, then by need)"),
     ("--multi-by-need", "eqsat", "multi_by_need", non_negative(int),
@@ -45,7 +49,7 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
     ("--ilp-solver", "eqsat", "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
-    ("--memory-gb", "eqsat", "memory_gb", finite_float,
+    ("--memory-gb", "eqsat", "memory_gb", number_in(float, 0, 1e6, above=True),
      "resident memory cap of the saturating process; the run stops with the best graph so far (preset 4)"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
@@ -73,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="shipped rule sets (names in eqsat/rules/rulesets.py) or rule files (default: the search's own; eqsat: "
         "matrix-min conv-min epilogue, taso: matrix conv epilogue)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the final numerical check")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
     for flag, search, _, kind, text in LIMIT_FLAGS:
         p.add_argument(flag, type=kind, default=None, help=f"{search}: {text}")

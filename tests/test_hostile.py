@@ -276,3 +276,55 @@ def test_numeric_flags_fail_at_parse_time_naming_the_flag(case, text):
     value = getattr(args, flag.lstrip("-").replace("-", "_"))
     assert isinstance(value, kind) and math.isfinite(value)
     assert (value > low if above else value >= low) and (high is None or value <= high)
+
+
+# --------------------------------------------------------------------------- 9. a killed parent
+def _gone(pid: int) -> bool:
+    import os
+
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in state or not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_killing_the_parent_by_its_pid_ends_its_saturation_worker():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import time\n"
+        "from eqsat.egraph.optimize import SaturationWorker\n"
+        "w = SaturationWorker.shared()\n"
+        "print(w.proc.pid, flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    assert not _gone(worker)
+    os.kill(parent.pid, signal.SIGKILL)  # its pid, not its group
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while not _gone(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(worker)
+
+
+def test_ctrl_c_stops_a_run_with_one_line_and_no_worker_traceback(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = subprocess.Popen([sys.executable, "-m", "experiments.cli", "optimize", "nasrnn", "--search", "eqsat"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])})
+    time.sleep(3)
+    os.killpg(run.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "eqsat-lab: interrupted"

@@ -328,3 +328,80 @@ def test_ctrl_c_stops_a_run_with_one_line_and_no_worker_traceback(tmp_path):
     _, err = run.communicate(timeout=30)
     assert run.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "eqsat-lab: interrupted"
+
+
+# --------------------------------------------------------------------------- 7. measurement database
+def _db(path: Path):
+    from eqsat.cost.measured.database import Context, MeasurementDB
+
+    return MeasurementDB(Context("m", "onnxruntime test", 1), path)
+
+
+def _make_timing(us: float):
+    from eqsat.cost.measured.timer import Timing
+
+    return Timing(us, us, us, 5)
+
+
+def test_a_torn_last_line_is_skipped_and_does_not_swallow_the_next_record(tmp_path):
+    path = tmp_path / "db.jsonl"
+    db = _db(path)
+    db.put("a", _make_timing(1.0))
+    with path.open("a") as fh:
+        fh.write('{"machine": "m", "runtime": "onnxruntime test", "threads": 1, "key": "b", "tim')  # killed here
+    _db(path).put("c", _make_timing(3.0))
+    with pytest.warns(UserWarning, match=rf"{path}: 1 corrupt line\(s\) skipped \(corrupt: line 2\)"):
+        again = _db(path)
+    assert set(again.timings) == {"a", "c"}
+
+
+def test_a_read_only_database_falls_back_to_memory_with_a_warning(tmp_path):
+    import os
+
+    path = tmp_path / "db.jsonl"
+    _db(path).put("a", _make_timing(1.0))
+    before = path.read_bytes()
+    os.chmod(path, 0o444)
+    os.chmod(tmp_path, 0o555)
+    try:
+        db = _db(path)
+        if os.access(path, os.W_OK):
+            pytest.skip("running as a user who can write read-only files")
+        with pytest.warns(UserWarning, match=f"{path}: the measurement database cannot be written"):
+            db.put("b", _make_timing(2.0))
+        assert db.get("b") is not None and db.get("a") is not None
+        db.put("c", _make_timing(3.0))  # one warning, then quietly in memory
+    finally:
+        os.chmod(tmp_path, 0o755)
+        os.chmod(path, 0o644)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["db.jsonl"]
+
+
+def test_a_database_that_cannot_be_written_falls_back_to_memory(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "db.jsonl"  # its folder is a file: unwritable for root too
+    db = _db(path)
+    with pytest.warns(UserWarning, match=f"{path}: the measurement database cannot be written"):
+        db.put("b", _make_timing(2.0))
+    assert db.get("b") is not None and db.path is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_two_processes_time_a_kernel_once_between_them(tmp_path):
+    import subprocess
+    import sys
+
+    probe = ("import sys, time\n"
+             "from eqsat.cost.measured.database import Context, MeasurementDB\n"
+             "from tests.test_hostile import _make_timing\n"
+             "db = MeasurementDB(Context('m', 'onnxruntime test', 1), sys.argv[1])\n"
+             "def slow():\n"
+             "    time.sleep(0.5); print('timed', flush=True); return _make_timing(1.0)\n"
+             "db.measure('k', slow)\n")
+    env = {"PYTHONPATH": str(Path(__file__).parents[1])}
+    runs = [subprocess.Popen([sys.executable, "-c", probe, str(tmp_path / "db.jsonl")], stdout=subprocess.PIPE,
+                             text=True, env=env) for _ in range(2)]
+    outs = [r.communicate(timeout=60)[0] for r in runs]
+    assert sum(o.count("timed") for o in outs) == 1
+    lines = (tmp_path / "db.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and '"load1"' in lines[0] and '"cores"' in lines[0]

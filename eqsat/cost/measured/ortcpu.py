@@ -65,19 +65,19 @@ class OrtCpuCost:
     # ------------------------------------------------------------------ measuring
     def timing(self, kernel: Kernel) -> Timing:
         """The kernel's timing from the database, measured now if it is not there."""
-        found = self.db.get(kernel.key)
-        if found is None:
+        def time_it() -> Timing:  # under the database's measuring lock (see MeasurementDB.measure)
             self._tick(kernel.name)
             try:
-                found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
+                timed = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
                                    cold_weights=kernel.cold_weights)
             except Exception as exc:  # onnxruntime's own errors have no common base class
                 raise ValueError(f"{self.name}: onnxruntime cannot run the kernel {kernel.name} alone on random "
                                  f"inputs ({str(exc).splitlines()[0][:200]}); price this model on a roofline "
                                  f"device instead") from None
-            self.db.put(kernel.key, found)
             self.measured += 1
-        return found
+            return timed
+
+        return self.db.measure(kernel.key, time_it)
 
     def _tick(self, what: str) -> None:
         """A progress bar counting kernels timed (opened on the first one, on stderr)."""
@@ -95,10 +95,8 @@ class OrtCpuCost:
     def overhead_us(self) -> float:
         """The fixed cost of one ``session.run`` call (µs), measured once per database."""
         if self._overhead is None:
-            found = self.db.get(OVERHEAD_KEY)
-            if found is None:
-                found = time_graph(overhead_graph(), self.threads, self.warmup * 4, OVERHEAD_RUNS)
-                self.db.put(OVERHEAD_KEY, found)
+            found = self.db.measure(OVERHEAD_KEY, lambda: time_graph(overhead_graph(), self.threads,
+                                                                      self.warmup * 4, OVERHEAD_RUNS))
             self._overhead = found.median_us
         return self._overhead
 

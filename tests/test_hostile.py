@@ -429,3 +429,44 @@ def test_caps_hold_on_nasrnn_within_half_on_a_loaded_machine(capsys, flags, chec
     code, out, err = run_cli(capsys, ["optimize", "nasrnn", *flags])
     assert code == 0, err
     assert check(out), out
+
+
+# --------------------------------------------------------------------------- 8. smaller ones
+def test_a_model_too_large_for_memory_is_refused_before_the_search(capsys):
+    code, out, err = run_cli(capsys, ["optimize", "lora", "--param", "tokens=100000000"])
+    one_error(code, err, "model lora tokens=100000000", "GiB in float64", "free here")
+    assert out == ""
+
+
+@pytest.mark.parametrize("damage", [b"[]", b'{"fn": "builtins:dict"}', b"\xff\xfe", b"{" * 100_000, b"{\"re"])
+def test_a_damaged_resume_cell_is_recomputed_with_a_warning(tmp_path, damage):
+    from experiments.sweep import Cell, run_cells
+
+    cells = [Cell.of("toy", "builtins:dict", index=i, seed=7) for i in range(2)]
+    first = run_cells(cells, tmp_path, progress=False)
+    cells[0].path(tmp_path).write_bytes(damage)
+    with pytest.warns(UserWarning, match=f"{cells[0].path(tmp_path)}: damaged cell file"):
+        assert run_cells(cells, tmp_path, progress=False) == first
+    assert run_cells(cells, tmp_path, progress=False) == first  # rewritten whole
+
+
+class _Half:
+    """A figure whose save dies halfway (a killed run, a full disk)."""
+
+    def savefig(self, path, **kwargs):
+        Path(path).write_bytes(b"\x89PNG half")
+        raise OSError("disk full")
+
+
+def test_figures_and_the_cost_table_are_written_whole_or_not_at_all(tmp_path):
+    from experiments import cost_table
+    from experiments.output import save_figure
+
+    old = tmp_path / "plot.png"
+    old.write_bytes(b"the previous figure")
+    with pytest.raises(OSError, match="disk full"):
+        save_figure(_Half(), old, dpi=120)
+    assert old.read_bytes() == b"the previous figure" and sorted(p.name for p in tmp_path.iterdir()) == ["plot.png"]
+    rows = cost_table.cost_rows(["qkv"], ("h100",), progress=False)
+    cost_table.write_outputs(rows, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cost_table.csv", "cost_table.json", "plot.png"]

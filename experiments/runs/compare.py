@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.output import pyplot, write_table
+from experiments.output import pyplot, save_figure, write_table
 from experiments.sweep import Cell, run_cells
 
 COMPARE_MODELS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
@@ -123,7 +123,7 @@ def plot(rows: Sequence[CompareRow], path: Path, device: str) -> None:
     ax2.set_ylabel("search seconds (log)")
     ax2.set_xticks(x, names, rotation=30, ha="right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -65,7 +65,7 @@ def check_outputs(outputs: Mapping[str, str | Path | None], inputs: Mapping[str,
     for flag, path in given.items():
         for other, src in sources.items():
             if _same(path, src):
-                raise ValueError(f"{flag} {path} is an input ({other} {src}); write it to another file")
+                raise ValueError(f"{flag} {path} is the input {other} ({src}); write it to another file")
         for other, earlier in seen.items():
             if _same(path, earlier):
                 raise ValueError(f"{flag} {path} is also {other}; give each output its own file")

@@ -100,9 +100,9 @@ def matmul_model(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("flags, names", [
-    (["--json", "{model}"], ("--json", "is an input (model")),
-    (["--search", "eqsat", "--dump-egraph", "{model}"], ("--dump-egraph", "is an input (model")),
-    (["--json", "{link}"], ("--json", "is an input (model")),             # a symlink to the input
+    (["--json", "{model}"], ("--json", "is the input model (")),
+    (["--search", "eqsat", "--dump-egraph", "{model}"], ("--dump-egraph", "is the input model (")),
+    (["--json", "{link}"], ("--json", "is the input model (")),             # a symlink to the input
     (["--json", "{out}"], ("--json", "also --out")),                # the written model
     (["--out", "{missing}/o.onnx"], ("--out", "does not exist")),
     (["--out", "{long}"], ("--out", "file name is 245 bytes")),
@@ -126,11 +126,11 @@ def test_rule_and_extract_outputs_onto_their_inputs_are_refused(tmp_path, capsys
     rules = tmp_path / "r.rules"
     rules.write_text(RULE)
     code, _, err = run_cli(capsys, ["rules", "minimize", str(rules), "--out", str(rules)])
-    one_error(code, err, "--out", "is an input (files", str(rules))
+    one_error(code, err, "--out", "is the input files (", str(rules))
     egraph = tmp_path / "e.json"
     egraph.write_text("{}")
     code, _, err = run_cli(capsys, ["extract", str(egraph), "--json", str(egraph)])
-    one_error(code, err, "--json", "is an input (file")
+    one_error(code, err, "--json", "is the input file (")
     assert rules.read_text() == RULE and egraph.read_text() == "{}"
 
 

@@ -157,14 +157,14 @@ def positive_int_ok(text: str) -> int | None:
 
 
 def device_arg(text: str) -> str:
-    """An argparse type for ``--device``: an ``ort-cpu:N`` thread count must be one this machine
-    has (``ort-cpu:100000`` hung starting 100,000 threads); other names are checked when used."""
-    if text.startswith("ort-cpu:"):
-        cores = os.cpu_count() or 1
-        count = text.split(":", 1)[1]
-        if not count.isdigit() or not 1 <= int(count) <= cores:
-            raise argparse.ArgumentTypeError(f"{text!r}: the thread count after ort-cpu: must be 1 to {cores} "
-                                             f"(this machine's cores)")
+    """An argparse type for ``--device``: an ``ort-cpu:N`` thread count is checked at parse time
+    (:func:`eqsat.cost.roofline.measured_threads`); other names are checked when used."""
+    from eqsat.cost.roofline import measured_threads
+
+    try:
+        measured_threads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

@@ -122,4 +122,4 @@ def test_cost_on_the_measured_device(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit) as exit_:  # refused at parse time, naming the flag
         main(["cost", "qkv", "--device", "ort-cpu:0"])
     assert exit_.value.code == 2
-    assert "argument --device: 'ort-cpu:0': the thread count" in capsys.readouterr().err
+    assert "argument --device: device 'ort-cpu:0': the thread count" in capsys.readouterr().err

@@ -14,6 +14,7 @@ rewritten graph only pays for the nodes that are new.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -96,13 +97,15 @@ MEASURED = "ort-cpu"
 
 
 def measured_threads(device: str) -> int | None:
-    """The thread count of a measured device name, None for any other name."""
+    """The thread count of a measured device name, None for any other name. At most this
+    machine's cores: ``ort-cpu:100000`` hung starting 100,000 threads."""
     if device == MEASURED:
         return 1
     if device.startswith(MEASURED + ":"):
-        count = device[len(MEASURED) + 1:]
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be a positive integer")
+        count, cores = device[len(MEASURED) + 1:], os.cpu_count() or 1
+        if not count.isdigit() or not 1 <= int(count) <= cores:
+            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be 1 to {cores} "
+                             f"(this machine's cores)")
         return int(count)
     return None
 

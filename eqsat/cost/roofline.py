@@ -96,16 +96,20 @@ MEASURED = "ort-cpu"
 """The measured device: ``ort-cpu`` (one thread) or ``ort-cpu:N`` (N intra-op threads)."""
 
 
+OVERSUBSCRIBE = 4  # measured-device threads allowed per core
+
+
 def measured_threads(device: str) -> int | None:
-    """The thread count of a measured device name, None for any other name. At most this
-    machine's cores: ``ort-cpu:100000`` hung starting 100,000 threads."""
+    """The thread count of a measured device name, None for any other name. At most
+    ``OVERSUBSCRIBE`` threads per core of this machine: ``ort-cpu:100000`` hung starting 100,000
+    threads, and past a few per core a timing measures the scheduler."""
     if device == MEASURED:
         return 1
     if device.startswith(MEASURED + ":"):
-        count, cores = device[len(MEASURED) + 1:], os.cpu_count() or 1
-        if not count.isdigit() or not 1 <= int(count) <= cores:
-            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be 1 to {cores} "
-                             f"(this machine's cores)")
+        count, most = device[len(MEASURED) + 1:], OVERSUBSCRIBE * (os.cpu_count() or 1)
+        if not count.isdigit() or not 1 <= int(count) <= most:
+            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be 1 to {most} "
+                             f"({OVERSUBSCRIBE} per core of this machine)")
         return int(count)
     return None
 

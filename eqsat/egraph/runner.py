@@ -255,8 +255,8 @@ class EGraphRunner:
                     return out, "node limit"
                 if time.perf_counter() - start > limits.seconds:
                     return out, "time limit"
-                if over_memory(limits):
-                    return out, over_memory(limits)
+                if over := over_memory(limits):
+                    return out, over
         return out, cap
 
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None,
@@ -343,8 +343,8 @@ class EGraphRunner:
             if time.perf_counter() - start > limits.seconds:
                 stop = "time limit"
                 break
-            if over_memory(limits):
-                stop = over_memory(limits)
+            if over := over_memory(limits):
+                stop = over
                 break
             if by_need:  # a merge round is judged at once: its gain shows in the iteration that merges
                 cost, best = judged()

@@ -4,15 +4,22 @@ Entries depend only on their key (a rule's text, a file's bytes) and on this pac
 egglog's version: both are folded into the cache file's name, so a code change or an egglog
 upgrade starts a fresh cache. Files live in ``$EQSAT_LAB_CACHE`` (default
 ``~/.cache/eqsat-lab``); ``EQSAT_LAB_CACHE=off`` disables the cache. Files are written whole with
-unique temporary names (two processes may write; the last complete file wins), and a cache file
-that cannot be read is ignored and rewritten.
+unique temporary names (two processes may write; the last complete file wins).
+
+A cache file holds data, not objects: JSON whose only classes are the frozen dataclasses the
+memo's owner names (rules, patterns, compiled directions), rebuilt field by field. Anyone who can
+write to the cache folder can therefore not run code as the user (a pickle could); a file that is
+damaged, foreign (not owned by the user) or names another class is ignored with a warning and
+rewritten.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
-import pickle
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +28,7 @@ from typing import Any
 from eqsat.files import replace_atomic
 
 PACKAGE_DIR = Path(__file__).parent
+FORMAT = "eqsat-lab-cache/1"
 
 
 def cache_dir() -> Path | None:
@@ -45,12 +53,50 @@ def code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-class DiskMemo:
-    """A dict kept in one pickle file per ``namespace`` and code fingerprint; read on first use,
-    written by :meth:`save` when something was added."""
+class CacheFormatError(ValueError):
+    """A cache file that is not one this code wrote."""
 
-    def __init__(self, namespace: str):
+
+def encode(value: Any, types: dict[str, type]) -> Any:
+    """``value`` as JSON data: tuples, frozensets and the dataclasses in ``types`` become tagged
+    objects ({"(": [...]}, {"{": [...]}, {"@": name, "=": [fields]})."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"(": [encode(v, types) for v in value]}
+    if isinstance(value, frozenset):
+        return {"{": [encode(v, types) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, types) for v in value]
+    name = type(value).__name__
+    if dataclasses.is_dataclass(value) and types.get(name) is type(value):
+        return {"@": name, "=": [encode(getattr(value, f.name), types) for f in dataclasses.fields(value)]}
+    raise TypeError(f"the disk cache cannot store a {name}")
+
+
+def decoder(types: dict[str, type]) -> Callable[[dict[str, Any]], Any]:
+    """The ``object_hook`` inverse of :func:`encode`: it builds only the classes in ``types``."""
+    def hook(obj: dict[str, Any]) -> Any:
+        if "(" in obj and len(obj) == 1:
+            return tuple(obj["("])
+        if "{" in obj and len(obj) == 1:
+            return frozenset(obj["{"])
+        if "@" in obj:
+            cls = types.get(obj["@"])
+            if cls is None or not isinstance(obj.get("="), list):
+                raise CacheFormatError(f"names a class it may not build: {obj['@']!r}")
+            return cls(*obj["="])
+        return obj
+    return hook
+
+
+class DiskMemo:
+    """A dict kept in one JSON file per ``namespace`` and code fingerprint; read on first use,
+    written by :meth:`save` when something was added. Values may hold the dataclasses in ``types``."""
+
+    def __init__(self, namespace: str, types: Sequence[type] = ()):
         self.namespace = namespace
+        self.types = {t.__name__: t for t in types}
         self._data: dict[Any, Any] | None = None
         self._dirty = False
         self.hits = self.misses = 0
@@ -58,7 +104,15 @@ class DiskMemo:
     @property
     def path(self) -> Path | None:
         where = cache_dir()
-        return None if where is None else where / f"{self.namespace}-{code_fingerprint()}.pickle"
+        return None if where is None else where / f"{self.namespace}-{code_fingerprint()}.json"
+
+    def _read(self, path: Path) -> dict[Any, Any]:
+        if hasattr(os, "getuid") and path.stat().st_uid != os.getuid():
+            raise CacheFormatError("is owned by another user")
+        raw = json.loads(path.read_bytes(), object_hook=decoder(self.types))
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("entries"), list):
+            raise CacheFormatError("is not an eqsat-lab cache file")
+        return {k: v for k, v in raw["entries"]}
 
     def _load(self) -> dict[Any, Any]:
         if self._data is None:
@@ -66,12 +120,11 @@ class DiskMemo:
             path = self.path
             if path is not None and path.exists():
                 try:
-                    with open(path, "rb") as fh:
-                        loaded = pickle.load(fh)
-                    if isinstance(loaded, dict):
-                        self._data = loaded
-                except Exception:  # a torn or foreign file: start afresh, it will be rewritten
-                    self._data = {}
+                    self._data = self._read(path)
+                except (OSError, ValueError, TypeError, RecursionError) as exc:
+                    why = str(exc) if isinstance(exc, CacheFormatError) else f"cannot be read ({type(exc).__name__})"
+                    warnings.warn(f"{path}: ignoring this cache file, it {why}; it will be rebuilt", stacklevel=3)
+                    self._dirty = True
         return self._data
 
     def get(self, key: Any) -> Any:
@@ -98,7 +151,8 @@ class DiskMemo:
         path = self.path
         if not self._dirty or path is None or self._data is None:
             return
-        data = pickle.dumps(self._data, protocol=pickle.HIGHEST_PROTOCOL)
+        entries = [[encode(k, self.types), encode(v, self.types)] for k, v in self._data.items()]
+        data = json.dumps({"format": FORMAT, "entries": entries}, separators=(",", ":")).encode()
         try:
             replace_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
         except OSError:  # a read-only home: run without the cache

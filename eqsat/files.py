@@ -3,12 +3,13 @@
 Every writer in the project goes through :func:`write_atomic` (text) or :func:`replace_atomic`
 (a writer callback): a uniquely named temp file in the target's folder, the umask's mode, then
 one rename, so a killed run leaves no torn file and two processes never share a temp name.
+:func:`check_outputs` is the one check every command runs on its output paths before it starts.
 """
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 
@@ -37,3 +38,46 @@ def replace_atomic(path: str | Path, write: Callable[[str], None]) -> None:
 def write_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     replace_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+TEMP_EXTRA = len("..") + 8 + len(".tmp")  # what replace_atomic's temp name adds to the target's name
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:
+        return False
+
+
+def check_outputs(outputs: Mapping[str, str | Path | None], inputs: Mapping[str, str | Path | None]) -> None:
+    """Refuse, before any work starts, an output path that would destroy an input or another
+    output, or that cannot be written: keys are the flags that name the paths (``--json``).
+
+    Checked: not an input file nor another output (symlinks and hard links resolved), not a
+    folder, its folder exists and is writable, and its name (with the temp name's extra
+    characters) fits the file system, so a long name fails now and not after an hour's search."""
+    given = {flag: Path(p) for flag, p in outputs.items() if p}
+    sources = {flag: Path(p) for flag, p in inputs.items() if p and Path(p).is_file()}
+    seen: dict[str, Path] = {}
+    for flag, path in given.items():
+        for other, src in sources.items():
+            if _same(path, src):
+                raise ValueError(f"{flag} {path} is the input {other} ({src}); write it to another file")
+        for other, earlier in seen.items():
+            if _same(path, earlier):
+                raise ValueError(f"{flag} {path} is also {other}; give each output its own file")
+        seen[flag] = path
+        folder = path.resolve().parent
+        if path.is_dir():
+            raise ValueError(f"{flag} {path} is a folder; give a file name")
+        if not folder.is_dir():
+            raise ValueError(f"{flag} {path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"{flag} {path}: the folder {folder} is not writable")
+        name_max = os.pathconf(folder, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
+        if len(os.fsencode(path.name)) + TEMP_EXTRA > name_max:
+            raise ValueError(f"{flag} {path}: the file name is {len(os.fsencode(path.name))} bytes long, the file "
+                             f"system allows {name_max - TEMP_EXTRA} here")

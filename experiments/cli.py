@@ -11,10 +11,12 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from experiments.command import Command, add_subcommands
+from experiments.command import Command, add_subcommands, check_paths
 from experiments.memory import reuse_large_blocks
 
 COMMAND_MODULES = ("compare", "optimize", "cost", "table", "models", "dot", "rules", "extract", "experiment", "tune",
@@ -55,10 +57,18 @@ def internal_error(exc: BaseException) -> str:
     )
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A warning as one line naming the program, like its errors (no source line)."""
+    print(f"eqsat-lab: warning: {message}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     reuse_large_blocks()
     try:
+        check_paths(args)
         return args._run(args)
     except KeyboardInterrupt:
         print("eqsat-lab: interrupted", file=sys.stderr)

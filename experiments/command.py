@@ -26,12 +26,17 @@ Run = Callable[[argparse.Namespace], int]
 
 @dataclass(frozen=True)
 class Command:
-    """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code."""
+    """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code.
+
+    ``output_args`` and ``input_args`` name the argument dests (``json_out``) holding the files the
+    command writes and reads: :func:`check_paths` checks them before ``run`` starts."""
 
     name: str
     help: str
     add_arguments: AddArguments
     run: Run
+    output_args: tuple[str, ...] = ()
+    input_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Experiment:
     add_arguments: AddArguments
     run: Run
     outputs: tuple[str, ...] = ()
+    output_args: tuple[str, ...] = ()  # argument dests of output files (an experiment writes into a folder)
+    input_args: tuple[str, ...] = ()
 
 
 def lazy(fn: str) -> Run:
@@ -68,7 +75,25 @@ def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command | Ex
     for row in rows:
         p = sub.add_parser(row.name, help=row.help, description=row.help)
         row.add_arguments(p)
-        p.set_defaults(_run=row.run)
+        p.set_defaults(_run=row.run, _outputs=row.output_args, _inputs=row.input_args)
+
+
+def _flag(parser_dest: str) -> str:
+    return "--" + {"json_out": "json"}.get(parser_dest, parser_dest).replace("_", "-")
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The command row's output paths, checked against its inputs and each other before any work
+    (:func:`eqsat.files.check_outputs`); positional inputs are named by their dest."""
+    from eqsat.files import check_outputs
+
+    outputs = {_flag(d): getattr(args, d, None) for d in getattr(args, "_outputs", ())}
+    inputs: dict[str, Any] = {}
+    for dest in getattr(args, "_inputs", ()):
+        value = getattr(args, dest, None)
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            inputs[f"{dest}[{i}]" if isinstance(value, list) and len(value) > 1 else dest] = item
+    check_outputs(outputs, inputs)
 
 
 def split_list(text: str) -> list[str]:
@@ -90,23 +115,82 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
     return params
 
 
-def finite_float(text: str) -> float:
-    """An argparse type: a finite float (no nan or inf)."""
-    value = float(text)
-    if not math.isfinite(value):
+MAX_SECONDS = 1e6  # 11.6 days; past ~2.1e6 s the OS's wait timeouts overflow (``--seconds 3e6`` did)
+MAX_COUNT = 10**9  # iterations, nodes, trials...: more than any run could use, small enough for every C int
+
+
+def _number(text: str, kind: type) -> float | int:
+    what = "an integer" if kind is int else "a number"
+    try:
+        value = kind(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 
-def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` and >= 0."""
+def _shown(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def number_in(kind: type, low: float, high: float | None = None, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` (int or float) with ``low <= value`` (``low < value`` when
+    ``above``) and ``value <= high``. argparse names the flag in the message (``argument --beam:
+    expected an integer >= 1, got '0'``), so every numeric flag fails at parse time, by name."""
+    bound = f"{'>' if above else '>='} {_shown(low)}" + (f" and <= {_shown(high)}" if high is not None else "")
+
     def parse(text: str) -> Any:
-        value = finite_float(text) if kind is float else kind(text)
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+        value = _number(text, kind)
+        if (value <= low if above else value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'} {bound}, got {text!r}")
         return value
-    parse.__name__ = getattr(kind, "__name__", "number")
+    parse.__name__ = kind.__name__  # argparse's fallback message names the type
+    parse.bounds = (kind, low, high, above)  # type: ignore[attr-defined]  # for the flag fuzz test
     return parse
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite float (no nan or inf)."""
+    return float(_number(text, float))
+
+
+def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` and >= 0 (seconds at most ``MAX_SECONDS``, counts ``MAX_COUNT``)."""
+    return number_in(float, 0, MAX_SECONDS) if kind is float else number_in(int, 0, MAX_COUNT)
+
+
+positive_int = number_in(int, 1, MAX_COUNT)
+seed_int = number_in(int, 0, 2**63 - 1)  # numpy's generators take no negative seed
+seconds = number_in(float, 0, MAX_SECONDS)
+
+
+def count_list(text: str) -> str:
+    """An argparse type: comma-separated positive integers (kept as text for the command)."""
+    parts = split_list(text)
+    if not parts or any(positive_int_ok(x) is None for x in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
+    return text
+
+
+def positive_int_ok(text: str) -> int | None:
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        return None
+
+
+def device_arg(text: str) -> str:
+    """An argparse type for ``--device``: an ``ort-cpu:N`` thread count is checked at parse time
+    (:func:`eqsat.cost.roofline.measured_threads`); other names are checked when used."""
+    from eqsat.cost.roofline import measured_threads
+
+    try:
+        measured_threads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def device_help(default: str = DEFAULT_DEVICE) -> str:
@@ -116,7 +200,7 @@ def device_help(default: str = DEFAULT_DEVICE) -> str:
 
 
 def add_device(p: argparse.ArgumentParser, default: str = DEFAULT_DEVICE) -> None:
-    p.add_argument("--device", default=default, help=device_help(default))
+    p.add_argument("--device", type=device_arg, default=default, help=device_help(default))
 
 
 def add_models(p: argparse.ArgumentParser, default_text: str) -> None:
@@ -129,8 +213,9 @@ def add_sweep_options(p: argparse.ArgumentParser, out: str, device: bool = True,
         add_device(p)
     p.add_argument("--out", default=out, help=f"output folder; finished cells are read back from it (default {out})")
     if seed:
-        p.add_argument("--seed", type=int, default=0, help="seed of the numerical checks' random inputs")
-    p.add_argument("--workers", type=int, default=1, help="local processes running cells (timings are fairest at 1)")
+        p.add_argument("--seed", type=seed_int, default=0, help="seed of the numerical checks' random inputs")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="local processes running cells (timings are fairest at 1)")
     p.add_argument("--executor", choices=("local", "ray"), default="local", help="run cells locally or on Ray")
 
 
@@ -163,16 +248,6 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"workers": args.workers, "executor": args.executor, "progress": progress(), "command": command_line()}
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def parse_dims(items: list[str]) -> dict[str, int]:
     """``--dim NAME=N`` values as a mapping; a malformed one is a user error naming it."""
     dims: dict[str, int] = {}
@@ -192,14 +267,41 @@ def add_onnx_input(p: argparse.ArgumentParser) -> None:
                    help="onnx: size of another symbolic input dimension, by its name in the file")
 
 
+def memory_bytes() -> int:
+    """The memory this machine has free for a run (Linux: MemAvailable; else all of it)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_size(graph: Any, what: str) -> None:
+    """Refuse a graph whose tensors cannot fit in memory before any work: the numerical check
+    holds every tensor in float64 (``--param tokens=100000000`` ended in a MemoryError, exit 3)."""
+    import math as _m
+
+    need = 8 * sum(_m.prod(shape) for n in graph.nodes() for shape in n.shapes)
+    have = memory_bytes()
+    if need > have:
+        raise ValueError(f"{what}: its tensors need {need / 2**30:,.1f} GiB in float64 for the numerical check, "
+                         f"more than the {have / 2**30:,.1f} GiB free here; choose smaller sizes")
+
+
 def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     """The graph ``args.model`` names: a benchmark builder (with ``--param``) or an ``.onnx`` file
-    (with ``--batch``/``--dim``); the second value is the ONNX import, or None."""
+    (with ``--batch``/``--dim``); the second value is the ONNX import, or None. A graph too large
+    for this machine's memory is refused here (:func:`check_size`)."""
     if args.model.endswith(".onnx"):
         from eqsat import onnx as onnx_io
 
         imported = onnx_io.load(args.model, batch=args.batch, dims=parse_dims(args.dim))
+        check_size(imported.graph, args.model)
         return imported.graph, imported
     from eqsat.models import build
 
-    return build(args.model, **parse_params(args.param)), None
+    graph = build(args.model, **parse_params(args.param))
+    check_size(graph, f"model {args.model} {' '.join(args.param)}".strip())
+    return graph, None

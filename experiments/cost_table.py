@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -11,6 +12,7 @@ from tqdm import tqdm
 
 from eqsat.cost.devices import REFERENCE_DEVICES
 from eqsat.cost.roofline import RooflineCost
+from eqsat.files import write_atomic
 from eqsat.models import MODELS, build
 
 
@@ -63,11 +65,12 @@ def format_table(rows: Sequence[CostRow]) -> str:
 def write_outputs(rows: Sequence[CostRow], out: Path) -> None:
     """Write ``cost_table.csv`` and ``cost_table.json`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "cost_table.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(asdict(rows[0])))
-        writer.writeheader()
-        writer.writerows(asdict(r) for r in rows)
-    (out / "cost_table.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(asdict(rows[0])))
+    writer.writeheader()
+    writer.writerows(asdict(r) for r in rows)
+    write_atomic(out / "cost_table.csv", buf.getvalue())  # whole or not at all, like every table
+    write_atomic(out / "cost_table.json", json.dumps([asdict(r) for r in rows], indent=2) + "\n")
 
 
 def run(models: Iterable[str] | None = None, devices: Sequence[str] = REFERENCE_DEVICES,

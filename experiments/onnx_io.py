@@ -11,11 +11,10 @@ TOLERANCE = 1e-3  # relative to the largest output magnitude; onnxruntime runs f
 
 
 def check_out_path(model: str, out: str | None) -> None:
-    """Refuse a missing ``--out`` and one that names the input model itself."""
+    """Refuse a missing ``--out`` (that it is no input, no other output and writable the CLI checks
+    for every command: :func:`experiments.command.check_paths`)."""
     if not out:
         raise ValueError("optimizing an .onnx file needs --out for the optimized model")
-    if Path(out).resolve() == Path(model).resolve():
-        raise ValueError(f"--out {out} is the input model; write the optimized model to another file")
 
 
 def export_best(imported: Any, best: Any, model: str | Path, out: str | Path, contrib: bool = False) -> bool:

@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eqsat.files import write_atomic
+from eqsat.files import replace_atomic, write_atomic
+
+
+def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> None:
+    """``fig.savefig`` written whole or not at all (a killed run left half a PNG); the format
+    comes from ``path``'s suffix, since the temp name's is ``.tmp``."""
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    replace_atomic(path, lambda tmp: fig.savefig(tmp, format=fmt, **kwargs))
 
 
 def write_json(path: str | Path, payload: Any) -> None:

@@ -14,6 +14,7 @@ import importlib
 import json
 import multiprocessing
 import re
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -73,9 +74,13 @@ def load_finished(cell: Cell, out: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        saved = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None  # a torn write from a killed run: recompute
+        saved = json.loads(path.read_bytes())
+        if not isinstance(saved, dict) or not isinstance(saved.get("result"), dict):
+            raise ValueError("not a saved cell")
+    except (OSError, ValueError, RecursionError) as exc:  # torn by a killed run, or edited: recompute it
+        why = str(exc) if str(exc) == "not a saved cell" else type(exc).__name__
+        warnings.warn(f"{path}: damaged cell file ({why}); computing the cell again", stacklevel=2)
+        return None
     if saved.get("fn") != cell.fn or saved.get("params") != json.loads(json.dumps(cell.kwargs)):
         return None
     return saved["result"]

@@ -188,6 +188,9 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
         bar.update()
         ex = Expanded.of(state)
         for name, repl in expand(ex):
+            if time_limit is not None and time.perf_counter() - start > time_limit:
+                stop = "time limit"  # within an expansion too: one of a large graph took 2.5 s on NasRNN
+                break
             matches[name] = matches.get(name, 0) + 1
             new = apply_replacements(ex, repl, model)
             key = state_key(new.graph)
@@ -204,6 +207,8 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
                 trace.append(TracePoint(time.perf_counter() - start, expanded, new.cost))
             if new.cost < alpha * best_before - 1e-9:
                 heapq.heappush(heap, (new.cost, next(tie), new))
+        if stop == "time limit":
+            break
     bar.close()
     elapsed = time.perf_counter() - start
     steps, graphs = _path(parent, best.graph)

@@ -119,5 +119,7 @@ def test_cost_on_the_measured_device(tmp_path, capsys, monkeypatch):
     database._OPEN.clear()  # as a new process
     assert main(args) == 0
     assert "0 kernel(s) timed now" in capsys.readouterr().out
-    assert main(["cost", "qkv", "--device", "ort-cpu:0"]) == 2
-    assert "thread count" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # refused at parse time, naming the flag
+        main(["cost", "qkv", "--device", "ort-cpu:0"])
+    assert exit_.value.code == 2
+    assert "argument --device: device 'ort-cpu:0': the thread count" in capsys.readouterr().err

@@ -15,6 +15,7 @@ rewritten graph only pays for the nodes that are new.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -108,15 +109,22 @@ class RooflineCost:
         return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
 
 
+OVERSUBSCRIBE = 4  # measured-device threads allowed per core
+
+
 def measured_device(device: str) -> tuple[MeasuredDevice, int] | None:
     """The row of :data:`~eqsat.cost.devices.MEASURED_DEVICES` a device name names (``NAME`` or
-    ``NAME:threads``) and the thread count; None for any other name."""
+    ``NAME:threads``) and the thread count; None for any other name. At most ``OVERSUBSCRIBE``
+    threads per core of this machine: ``ort-cpu:100000`` hung starting 100,000 threads, and past a
+    few per core a timing measures the scheduler."""
     name, colon, count = device.partition(":")
     row = MEASURED_DEVICES.get(name)
     if row is None:
         return None
-    if colon and (not count.isdigit() or int(count) < 1):
-        raise ValueError(f"device {device!r}: the thread count after {name}: must be a positive integer")
+    most = OVERSUBSCRIBE * (os.cpu_count() or 1)
+    if colon and (not count.isdigit() or not 1 <= int(count) <= most):
+        raise ValueError(f"device {device!r}: the thread count after {name}: must be 1 to {most} "
+                         f"({OVERSUBSCRIBE} per core of this machine)")
     return row, int(count) if colon else 1
 
 

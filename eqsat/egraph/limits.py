@@ -4,7 +4,30 @@ process that only schedules and extracts (the parent of the saturation worker) n
 from __future__ import annotations
 
 import math
+import os
+import resource
 from dataclasses import dataclass, field
+
+from eqsat.errors import EqsatError
+
+
+def rss_gb() -> float:
+    """This process's resident memory now, in GiB (Linux: /proc; elsewhere its peak so far)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+class MemoryLimitError(EqsatError, MemoryError):
+    """The e-graph's process passed ``Limits.memory_gb`` before it held a graph to answer with."""
+
+
+def over_memory(limits: Limits) -> str:
+    """The stop reason when this process is over the memory cap, else ""."""
+    used = rss_gb()
+    return f"memory limit ({used:.2f} GB resident, cap {limits.memory_gb:g} GB)" if used > limits.memory_gb else ""
 
 
 def growth(before: int, after: int) -> float:
@@ -17,7 +40,10 @@ def growth(before: int, after: int) -> float:
 @dataclass(frozen=True)
 class Limits:
     """The e-graph search's settings; TENSAT's paper limits by default: 15 iterations, 50k e-nodes,
-    multi-pattern rules in 1. ``extract`` is ``ilp`` (exact, up to ``ilp_seconds``) or ``greedy``."""
+    multi-pattern rules in 1. ``extract`` is ``ilp`` (exact, up to ``ilp_seconds``) or ``greedy``.
+    ``memory_gb`` caps the saturating process's resident memory, checked after every iteration and
+    batch like the node and time caps (a run stops with the best graph so far) and while rules load:
+    one egglog iteration can grow without bound, and the kernel's OOM kill loses everything."""
 
     iterations: int = 15
     nodes: int = 50_000
@@ -31,6 +57,7 @@ class Limits:
     ilp_seconds: float = 60.0
     ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
     dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
+    memory_gb: float = 4.0  # resident memory of the saturating process
 
     def __post_init__(self) -> None:
         if self.extract not in ("ilp", "greedy"):
@@ -46,6 +73,8 @@ class Limits:
                 f"multi_match_limit >= 1; got {self.iterations} iterations, {self.nodes} e-nodes, k_multi "
                 f"{self.k_multi}, multi_by_need {self.multi_by_need}, multi_match_limit {self.multi_match_limit}"
             )
+        if not (self.memory_gb > 0 and math.isfinite(self.memory_gb)):
+            raise ValueError(f"the e-graph memory cap must be a finite number of GB > 0, got {self.memory_gb}")
         if not (self.seconds >= 0 and math.isfinite(self.seconds)):
             raise ValueError(f"the e-graph time limit must be a finite number of seconds >= 0, got {self.seconds}")
 

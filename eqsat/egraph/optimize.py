@@ -1,9 +1,12 @@
 """``optimize(graph, rules, cost, limits)``: TENSAT-style equality saturation on egglog."""
 from __future__ import annotations
 
+import ctypes
 import importlib
 import math
 import multiprocessing
+import os
+import signal
 import sys
 import threading
 import time
@@ -20,6 +23,7 @@ from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.relevance import relevant_rules
 from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
 from eqsat.egraph.serialize import write_json as write_egraph_json
+from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS
@@ -77,7 +81,7 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
               optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
     from eqsat.egraph.runner import EGraphRunner  # egglog: only where the e-graph lives
 
-    runner = EGraphRunner(rules)
+    runner = EGraphRunner(rules, memory_gb=limits.memory_gb)
     roots = runner.insert(graph)
     t0 = time.perf_counter()
     judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
@@ -95,18 +99,42 @@ JUDGE_SECONDS = 10.0  # the exact extraction that judges a by-need merge round s
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
 
 
-def _worker(conn: Any) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 1.0  # an idle worker checks this often that its parent still lives
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when ``parent`` dies (Linux's PR_SET_PDEATHSIG): a
+    parent killed by its pid alone (not its group) left the worker waiting in ``recv`` for
+    minutes. Elsewhere the idle loop's ``os.getppid()`` check does it."""
+    if sys.platform == "linux":
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # pragma: no cover - no libc symbol: the poll still works
+            pass
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(0)
+
+
+def _worker(conn: Any, parent: int | None = None) -> None:
     """The saturation process: import everything, then run jobs as they come (one warm process
     serves every model of a run). After an iteration that leaves too little time for another
     like it, it sends a snapshot of the e-graph, so a kill during the next one loses nothing
-    already done."""
+    already done. It exits when its parent does (:func:`die_with_parent`), and ignores Ctrl-C:
+    the parent, which gets it too, stops it and reports once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid() if parent is None else parent
+    die_with_parent(parent)
     from eqsat.egraph.runner import HostPool  # egglog loads now, while the parent prepares the first job
 
     hosts = HostPool()  # jobs' rules stay loaded for later jobs that need them
     while True:
         try:
+            while not conn.poll(PARENT_POLL_S):
+                if os.getppid() != parent:
+                    return
             rules, graph, limits = conn.recv()
-        except EOFError:  # the parent is gone, or gave up before sending a job
+        except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
         host = hosts.pick(rules)
         if not _run_job(conn, rules, graph, limits, host):
@@ -118,7 +146,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     from eqsat.egraph.runner import EGraphRunner
 
     try:
-        runner = EGraphRunner(rules, host=host)
+        runner = EGraphRunner(rules, host=host, memory_gb=limits.memory_gb)
         roots = runner.insert(graph)
         conn.send(("started", None))
         t0 = time.perf_counter()
@@ -144,6 +172,9 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         runner.release()
         conn.send(("done", done))
         return True
+    except EqsatError as exc:  # the input's fault (a memory cap while loading): the parent raises it as it is
+        conn.send(("user error", exc))
+        return False
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return False
@@ -181,7 +212,7 @@ class SaturationWorker:
     def __init__(self) -> None:
         ctx = multiprocessing.get_context(start_method())
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, os.getpid()), daemon=True)
         with warnings.catch_warnings():  # Python >= 3.12 warns of BLAS's idle pool thread; see start_method
             warnings.simplefilter("ignore", DeprecationWarning)
             self.proc.start()
@@ -220,6 +251,8 @@ class SaturationWorker:
                     self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph))
                 elif kind == "done":
                     return payload  # the worker waits for the next job
+                elif kind == "user error":
+                    raise payload
                 else:
                     raise RuntimeError(f"saturation failed in the child process: {payload}")
         except (EOFError, BrokenPipeError):

@@ -351,7 +351,8 @@ def compile_rule(rule: Rule, rewrite_constants: bool = False) -> CompiledRule:
                                    lambda: _compile_rule(rule, rewrite_constants))
 
 
-COMPILED = DiskMemo("compiled-rules")  # compile_rule and rule_signatures results, by rule text
+# compile_rule and rule_signatures results, by rule text
+COMPILED = DiskMemo("compiled-rules", types=(CompiledRule, Direction, App, Var, Dim, Arith))
 
 
 def _compile_rule(rule: Rule, rewrite_constants: bool) -> CompiledRule:

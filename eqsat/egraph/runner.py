@@ -29,7 +29,7 @@ from typing import Any
 import egglog.bindings as egglog
 
 from eqsat.egraph.language import HEADER, egg_string, split_proj_attrs
-from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
+from eqsat.egraph.limits import Iteration, Limits, MemoryLimitError, RunReport, growth, over_memory, rss_gb
 from eqsat.egraph.rewrites import Compiled, compile_rules
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
@@ -38,22 +38,25 @@ BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop 
 KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops
 CHUNK = 32  # lines per program sent to egglog (see EGraphRunner._send_lines)
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
+MEMORY_EVERY = 16  # rules loaded between two checks of the memory cap
 
 
 class EGraphRunner:
     """An egglog e-graph holding one tensor graph and the compiled rules."""
 
-    def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True, host: RuleHost | None = None):
+    def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True, host: RuleHost | None = None,
+                 memory_gb: float = math.inf):
         """Load compiled rules (or compile ``rules``; ``multi=False`` drops multi-pattern ones) into a
         new e-graph, or into ``host``'s (rules it holds from earlier runs are not loaded again;
-        :meth:`release` gives the host back as it was)."""
+        :meth:`release` gives the host back as it was). Loading stops with :class:`MemoryLimitError`
+        past ``memory_gb``."""
         compiled = rules if isinstance(rules, Compiled) else compile_rules(rules, multi=multi)
         self.lang = compiled.lang
         self.host = host  # None: this run owns its e-graph, and nothing is popped at the end
         start = time.perf_counter()
         own = host or RuleHost()
         self.egraph = own.egraph
-        members = own.load(compiled)
+        members = own.load(compiled, memory_gb)
         if host is not None:
             self._send("(push)")  # this run's state, popped by release
         batches: dict[tuple[str, int], list[str]] = {}  # the rules' own rulesets, BATCHES per kind (see run)
@@ -252,6 +255,8 @@ class EGraphRunner:
                     return out, "node limit"
                 if time.perf_counter() - start > limits.seconds:
                     return out, "time limit"
+                if over := over_memory(limits):
+                    return out, over
         return out, cap
 
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None,
@@ -337,6 +342,9 @@ class EGraphRunner:
             if time.perf_counter() - start > limits.seconds:
                 stop = "time limit"
                 break
+            if over := over_memory(limits):
+                stop = over
+                break
             if by_need:  # a merge round is judged at once: its gain shows in the iteration that merges
                 cost, best = judged()
                 if cost >= best_cost * (1 - 1e-9):  # it did not pay: discard it
@@ -391,15 +399,20 @@ class RuleHost:
     def _send(self, text: str) -> None:
         self.egraph.run_program(*self.egraph.parse_program(text))
 
-    def load(self, compiled: Compiled) -> list[tuple[str, str]]:
+    def load(self, compiled: Compiled, memory_gb: float = math.inf) -> list[tuple[str, str]]:
         """Send what ``compiled`` needs and this e-graph lacks; the kind and ruleset of each of its
-        rules, in ``compiled.rules`` order."""
+        rules, in ``compiled.rules`` order. Past ``memory_gb`` (checked every ``MEMORY_EVERY``
+        rules) it stops with :class:`MemoryLimitError`."""
         new = [line for line in compiled.declarations.splitlines() if line.strip() and line not in self.lines]
         if new:
             self._send("\n".join(new))
             self.lines.update(new)
         members: list[tuple[str, str]] = []
-        for rule in compiled.rules:
+        for i, rule in enumerate(compiled.rules):
+            if i % MEMORY_EVERY == MEMORY_EVERY - 1 and rss_gb() > memory_gb:
+                raise MemoryLimitError(f"loading the rules into egglog passed the {memory_gb:g} GB memory cap after "
+                                       f"{i} of {len(compiled.rules)} e-graph rules; give fewer rules or a larger "
+                                       f"--memory-gb")
             kind = next(k for k in KINDS if f":ruleset {k} :name" in rule)
             name = self.rulesets.get(rule)
             if name is None:

@@ -78,8 +78,8 @@ class Rule:
         text = dict(self.meta).get("vars")
         if not text:
             return None
-        return {
-            name: tuple(None if d == "?" else int(d) for d in dims.split("x"))
+        return {  # "a:" is a rank-0 variable (a scalar): no dims
+            name: tuple(None if d == "?" else int(d) for d in dims.split("x")) if dims else ()
             for name, dims in (part.split(":") for part in text.split(","))
         }
 
@@ -349,7 +349,7 @@ def _check_vars(rule: Rule, p: _Parser, col: int) -> None:
     _check_vars_meta(rule, tensor_l | tensor_r, p, col)
 
 
-_DIMS = re.compile(r"^(\?|\d+)(x(\?|\d+))*$")
+_DIMS = re.compile(r"^((\?|\d+)(x(\?|\d+))*)?$")  # empty: rank 0
 
 
 def _check_vars_meta(rule: Rule, tensors: set[str], p: _Parser, col: int) -> None:
@@ -361,7 +361,7 @@ def _check_vars_meta(rule: Rule, tensors: set[str], p: _Parser, col: int) -> Non
     for part in text.split(","):
         name, colon, dims = part.partition(":")
         if not colon or not _DIMS.match(dims):
-            raise p.error(f"vars= entry {part!r}: write NAME:DIMS with DIMS like ?x?x3x3", col)
+            raise p.error(f"vars= entry {part!r}: write NAME:DIMS with DIMS like ?x?x3x3 (NAME: for a scalar)", col)
         if name not in tensors:
             raise p.error(f"vars= names {name!r}, which is not a tensor variable of the rule", col)
         if name in seen:
@@ -387,10 +387,34 @@ def parse_rules(text: str, filename: str = "<string>") -> list[Rule]:
     return rules
 
 
+def merge_duplicates(rules: Iterable[Rule]) -> tuple[list[Rule], dict[str, str]]:
+    """The rules less exact repeats (the same sides, arrow, ``vars=`` and ``weights=``; the name
+    and provenance aside), and {dropped name: the kept rule's name}. A repeated rule adds nothing
+    but e-graph rules that match the same terms: 1,000 copies of one rule took 4 GB to load."""
+    kept: dict[tuple, Rule] = {}
+    dropped: dict[str, str] = {}
+    for r in rules:
+        meta = dict(r.meta)
+        key = (r.lhs, r.rhs, r.bidirectional, meta.get("vars"), meta.get("weights"))
+        if key in kept:
+            dropped[r.name] = kept[key].name
+        else:
+            kept[key] = r
+    return list(kept.values()), dropped
+
+
 def load_rules(path: str | Path) -> list[Rule]:
     """Read a rule file (see the module docstring for the format)."""
     path = Path(path)
-    return parse_rules(path.read_text(encoding="utf-8"), str(path))
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RuleParseError(f"not UTF-8 text (byte 0x{data[exc.start]:02x}); rule files are UTF-8", str(path),
+                             line, col) from None
+    return parse_rules(text, str(path))
 
 
 def save_rules(path: str | Path, rules: Iterable[Rule], header: Iterable[str] = ()) -> None:

@@ -8,13 +8,15 @@ and one file there (see the README's "Add a rule set").
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from eqsat.diskcache import DiskMemo, content_key
-from eqsat.rules.rulefile import Rule, load_rules
+from eqsat.rules.pattern import App, Arith, Dim, Var
+from eqsat.rules.rulefile import Rule, load_rules, merge_duplicates
 
 RULES_DIR = Path(__file__).parent
 EPILOGUE = "epilogue"  # the hand-written fusions, which code outside the searches also reads
@@ -50,9 +52,9 @@ FULL_RULE_SETS = ("matrix", "conv", EPILOGUE)  # the generated sets before minim
 
 @lru_cache(maxsize=16)
 def _load(path: str, key: str) -> tuple[Rule, ...]:
-    # one cache file per rule file: the e-graph's minimized rules load without unpickling the full
+    # one cache file per rule file: the e-graph's minimized rules load without reading the full
     # generated sets, which only the alpha search reads
-    memo = DiskMemo(f"parsed-rules-{key[:16]}")
+    memo = DiskMemo(f"parsed-rules-{key[:16]}", types=(Rule, App, Var, Dim, Arith))
     rules = memo.get_or_compute((key, path), lambda: tuple(load_rules(path)))
     memo.save()
     if not rules:
@@ -78,8 +80,15 @@ def resolve_rule_files(names_or_paths: Sequence[str | Path] | None = None) -> li
 
 
 def default_rules(names_or_paths: Sequence[str | Path] | None = None) -> list[Rule]:
-    """The rules of the default shipped sets, or of the named sets and files, in order."""
+    """The rules of the default shipped sets, or of the named sets and files, in order, each once
+    (repeats are merged, with a warning saying how many)."""
+    files = resolve_rule_files(names_or_paths)
     out: list[Rule] = []
-    for f in resolve_rule_files(names_or_paths):
+    for f in files:
         out.extend(load_rule_file(f))
-    return out
+    kept, dropped = merge_duplicates(out)
+    if dropped:
+        pairs = ", ".join(f"{a} = {b}" for a, b in list(dropped.items())[:3]) + (", ..." if len(dropped) > 3 else "")
+        warnings.warn(f"{', '.join(map(str, files))}: {len(dropped)} duplicate rule(s) merged, {len(kept)} kept "
+                      f"({pairs})", stacklevel=2)
+    return kept

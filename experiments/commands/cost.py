@@ -38,4 +38,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command("cost", "cost of one benchmark graph or ONNX model on a device (roofline or measured), per op",
-                  add_arguments, run)
+                  add_arguments, run, output_args=("json_out",), input_args=("model",))

@@ -24,4 +24,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("dot", "Graphviz DOT of a benchmark graph", add_arguments, run)
+COMMAND = Command("dot", "Graphviz DOT of a benchmark graph", add_arguments, run, output_args=("out",))

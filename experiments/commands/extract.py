@@ -55,4 +55,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("extract", "extract the cheapest term from an egraph-serialize JSON e-graph", add_arguments, run)
+COMMAND = Command("extract", "extract the cheapest term from an egraph-serialize JSON e-graph", add_arguments, run,
+                  output_args=("json_out",), input_args=("file",))

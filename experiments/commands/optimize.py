@@ -17,18 +17,23 @@ from eqsat.rules.rulesets import DEFAULT_RULE_SETS, FULL_RULE_SETS
 from experiments.command import (
     Command,
     add_onnx_input,
+    device_arg,
     device_help,
-    finite_float,
     load_model,
     non_negative,
+    number_in,
+    positive_int,
     process_age_s,
+    seconds,
+    seed_int,
 )
 from experiments.output import write_json
 from experiments.searches import ALPHA, EGRAPH, SEARCHES
 
 # flag, search, field of that search's limits, argparse type, help
 LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
-    ("--alpha", ALPHA, "alpha", finite_float, "queue graphs cheaper than alpha x best (preset 1.05)"),
+    ("--alpha", ALPHA, "alpha", number_in(float, 0, 1e6, above=True),
+     "queue graphs cheaper than alpha x best (preset 1.05)"),
     (
         "--budget",
         ALPHA,
@@ -36,10 +41,10 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
         non_negative(int),
         "graphs popped from the queue (preset: TASO's per model, else 300)",
     ),
-    ("--time-limit", ALPHA, "time_limit", non_negative(float), "seconds (preset 120)"),
+    ("--time-limit", ALPHA, "time_limit", seconds, "seconds (preset 120)"),
     ("--iters", EGRAPH, "iterations", non_negative(int), "iteration limit (preset 15)"),
-    ("--nodes", EGRAPH, "nodes", non_negative(int), "e-node limit (preset 50,000)"),
-    ("--seconds", EGRAPH, "seconds", non_negative(float), "saturation time limit (preset 120)"),
+    ("--nodes", EGRAPH, "nodes", positive_int, "e-node limit (preset 50,000)"),
+    ("--seconds", EGRAPH, "seconds", seconds, "saturation time limit (preset 120)"),
     ("--k-multi", EGRAPH, "k_multi", non_negative(int),
      "iterations that run multi-pattern rules, and no more (TENSAT's setting; preset: 1, then by need)"),
     ("--multi-by-need", EGRAPH, "multi_by_need", non_negative(int),
@@ -47,6 +52,8 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--extract", EGRAPH, "extract", str, "ilp (exact) or greedy (preset ilp)"),
     ("--ilp-solver", EGRAPH, "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", EGRAPH, "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
+    ("--memory-gb", EGRAPH, "memory_gb", number_in(float, 0, 1e6, above=True),
+     "resident memory cap of the saturating process; the run stops with the best graph so far (preset 4)"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
     ("--no-multi", ALPHA, "multi", False, "do not apply the two-output rules (merges by pair moves only)"),
@@ -90,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_onnx_input(p)
     p.add_argument("--search", choices=list(SEARCHES), default=ALPHA, help=f"the search (default {ALPHA})")
     p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
-    p.add_argument("--device", default=None,
+    p.add_argument("--device", type=device_arg, default=None,
                    help=device_help(f"{ONNX_DEVICE} for an .onnx file: this machine, measured; {BUILTIN_DEVICE} for a "
                                     f"benchmark graph, its paper's device"))
     p.add_argument("--onnx-ops", choices=ONNX_OPS, default=None,
@@ -104,7 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="shipped rule sets (names in eqsat/rules/rulesets.py) or rule files (default: the search's own; "
         f"{EGRAPH}: {' '.join(DEFAULT_RULE_SETS)}, {ALPHA}: {' '.join(FULL_RULE_SETS)})",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the final numerical check")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the final numerical check")
     p.add_argument("--json", dest="json_out", help="write the result as JSON here")
     for flag, search, _, kind, text in LIMIT_FLAGS:
         p.add_argument(flag, type=kind, default=None, help=f"{search}: {text}")
@@ -185,4 +192,6 @@ COMMAND = Command(
     f"{EGRAPH}: equality saturation on egglog)",
     add_arguments,
     run,
+    output_args=("out", "json_out", "dump_egraph"),
+    input_args=("model", "rules"),
 )

@@ -3,7 +3,16 @@ from __future__ import annotations
 
 import argparse
 
-from experiments.command import Command, add_subcommands, dispatched_by_subcommand, progress
+from experiments.command import (
+    MAX_SECONDS,
+    Command,
+    add_subcommands,
+    dispatched_by_subcommand,
+    number_in,
+    positive_int,
+    progress,
+    seed_int,
+)
 from experiments.output import write_json
 
 
@@ -15,11 +24,11 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     from taso_baseline.world import WORLDS
 
     p.add_argument("--world", required=True, choices=list(WORLDS), help="the generator's world")
-    p.add_argument("--max-ops", type=int, default=3, help="largest graph size (ops)")
+    p.add_argument("--max-ops", type=positive_int, default=3, help="largest graph size (ops)")
     p.add_argument("--out", required=True, help="rule file to write")
     p.add_argument("--stats-json", help="write the generator's statistics here")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1, help="verification processes (same output for any value)")
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--workers", type=positive_int, default=1, help="verification processes (same output for any value)")
     p.add_argument("--known", nargs="+", metavar="SET_OR_FILE",
                    help="rules found before (e.g. matrix-min): pair only buckets holding a graph of --max-ops ops, "
                         "and only terms these rules cannot already prove equal (Ruler's step)")
@@ -27,19 +36,20 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 
 def _add_verify(p: argparse.ArgumentParser) -> None:
     _files(p)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--prove", action="store_true",
                    help="also prove each rule from the operator axioms with Z3 (the 'prove' extra)")
     p.add_argument("--axioms", help="axiom file (default: eqsat/rules/axioms.rules)")
-    p.add_argument("--prove-seconds", type=float, default=1.0, help="Z3's time limit per rule")
+    p.add_argument("--prove-seconds", type=number_in(float, 0, MAX_SECONDS, above=True), default=1.0,
+                   help="Z3's time limit per rule")
     p.add_argument("--out", help="with --prove and one file: write its rules here, proved ones marked proved=z3")
 
 
 def _add_minimize(p: argparse.ArgumentParser) -> None:
     _files(p)
     p.add_argument("--out", required=True, help="rule file to write (the kept rules)")
-    p.add_argument("--iterations", type=int, default=3, help="saturation iterations per derivability check")
-    p.add_argument("--seed", type=int, default=0, help="seed of the second shape assignment")
+    p.add_argument("--iterations", type=positive_int, default=3, help="saturation iterations per derivability check")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the second shape assignment")
     p.add_argument("--json", dest="json_out", help="write the report (kept, dropped and why) here")
     p.add_argument("--known", nargs="+", metavar="SET_OR_FILE",
                    help="rules kept before (not written): candidates they derive are dropped too")
@@ -70,8 +80,8 @@ def _minimize(args: argparse.Namespace) -> int:
 
 
 def _add_collisions(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trials", type=int, default=2_000_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trials", type=positive_int, default=2_000_000)
+    p.add_argument("--seed", type=seed_int, default=0)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -183,10 +193,12 @@ def _collisions(args: argparse.Namespace) -> int:
 ACTIONS = (
     Command("check", "parse rule files and summarize them", _files, _check),
     Command("fmt", "print rule files in canonical form", _files, _fmt),
-    Command("generate", "run the TASO generator: enumerate, fingerprint, prune, verify", _add_generate, _generate),
-    Command("verify", "verify every rule of a file; exit 1 if any is unsound", _add_verify, _verify),
+    Command("generate", "run the TASO generator: enumerate, fingerprint, prune, verify", _add_generate, _generate,
+            output_args=("out", "stats_json"), input_args=("known",)),
+    Command("verify", "verify every rule of a file; exit 1 if any is unsound", _add_verify, _verify,
+            output_args=("out",), input_args=("files", "axioms")),
     Command("minimize", "drop every rule the others derive by bounded equality saturation", _add_minimize,
-            _minimize),
+            _minimize, output_args=("out", "json_out"), input_args=("files", "known")),
     Command("collisions", "fingerprint collision rate of relu(C) vs A*relu(C) on 4x4 ints", _add_collisions,
             _collisions),
 )

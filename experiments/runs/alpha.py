@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
-from experiments.output import pyplot, write_table
+from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
 from experiments.searches import ALPHA
 from experiments.sweep import Cell, run_cells
@@ -41,7 +41,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, device: str) -> None:
     ax1.legend(fontsize=8)
     fig.suptitle(f"α-backtracking on {device}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

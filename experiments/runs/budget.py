@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
-from experiments.output import pyplot, write_table
+from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, EGRAPH
 from experiments.sweep import Cell, run_cells
@@ -77,7 +77,7 @@ def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: s
     ax.set_title(f"{model} on {device}: best cost vs search time")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.rules.rulesets import default_rules
-from experiments.output import pyplot, write_table
+from experiments.output import pyplot, save_figure, write_table
 from experiments.searches import ALPHA, EGRAPH, SEARCHES, get_search
 from experiments.sweep import Cell, run_cells
 
@@ -169,7 +169,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     ax2.set_ylabel("search seconds (log; hatched: time limit)")
     ax2.set_xticks(x, [r["model"] for r in rows], rotation=30, ha="right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -24,7 +24,7 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
-from experiments.output import pyplot, write_table
+from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
 from experiments.searches import EGRAPH, get_search, limits_for, search_graph
 from experiments.sweep import Cell, run_cells
@@ -86,7 +86,7 @@ def plot(rows: Sequence[dict[str, Any]], devices: Sequence[str], path: Path) -> 
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
         fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
 from experiments.onnx_io import TOLERANCE, export_best
-from experiments.output import pyplot, write_json, write_table
+from experiments.output import pyplot, save_figure, write_json, write_table
 from experiments.runs.compare import COMPARE_MODELS, check_models
 from experiments.searches import ALPHA, EGRAPH, search_result
 from experiments.sweep import Cell, run_cells
@@ -206,7 +206,7 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> None:
     ax.set_ylabel("measured latency (ms, onnxruntime ENABLE_ALL, 1 thread)")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out / "real.png", dpi=120)
+    save_figure(fig, out / "real.png", dpi=120)
     plt.close(fig)
 
 

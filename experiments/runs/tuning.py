@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
-from experiments.output import pyplot, write_table
+from experiments.output import pyplot, save_figure, write_table
 from experiments.sweep import Cell, run_cells
 
 CURVE_SHAPES = ("square", "prefill", "decode", "wgrad", "ffn_down")
@@ -104,7 +104,7 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     axes[0][-1].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -429,7 +429,7 @@ def run_scheduler(
     ax.legend(fontsize=7)
     ax.set_title(f"task scheduler on the toy network ({units} units; median-seed allocation)")
     fig.tight_layout()
-    fig.savefig(out / "scheduler.png", dpi=120)
+    save_figure(fig, out / "scheduler.png", dpi=120)
     plt.close(fig)
     total = sum(t.weight * optimum_us(t.workload) for t in tasks)
     print(f"toy network: {len(tasks)} tasks, true optimum {total / 1e3:.2f} ms")

@@ -4,18 +4,29 @@ every later run.
 A line holds a kernel's key, the context it was measured in (this machine's fingerprint,
 onnxruntime's version, the thread count) and its :class:`~eqsat.cost.measured.timer.Timing`. Lines
 from another context are foreign: kept in the file, never used. A line that does not parse is
-corrupt: skipped. Both are counted and reported once, as a warning naming the file. Each line is
-written with one ``write`` on a file opened for appending, so processes measuring at the same
-time interleave whole lines.
+corrupt: skipped. Both are counted and reported once, as a warning naming the file and the
+corrupt lines. Each line is written with one ``write`` on a file opened for appending, under an
+exclusive ``flock``; a torn last line (a writer killed mid-line) is ended first, so it stays one
+corrupt line instead of swallowing the next record. A file that cannot be written (read-only) or
+read leaves the database in memory for the run, with a warning.
+
+Timing is serialized across processes too (:meth:`MeasurementDB.measure`: a lock file beside the
+database), and the first process's timing is reused by the second: two cold runs timed every
+kernel twice, each inflated by the other. Each line records the load average and core count it
+was timed under (``load1``, ``cores``), and a timing taken with more runnable processes than
+cores is reported once as taken under contention.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
 import os
 import platform
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -76,8 +87,9 @@ class MeasurementDB:
         self.context = context
         self.path = Path(path) if path is not None else None
         self.timings: dict[str, Timing] = {}
-        self.corrupt = self.foreign = 0
+        self.corrupt = self.foreign = self.contended = 0
         self._offset = 0  # bytes of the file read so far
+        self._lines = 0  # lines of the file read so far
         self._read()
 
     @classmethod
@@ -93,13 +105,18 @@ class MeasurementDB:
         if self.path is None or not self.path.exists():
             return
         mine = asdict(self.context)
-        corrupt, foreign = self.corrupt, self.foreign
-        with self.path.open("rb") as f:
-            f.seek(self._offset)
-            data = f.read()
+        corrupt, foreign, bad = self.corrupt, self.foreign, []
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError as exc:
+            self._in_memory(f"cannot be read ({exc.strerror or exc})")
+            return
         end = data.rfind(b"\n") + 1  # a line still being written is read next time
         self._offset += end
-        for raw in data[:end].splitlines():
+        for raw in data[:end].split(b"\n")[:-1]:
+            self._lines += 1
             try:
                 row = json.loads(raw)
                 context = {k: row[k] for k in mine}
@@ -109,6 +126,7 @@ class MeasurementDB:
                     raise ValueError
             except (ValueError, KeyError, TypeError):
                 self.corrupt += 1
+                bad.append(self._lines)
                 continue
             if context != mine:
                 self.foreign += 1
@@ -116,9 +134,11 @@ class MeasurementDB:
             self.timings.setdefault(key, timing)  # the first timing of a kernel is the one used
         corrupt, foreign = self.corrupt - corrupt, self.foreign - foreign
         if corrupt or foreign:
+            lines = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
             parts = [f"{corrupt} corrupt line(s) skipped"] * bool(corrupt)
             parts += [f"{foreign} line(s) from another machine, onnxruntime or thread count not used"] * bool(foreign)
-            warnings.warn(f"{self.path}: {'; '.join(parts)}", stacklevel=3)
+            where = f" (corrupt: line {lines})" if bad else ""
+            warnings.warn(f"{self.path}: {'; '.join(parts)}{where}", stacklevel=3)
 
     def get(self, key: str) -> Timing | None:
         found = self.timings.get(key)
@@ -127,18 +147,70 @@ class MeasurementDB:
             found = self.timings.get(key)
         return found
 
-    def put(self, key: str, timing: Timing) -> None:
-        """Keep ``timing`` and append it to the file (one write of one whole line)."""
-        self.timings.setdefault(key, timing)
+    def _in_memory(self, why: str) -> None:
+        """Go on without the file (read-only, unreadable): this run's timings stay in memory."""
+        warnings.warn(f"{self.path}: the measurement database {why}; this run keeps its timings in memory only",
+                      stacklevel=4)
+        self.path = None
+
+    @contextmanager
+    def _locked(self, suffix: str = "") -> Iterator[int | None]:
+        """An exclusive ``flock`` on the database (``suffix=""``, opened for appending: the fd is
+        yielded) or on its lock file beside it (``".lock"``); None when it cannot be opened."""
         if self.path is None:
+            yield None
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({**asdict(self.context), "key": key, "timing": asdict(timing)}) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode())
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            mode = os.O_RDWR | os.O_CREAT | (os.O_APPEND if not suffix else 0)
+            fd = os.open(str(self.path) + suffix, mode, 0o644)
+        except OSError as exc:
+            if not suffix:
+                self._in_memory(f"cannot be written ({exc.strerror or exc})")
+            yield None
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
         finally:
-            os.close(fd)
+            os.close(fd)  # closing releases the lock
+
+    def measure(self, key: str, time_it: Callable[[], Timing]) -> Timing:
+        """``key``'s timing: from the database, or ``time_it()`` under the database's measuring
+        lock, after reading what other processes appended while this one waited for it."""
+        found = self.get(key)
+        if found is not None:
+            return found
+        with self._locked(".lock"):
+            self._read()
+            found = self.timings.get(key)
+            if found is None:
+                found = time_it()
+                self.put(key, found)
+        return found
+
+    def put(self, key: str, timing: Timing) -> None:
+        """Keep ``timing`` and append it to the file (one write of one whole line, under the lock)."""
+        self.timings.setdefault(key, timing)
+        load1, cores = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0, os.cpu_count() or 1
+        if load1 > cores:
+            self.contended += 1
+            if self.contended == 1:
+                warnings.warn(f"{self.path or 'measurements'}: timing under contention (load average {load1:.1f} "
+                              f"on {cores} cores); timings may be inflated, the file records the load of each",
+                              stacklevel=3)
+        line = json.dumps({**asdict(self.context), "key": key, "timing": asdict(timing),
+                           "load1": round(load1, 2), "cores": cores}) + "\n"
+        with self._locked() as fd:
+            if fd is None:
+                return
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = "\n" + line  # end a torn last line: it stays one corrupt line of its own
+                os.write(fd, line.encode())
+            except OSError as exc:
+                self._in_memory(f"cannot be written ({exc.strerror or exc})")
 
 
 _OPEN: dict[tuple[Context, str], MeasurementDB] = {}

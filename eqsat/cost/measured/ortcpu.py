@@ -119,24 +119,25 @@ class OrtCpuCost:
     def timing(self, kernel: Kernel) -> Timing | None:
         """The kernel's timing from the database, measured now if it is not there; None (with the
         reason in :attr:`estimated`) when onnxruntime cannot run it alone."""
-        found = self.db.get(kernel.key)
-        if found is None:
-            if kernel.key in self.estimated:
-                return None
+        if kernel.key in self.estimated:
+            return None
+
+        def time_it() -> Timing:  # under the database's measuring lock (see MeasurementDB.measure)
             self._tick(kernel.name)
-            try:
-                if kernel.stored_node:  # an imported node: as it was in its file
-                    found = time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
-                                       cold_weights=kernel.cold_weights)
-                else:
-                    found = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
-                                       cold_weights=kernel.cold_weights)
-            except Exception as exc:  # onnxruntime's own errors have no common base class
-                self._estimate_instead(kernel, exc)
-                return None
-            self.db.put(kernel.key, found)
+            if kernel.stored_node:  # an imported node: as it was in its file
+                timed = time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
+                                   cold_weights=kernel.cold_weights)
+            else:
+                timed = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
+                                   cold_weights=kernel.cold_weights)
             self.measured += 1
-        return found
+            return timed
+
+        try:
+            return self.db.measure(kernel.key, time_it)
+        except Exception as exc:  # onnxruntime's own errors have no common base class
+            self._estimate_instead(kernel, exc)
+            return None
 
     def _estimate_instead(self, kernel: Kernel, exc: Exception) -> None:
         """Record (and say once, on stderr, with onnxruntime's whole message) that ``kernel`` is
@@ -164,10 +165,8 @@ class OrtCpuCost:
     def overhead_us(self) -> float:
         """The fixed cost of one ``session.run`` call (µs), measured once per database."""
         if self._overhead is None:
-            found = self.db.get(OVERHEAD_KEY)
-            if found is None:
-                found = time_graph(overhead_graph(), self.threads, self.warmup * 4, OVERHEAD_RUNS)
-                self.db.put(OVERHEAD_KEY, found)
+            found = self.db.measure(OVERHEAD_KEY, lambda: time_graph(overhead_graph(), self.threads,
+                                                                      self.warmup * 4, OVERHEAD_RUNS))
             self._overhead = found.median_us
         return self._overhead
 

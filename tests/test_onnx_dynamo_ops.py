@@ -169,3 +169,35 @@ def test_computed_gather_indices_and_where_conditions_stay_opaque_with_their_rea
     assert "computed at run time" in reasons["Gather"] and "computed" in reasons["Where"]
     eo.save(imported, imported.graph, tmp_path / "back.onnx")
     assert eo.max_difference(tmp_path / "g.onnx", tmp_path / "back.onnx") == 0.0
+
+
+@pytest.mark.parametrize("op,rank,attrs", [
+    ("pow", 3, {"exponent": 0.5}), ("hardswish", 4, {}), ("hardsigmoid", 4, {}), ("gelu_tanh", 3, {}),
+    ("reduce_mean", 3, {"axes": (2,), "keepdims": 1}), ("reduce_mean", 3, {"axes": (1,), "keepdims": 0}),
+])
+def test_the_new_shape_rules_run_on_symbolic_sizes(op, rank, attrs):
+    """The e-graph runs shape rules on symbolic sizes to derive rule conditions: plain int arithmetic."""
+    from eqsat.ir.ops import get_op
+    from eqsat.ir.symbolic import Sym, recording
+
+    spec = get_op(op)
+    x = tuple(Sym.atom(f"?d{k}") for k in range(rank))
+    with recording():
+        (out,) = spec.shape(dict(spec.canonical_attrs(attrs, [(2,) * rank])), [x])
+    keep = attrs.get("keepdims", 1)
+    axes = attrs.get("axes", ())
+    want = tuple(1 if k in axes else d for k, d in enumerate(x)) if keep else tuple(d for k, d in enumerate(x)
+                                                                                    if k not in axes)
+    assert [repr(d) for d in out] == [repr(d) for d in want]
+
+
+def test_the_mean_is_exact_modulo_a_prime():
+    """reduce_mean declares the mod domain: its mean times the count is the sum, mod p."""
+    from eqsat.ir.domains import FAST_PRIME, modp
+    from eqsat.ir.evaluate import evaluate_nodes
+    from eqsat.ir.graph import Graph, input_, node
+
+    n = node("reduce_mean", input_("x", (2, 3, 5)), axes=(1, 2), keepdims=0)
+    x = RNG.integers(0, FAST_PRIME, (2, 3, 5))
+    got = evaluate_nodes(Graph((n,)), {"x": x}, modp(FAST_PRIME))[n]
+    assert np.array_equal(got * 15 % FAST_PRIME, x.sum(axis=(1, 2)) % FAST_PRIME)

@@ -201,3 +201,12 @@ def test_the_mean_is_exact_modulo_a_prime():
     x = RNG.integers(0, FAST_PRIME, (2, 3, 5))
     got = evaluate_nodes(Graph((n,)), {"x": x}, modp(FAST_PRIME))[n]
     assert np.array_equal(got * 15 % FAST_PRIME, x.sum(axis=(1, 2)) % FAST_PRIME)
+
+
+def test_a_causal_mask_is_written_at_its_own_size_not_once_per_head(tmp_path):
+    nodes = [helper.make_node("Where", ["m", "x", "ninf"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=-1)]
+    inits = [numpy_helper.from_array(TRIL, "m"), _f32("ninf", -np.inf)]
+    path = _model(tmp_path / "w.onnx", nodes, {"x": (1, 8, 5, 5)}, (1, 8, 5, 5), inits)
+    imported = _check_round_trip(path, tmp_path)
+    written = onnx.load(str(tmp_path / "back.onnx")).graph.initializer
+    assert max(int(np.prod(i.dims)) for i in written) == 25 and _ops(imported) == ["softmax", "where"]

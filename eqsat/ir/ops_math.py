@@ -70,11 +70,12 @@ register_elementwise(
 
 
 def _where_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
-    for k, s in enumerate(ins[1:], start=1):
-        if s != ins[0]:
-            raise ShapeError(f"where: input {k} has shape {s}, the mask has shape {ins[0]}; they must be equal "
-                             "(broadcast with expand)")
-    return (ins[0],)
+    mask, x, y = ins
+    for k, s in ((0, mask), (2, y)):
+        if len(s) != len(x) or any(a != b and a != 1 for a, b in zip(s, x)):
+            raise ShapeError(f"where: input {k} has shape {s}; it must have input 1's rank and broadcast to its "
+                             f"shape {x} (sizes equal or 1)")
+    return (x,)
 
 
 def _where(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
@@ -84,9 +85,11 @@ def _where(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 
 register(OpSpec(
     name="where", arity=3, attrs=(), shape=_where_shape, flops=lambda attrs, ins, outs: numel(outs[0]),
-    evaluate=_where, elementwise=True, domains=NO_MOD, same_rank=True,
-    doc="mask != 0 ? x : y elementwise (ONNX Where with a mask that is a constant, given as 0/1 reals; "
-        "masked and causal attention). A select is not a polynomial: no modular form.",
+    evaluate=_where, domains=NO_MOD, same_rank=True,
+    doc="mask != 0 ? x : y (ONNX Where with a mask that is a constant, given as 0/1 reals; masked and "
+        "causal attention). The output has x's shape; the mask and y broadcast to it (sizes equal or 1), "
+        "so a (1, 1, S, S) causal mask is not copied for every head. A select is not a polynomial: no "
+        "modular form.",
 ))
 
 

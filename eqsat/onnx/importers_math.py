@@ -163,14 +163,17 @@ def _power(exponent: float) -> Callable[[_Importer, Any, dict[str, Any]], list[N
 
 
 def _where(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
-    """Where with a constant condition (a causal or padding mask): ``where`` on the mask as 0/1 reals,
-    each operand expanded to the common shape. A condition computed at run time declines: the IR
-    holds no boolean tensors."""
+    """Where with a constant condition (a causal or padding mask): ``where`` on the mask as 0/1 reals.
+    The mask and y keep their sizes (reshaped to the output's rank, a view), x is expanded only if
+    it is smaller than the output. A condition computed at run time declines: the IR holds no
+    boolean tensors."""
     cond = np.asarray(imp.const(n, n.input[0]))
     x, y = imp.value(n, n.input[1]), imp.value(n, n.input[2])
     out = _broadcast_shape(cond.shape, x.shape, y.shape)
-    mask = _new_weight(imp, f"{n.output[0]}:mask", (cond != 0).astype(np.float64))
-    return [node("where", *(_expand_to(v, out) for v in (mask, x, y)))]
+    mask = _new_weight(imp, f"{n.output[0]}:mask", (cond != 0).astype(np.float64).reshape(
+        (1,) * (len(out) - cond.ndim) + cond.shape))
+    y = y if len(y.shape) == len(out) else node("reshape", y, shape=(1,) * (len(out) - len(y.shape)) + y.shape)
+    return [node("where", mask, _expand_to(x, out), y)]
 
 
 def _reduce_mean(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:

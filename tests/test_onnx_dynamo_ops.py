@@ -106,7 +106,9 @@ CASES = [
     ("mul-rotary-broadcast", [helper.make_node("Mul", ["x", "cos"], ["a"]),
                               helper.make_node("Add", ["a", "z"], ["y"])],
      {"x": (1, 3, 5, 4), "z": (1, 1, 5, 4)}, (1, 3, 5, 4), [_f32("cos", RNG.standard_normal((1, 1, 5, 4)))], 18,
-     {"ewmul", "ewadd", "expand"}),
+     {"chmul", "chadd"}),
+    ("add-outer-broadcast", [helper.make_node("Add", ["x", "z"], ["y"])], {"x": (3, 1, 4), "z": (1, 5, 1)},
+     (3, 5, 4), [], 18, {"ewadd", "expand"}),
 ]
 
 

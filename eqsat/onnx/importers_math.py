@@ -98,8 +98,9 @@ _FORMS = {"ewadd": ("chadd", "sadd"), "ewmul": ("chmul", "smul")}  # op -> its v
 
 def _combine(imp: _Importer, n: Any, op: str, x: Node, y: Node) -> Node:
     """``x op y`` (ewadd or ewmul, both commutative) under ONNX broadcasting: equal shapes, a scalar
-    (GELU's x * 0.5), a per-channel vector, or else both expanded to the common shape (rotary
-    cos/sin (1, 1, S, D) against (B, H, S, D))."""
+    (GELU's x * 0.5), a per-channel vector, a block of contiguous axes (rotary cos/sin (1, 1, S, D)
+    against (B, H, S, D)) as a vector op between reshapes (views), or else both expanded to the
+    common shape (an outer sum)."""
     vector_op, scalar_op = _FORMS[op]
     if x.shape == y.shape:
         return node(op, x, y)
@@ -111,8 +112,28 @@ def _combine(imp: _Importer, n: Any, op: str, x: Node, y: Node) -> Node:
         x, y = y, x
     if _vector_axis(x.shape, y.shape) is not None:
         return _broadcast(imp, n, vector_op, x, y)
+    if _block(y.shape, x.shape) is not None and _block(x.shape, y.shape) is None:
+        x, y = y, x
+    block = _block(x.shape, y.shape)
+    if block is not None:  # rotary cos/sin (1, 1, S, D) on (B, H, S, D): a vector op on (B*H, S*D, 1), no copy
+        i, j = block
+        sizes = tuple(int(np.prod(x.shape[a:b])) for a, b in ((0, i), (i, j), (j, len(x.shape))))
+        flat = node(vector_op, node("reshape", x, shape=sizes), node("reshape", y, shape=sizes[1:2]), axis=1)
+        return node("reshape", flat, shape=x.shape)
     out = _broadcast_shape(x.shape, y.shape)
     return node(op, _expand_to(x, out), _expand_to(y, out))
+
+
+def _block(x: tuple[int, ...], y: tuple[int, ...]) -> tuple[int, int] | None:
+    """The axes [i, j) of ``x`` that ``y`` (right-aligned) covers with its sizes above 1, when they are
+    contiguous and equal to ``x``'s and every other size of ``y`` is 1, else None."""
+    if len(y) > len(x):
+        return None
+    lead = len(x) - len(y)
+    big = [lead + k for k, d in enumerate(y) if d != 1]
+    if not big or big != list(range(big[0], big[-1] + 1)) or any(x[k] != y[k - lead] for k in big):
+        return None
+    return big[0], big[-1] + 1
 
 
 def _binary(op: str) -> Callable[[_Importer, Any, dict[str, Any]], list[Node]]:

@@ -38,12 +38,16 @@ def _reshape(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
 
 
 def _split(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
+    """Split with constant sizes (an input from opset 13), or into ``len(outputs)`` parts: equal ones,
+    the last smaller when they do not divide (``num_outputs``, opset 18)."""
     x = imp.value(n, n.input[0])
     axis = int(a.get("axis", 0)) % len(x.shape)
     if len(n.input) > 1 and n.input[1]:
         sizes = tuple(int(v) for v in imp.const(n, n.input[1]))
     else:
-        sizes = (x.shape[axis] // len(n.output),) * len(n.output)
+        k, size = len(n.output), x.shape[axis]
+        part = -(-size // k)
+        sizes = (part,) * (k - 1) + (size - part * (k - 1),)
     sp = node("split", x, axis=axis, sizes=sizes)
     return [node("proj", sp, index=i) for i in range(len(sizes))]
 

@@ -103,6 +103,8 @@ CASES = [
      X3, X3["x"], [_f32("eps", 1e-6)], 18, {"ewmul", "sadd", "pow"}),
     ("neg-sub", [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Sub", ["n", "x"], ["y"])],
      X3, X3["x"], [], 18, {"smul", "ewadd"}),
+    ("sub-div-constant-tensors", [helper.make_node("Sub", ["x", "c"], ["s"]), helper.make_node("Div", ["s", "c"], ["y"])],
+     X3, X3["x"], [_f32("c", RNG.uniform(1, 2, (5, 8)))], 18, {"chadd", "chmul"}),
     ("div-by-tensor", [helper.make_node("Mul", ["x", "x"], ["s"]), helper.make_node("Add", ["s", "one"], ["d"]),
                        helper.make_node("Div", ["x", "d"], ["y"])],
      X3, X3["x"], [_f32("one", 1.0)], 18, {"ewmul", "sadd", "pow"}),

@@ -146,20 +146,28 @@ def _negated(imp: _Importer, n: Any, x: Node) -> Node:
 
 
 def _sub(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
-    """x - y as x + (-1) * y: exact, but two kernels where ONNX had one."""
-    return [_combine(imp, n, "ewadd", imp.value(n, n.input[0]), _negated(imp, n, imp.value(n, n.input[1])))]
+    """x - c for a constant c: x + (-c), one kernel, -c computed now; x - y for an activation y:
+    x + (-1) * y, exact, but two kernels where ONNX had one."""
+    x = imp.value(n, n.input[0])
+    if n.input[1] in imp.weights:
+        y = _new_weight(imp, f"{n.output[0]}:negated", -np.asarray(imp.weights[n.input[1]], dtype=np.float64))
+    else:
+        y = _negated(imp, n, imp.value(n, n.input[1]))
+    return [_combine(imp, n, "ewadd", x, y)]
 
 
 def _div(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
-    """Division by a constant scalar (attention's 1/sqrt(d)): a product with its reciprocal; by a
-    tensor: a product with ``pow(y, -1)`` (two kernels where ONNX had one)."""
+    """Division by a constant (attention's 1/sqrt(d)): a product with its reciprocal, computed now;
+    by an activation: a product with ``pow(y, -1)`` (two kernels where ONNX had one). A constant
+    with a zero (or not a float) declines."""
     x = imp.value(n, n.input[0])
     if n.input[1] not in imp.consts:
         return [_combine(imp, n, "ewmul", x, node("pow", imp.value(n, n.input[1]), exponent=-1.0))]
     c = np.asarray(imp.const(n, n.input[1]))
-    if c.size != 1 or c.dtype.kind != "f" or float(c.reshape(())) == 0.0:
-        raise Decline("a divisor that is not a non-zero float scalar constant")
-    return [node("smul", x, _new_weight(imp, f"{n.output[0]}:reciprocal", 1.0 / float(c.reshape(()))))]
+    if c.dtype.kind != "f" or not np.all(c != 0):
+        raise Decline("a constant divisor that is not float or has a zero")
+    inverse = _new_weight(imp, f"{n.output[0]}:reciprocal", 1.0 / c.astype(np.float64))
+    return [_combine(imp, n, "ewmul", x, inverse)]
 
 
 def _scalar_const(imp: _Importer, n: Any, k: int, what: str) -> float:

@@ -1,10 +1,10 @@
 """Small models shaped like what ``torch.onnx.export(..., dynamo=True)`` writes at opset 18 for
-MobileNetV3-Small, a LLaMA decoder block and a GPT-2 block, built with onnx.helper (no torch), node
-for node where it matters to the importer: HardSwish/HardSigmoid and squeeze-excite with ReduceMean
+MobileNetV3-Small, a LLaMA decoder block, a GPT-2 block and a small UNet, built with onnx.helper
+(no torch), node for node where it matters to the importer: HardSwish/HardSigmoid and squeeze-excite with ReduceMean
 over (2, 3) with its axes as an input; RMSNorm as Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul;
 rotary embedding with cos/sin computed from constants, Slice halves, Neg and Concat, broadcast over
 the heads; a causal mask as a constant boolean Where; GPT-2's token Gather of int64 ids, its
-position Gather of a constant range, gelu_new as its Pow/Tanh formula.
+position Gather of a constant range, gelu_new as its Pow/Tanh formula; UNet's ConvTranspose.
 
 ``python tests/dynamo_shaped.py`` prints each model's node count and its opaque nodes with reasons.
 """
@@ -143,7 +143,26 @@ def gpt2_block(path: str | Path, seed: int = 0, seq: int = 16, d: int = 64, head
     return _save(net, path, {"ids": (7, (1, seq))}, {"out": (1, seq, d)})
 
 
+def small_unet(path: str | Path, seed: int = 0, size: int = 32) -> Path:
+    """Two down levels (conv, ReLU, MaxPool), a bottleneck, two up levels (ConvTranspose 2x2 stride 2,
+    Concat with the skip, conv, ReLU) and a 1x1 head."""
+    net = _Net("small_unet", seed)
+    x, c, skips = "x", 3, []
+    for width in (8, 16):
+        x = net.op("Relu", net.conv(x, c, width, 3))
+        skips.append((x, width))
+        x, c = net.op("MaxPool", x, kernel_shape=[2, 2], strides=[2, 2]), width
+    x, c = net.op("Relu", net.conv(x, c, 32, 3)), 32
+    for skip, width in reversed(skips):
+        up = net.op("ConvTranspose", x, net.weight(c, width, 2, 2), net.weight(width, scale=0.1), kernel_shape=[2, 2],
+                    strides=[2, 2])
+        x, c = net.op("Relu", net.conv(net.op("Concat", up, skip, axis=1), 2 * width, width, 3)), width
+    net.nodes.append(net.h.make_node("Conv", [x, net.weight(2, c, 1, 1)], ["out"], kernel_shape=[1, 1]))
+    return _save(net, path, {"x": (1, (1, 3, size, size))}, {"out": (1, 2, size, size)})
+
+
 DYNAMO_SHAPED: dict[str, Callable[..., Path]] = {
+    "small_unet": small_unet,
     "mobilenet_v3_small": mobilenet_v3_small,
     "llama_block": llama_block,
     "gpt2_block": gpt2_block,

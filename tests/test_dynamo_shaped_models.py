@@ -1,4 +1,4 @@
-"""MobileNetV3-Small, a LLaMA block and a GPT-2 block shaped like the dynamo exporter's output
+"""MobileNetV3-Small, a LLaMA block, a GPT-2 block and a small UNet shaped like the dynamo exporter's output
 (tests/dynamo_shaped.py): they import with no opaque node but GPT-2's token-id Gather, evaluate in
 the IR like onnxruntime, and write back equal."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dynamo_shaped import DYNAMO_SHAPED  # noqa: E402
 from eqsat import onnx as eo  # noqa: E402
 from eqsat.ir.evaluate import evaluate  # noqa: E402
 
-OPAQUE = {"mobilenet_v3_small": [], "llama_block": [], "gpt2_block": ["Gather"]}  # token ids: an integer tensor
+OPAQUE = {"mobilenet_v3_small": [], "llama_block": [], "gpt2_block": ["Gather"], "small_unet": []}  # token ids: an integer tensor
 
 
 @pytest.mark.parametrize("name", sorted(DYNAMO_SHAPED))

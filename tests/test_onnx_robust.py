@@ -169,13 +169,14 @@ def test_constants_that_act_as_attributes_keep_their_values_in_the_check(tmp_pat
 
 
 def test_an_opaque_contrib_node_is_timed_and_written_back_in_its_domain(tmp_path, monkeypatch):
-    """A com.microsoft node the table does not know, after a ConvTranspose whose weight is too big
-    to store in the node: both are timed in onnxruntime (not estimated), and the file written back
+    """A com.microsoft node the table does not know, after a ConvTranspose with ``auto_pad`` (which
+    the op table leaves opaque) whose weight is too big to store in the node: both are timed in onnxruntime (not estimated), and the file written back
     imports the node's domain."""
     monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 16, 16])
-    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2], kernel_shape=[2, 2]),
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2], kernel_shape=[2, 2],
+                              auto_pad="SAME_UPPER"),
              helper.make_node("QuickGelu", ["t"], ["y"], domain="com.microsoft", alpha=1.702)]
     w = numpy_helper.from_array(RNG.standard_normal((64, 64, 2, 2)).astype(np.float32), "w")
     model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]),

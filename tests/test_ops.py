@@ -48,6 +48,20 @@ EXAMPLES = [
     ("enlarge", [(4, 3, 1, 1)], {"size": 3}),
     ("pool_avg", [(1, 2, 6, 5)], {"kernel": 3, "stride": 2, "pad": "same"}),
     ("pool_max", [(1, 2, 6, 5)], {"kernel": 2, "stride": 2}),
+    ("pow", [(3, 4)], {"exponent": 0.5}),
+    ("pow", [(3, 4)], {"exponent": -1}),
+    ("hardsigmoid", [(3, 4)], {"alpha": 0.25, "beta": 0.4}),
+    ("hardswish", [(3, 4)], {}),
+    ("gelu_tanh", [(3, 4)], {}),
+    ("where", [(2, 3), (2, 3), (2, 3)], {}),
+    ("where", [(1, 3), (2, 3), (1, 1)], {}),
+    ("expand", [(1, 4)], {"shape": (2, 3, 4)}),
+    ("reduce_mean", [(2, 3, 4)], {"axes": (-1,)}),
+    ("reduce_mean", [(2, 3, 4, 5)], {"axes": (2, 3), "keepdims": 0}),
+    ("slice", [(5, 6)], {"starts": (1, 0), "ends": (5, 6), "steps": (2, 1)}),
+    ("gather", [(3, 5)], {"axis": 1, "indices": (4, 0, 0, 2), "index_shape": (2, 2)}),
+    ("conv_transpose", [(1, 4, 3, 3), (4, 3, 3, 3)], {"stride": 2, "pads": (1, 1, 1, 1), "output_padding": 1}),
+    ("conv_transpose", [(2, 4, 3, 2), (4, 2, 2, 3), (4,)], {"groups": 2, "dilation": (2, 1)}),
 ]
 
 

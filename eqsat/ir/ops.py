@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from eqsat.errors import UnknownOpError
-from eqsat.ir import ops_conv, ops_norm, ops_tensor  # noqa: F401  (the rows register themselves)
+from eqsat.ir import ops_conv, ops_convt, ops_index, ops_math, ops_norm, ops_tensor  # noqa: F401  (the rows register themselves)
 from eqsat.ir.domains import Domain
 from eqsat.ir.opspec import (
     ACT_NAMES,

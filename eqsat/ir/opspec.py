@@ -1,6 +1,7 @@
 """The op table's machinery: attribute specs, activations, :class:`OpSpec`, the registry and the
-shape helpers every row uses. The rows themselves are in :mod:`eqsat.ir.ops_tensor` and
-:mod:`eqsat.ir.ops_conv`; :mod:`eqsat.ir.ops` is the table's public face."""
+shape helpers every row uses. The rows themselves are in :mod:`eqsat.ir.ops_tensor`,
+:mod:`eqsat.ir.ops_conv`, :mod:`eqsat.ir.ops_convt`, :mod:`eqsat.ir.ops_norm`, :mod:`eqsat.ir.ops_math`
+and :mod:`eqsat.ir.ops_index`; :mod:`eqsat.ir.ops` is the table's public face."""
 from __future__ import annotations
 
 import math

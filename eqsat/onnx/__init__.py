@@ -8,7 +8,7 @@ is conv2d's optional third input; an Add or Mul of a per-channel vector (ONNX br
 ``(1, C, 1, 1)``) is ``chadd``/``chmul``; inference BatchNormalization is one ``affine`` node
 (scale and shift computed from its four statistics). Folding these into convolutions is done by
 the rules in ``rules/epilogue.rules``, not here. An op without an importer, or a node its importer
-declines (training-mode BatchNormalization, general broadcasting, ...), becomes ``opaque``
+declines (training-mode BatchNormalization, Gather of run-time indices, ...), becomes ``opaque``
 nodes, one per output: the ONNX node itself, shapes from ONNX shape inference (or from running
 it), kept exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works
 around it, and the reason is listed. :func:`save` writes a graph back at the model's opset,

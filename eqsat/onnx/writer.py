@@ -13,6 +13,7 @@ from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
 from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, OPSET, Imported, OnnxError, _onnx, skeleton
+from eqsat.onnx.writer_ops import EXPORTERS as _DYNAMO_OP_EXPORTERS
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
@@ -181,6 +182,7 @@ EXPORTERS: dict[str, Exporter] = {
     "split": lambda w, n, ins, a: w.node("Split", ins + [w.ints(a["sizes"])], len(a["sizes"]), axis=a["axis"]),
     "pool_avg": _pool_out, "pool_max": _pool_out,
     "opaque": _opaque_out,
+    **_DYNAMO_OP_EXPORTERS,
 }
 """IR op -> writer of its ONNX nodes (returns the names of the op's outputs). ``proj`` and ``noop``
 only rename, and leaves are graph inputs or initializers."""

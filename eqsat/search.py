@@ -22,6 +22,7 @@ from eqsat.cost.roofline import CostModel
 from eqsat.errors import EqsatError
 from eqsat.ir.evaluate import Comparison, compare_graphs
 from eqsat.ir.graph import Graph
+from eqsat.ir.recompute import graph_flops, recomputations, without_recomputation
 from eqsat.rules.rulefile import Rule
 
 
@@ -140,12 +141,34 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
                         f"model's resolution ({resolution:.0%})")
 
 
+# --------------------------------------------------------------------------- no recomputation
+def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
+    """``result`` without fusions that recompute a result the graph also computes plainly (a conv
+    fused with SiLU's sigmoid beside the same conv for its Mul, see :mod:`eqsat.ir.recompute`):
+    the best graph with them undone, or the input when that is no cheaper; the reason goes in the
+    stop reason. A search's price may call such a copy free; the work it adds is not."""
+    found = recomputations(result.best)
+    if not found:
+        return result
+    repaired = without_recomputation(result.best)
+    extra = graph_flops(result.best) - graph_flops(repaired)
+    ops = ", ".join(sorted({r.fused.op for r in found}))
+    why = f"{len(found)} fused {ops} recomputed a result another op reads (+{extra / 1e6:.1f} MFLOP"
+    cost = cost_model.graph_time_us(repaired)
+    if cost < result.original_us:
+        return replace(result, best=repaired, best_us=cost, stop=f"{result.stop}; {why} recomputed): unfused")
+    return replace(result, best=graph, best_us=result.original_us,
+                   stop=f"{result.stop}; {why} recomputed): input kept, unfused it is no faster")
+
+
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
                  seed: int = 0) -> SearchResult:
     """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs);
-    the verification's seconds join the result's timings. A gain below the cost model's
-    resolution keeps the input (:func:`keep_unresolved_gain`)."""
+    the verification's seconds join the result's timings. A fusion that recomputes is undone
+    (:func:`refuse_recomputation`); a gain below the cost model's resolution keeps the input
+    (:func:`keep_unresolved_gain`)."""
     result = search.run(graph, rules, cost_model, limits)
+    result = refuse_recomputation(graph, result, cost_model)
     result = keep_unresolved_gain(graph, result, cost_model)
     start = time.perf_counter()
     checked = verify(graph, result, seed)

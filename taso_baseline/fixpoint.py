@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from eqsat.cost.costmodel import CostModel
-from eqsat.ir.graph import Graph
+from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 from taso_baseline.matcher import RuleIndex, compile_rules, rewrite_at
 from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
@@ -32,12 +32,15 @@ def rewrite_to_fixpoint(graph: Graph, rules: Iterable[Rule], model: CostModel, m
     index = RuleIndex([rw for rw in compile_rules(rules, multi=False) if not rw.name.endswith("~")])
     state = initial_state(graph, model)
     fired: dict[str, int] = {}
+    # what matches at a node depends only on the node (nodes are interned), so each node is matched
+    # once; a step then only walks the graph re-checking the users condition
+    matches: dict[Node, list[tuple[str, Node]]] = {}
     for _ in range(max_steps):
         ex = Expanded.of(state)
-        step = next(((rw.name, n, new) for n in ex.order if not n.is_const and len(n.shapes) == 1
-                     for rw in index.candidates(n) if (new := rewrite_at(rw, n)) is not None
-                     and all(len(ex.users[x]) == 1 and x not in state.graph.outputs
-                             for x in n.inputs if not x.is_const and not x.is_leaf and x not in new.inputs)),
+        step = next(((name, n, new) for n in ex.order if not n.is_const and len(n.shapes) == 1
+                     for name, new in _matches(index, n, matches)
+                     if all(len(ex.users[x]) == 1 and x not in state.graph.outputs
+                            for x in n.inputs if not x.is_const and not x.is_leaf and x not in new.inputs)),
                     None)
         if step is None:
             break
@@ -45,3 +48,11 @@ def rewrite_to_fixpoint(graph: Graph, rules: Iterable[Rule], model: CostModel, m
         fired[name] = fired.get(name, 0) + 1
         state = apply_replacements(ex, {old: new}, model)
     return Fixpoint(state.graph, state.cost, fired)
+
+
+def _matches(index: RuleIndex, n: Node, memo: dict[Node, list[tuple[str, Node]]]) -> list[tuple[str, Node]]:
+    """Every (rule, replacement) of ``n``, in index order, computed once per node."""
+    found = memo.get(n)
+    if found is None:
+        found = memo[n] = [(rw.name, new) for rw in index.candidates(n) if (new := rewrite_at(rw, n)) is not None]
+    return found

@@ -3,11 +3,12 @@
 Every usable direction of every rule becomes a :class:`Rewrite`. Single-output
 rewrites are indexed by their source's root op and the ops of the root's
 children (``None`` for a variable), so a node is only tried against rewrites
-whose first two levels can match it.
+whose first two levels can match it. Lookup walks the keys stored for the node's op and
+arity (a rule set has few), never the subsets of the node's inputs: a 25-input concat
+would have 2^25.
 """
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,9 @@ class RuleIndex:
     def __init__(self, rewrites: Sequence[Rewrite]):
         self.rewrites = list(rewrites)
         self.by_key: dict[Key, list[Rewrite]] = {}
+        # the keys for each (op, arity), most specific first: the order in which the earlier
+        # walk over child masks (variables last) met them, so the first match is unchanged
+        self.keys_by_shape: dict[tuple[str, int], list[Key]] = {}
         self.multi_by_op: dict[str, list[Rewrite]] = {}
         for rw in self.rewrites:
             root = rw.source[0]
@@ -62,18 +66,23 @@ class RuleIndex:
                 self.multi_by_op.setdefault(root.op, []).append(rw)
             else:
                 self.by_key.setdefault(_key(root), []).append(rw)
+        for key in self.by_key:
+            self.keys_by_shape.setdefault((key[0], len(key[1])), []).append(key)
+        for keys in self.keys_by_shape.values():
+            keys.sort(key=lambda k: tuple(c is None for c in k[1]))
 
     def __len__(self) -> int:
         return len(self.rewrites)
 
     def candidates(self, n: Node) -> Iterator[Rewrite]:
         """Single-output rewrites whose root and child ops are compatible with ``n``."""
+        keys = self.keys_by_shape.get((n.op, len(n.inputs)))
+        if not keys:
+            return
         child_ops = [x.op for x in n.inputs]
-        for mask in itertools.product((True, False), repeat=len(child_ops)):
-            key = (n.op, tuple(op if keep else None for op, keep in zip(child_ops, mask)))
-            found = self.by_key.get(key)
-            if found:
-                yield from found
+        for key in keys:
+            if all(c is None or c == op for c, op in zip(key[1], child_ops)):
+                yield from self.by_key[key]
 
 
 def rewrite_at(rw: Rewrite, n: Node) -> Node | None:

@@ -163,7 +163,7 @@ def test_constants_that_act_as_attributes_keep_their_values_in_the_check(tmp_pat
     result = run_verified(engine, graph, default_rules(engine.default_rule_sets), cost_model("h100"),
                           preset_limits(engine, "quick", "m"))
     assert result.best != graph and result.verified.equal  # the fold was checked, with eps = 1e-6
-    drawn = compare_graphs(graph.with_fixed({}), result.best, trials=1)  # what every draw used to do
+    drawn = compare_graphs(graph.with_fixed({}), result.best, trials=8)  # what every draw used to do: eps < 0 in some
     assert not drawn.equal and "relative error inf" in drawn.detail
 
 

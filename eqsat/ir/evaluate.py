@@ -8,7 +8,8 @@ rewrite and optimizer result goes through.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,53 +24,90 @@ Values = Mapping[str, np.ndarray]
 
 
 def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT,
-                   fold_lazily: bool = False) -> dict[Node, Any]:
+                   fold_lazily: bool = False, release: bool = False) -> dict[Node, Any]:
     """The value of every node of ``graph`` (tuples for multi-output nodes). With ``fold_lazily``,
     products of weights may be left as :class:`~eqsat.ir.folds.Product`\\ s for their consumers to
-    associate (:mod:`eqsat.ir.folds`); :func:`evaluate` materializes the outputs."""
+    associate (:mod:`eqsat.ir.folds`); :func:`evaluate` materializes the outputs. With ``release``
+    only the outputs' values are kept: a value is dropped once its last consumer has run, so
+    memory follows the graph's width, not its depth (a 32-layer BERT's check held every activation
+    and weight at once)."""
     out: dict[Node, Any] = {}
     weight_only: set[Node] = set()
     contract = folds.matmul_in(domain)
-    for n in graph.nodes():
-        spec = n.spec
-        attrs = n.attr_dict
-        if n.is_leaf:
-            name = attrs["name"]
-            if name not in values:
-                raise KeyError(f"no value given for {n.op} {name!r} of shape {n.shape}")
-            arr = domain.asarray(values[name])
-            if arr.shape != n.shape:
-                raise ShapeError(f"value for {n.op} {name!r} has shape {arr.shape}, the graph expects {n.shape}")
-            out[n] = arr
-            if n.op == "weight":
-                weight_only.add(n)
-            continue
-        if all(x in weight_only for x in n.inputs):
-            weight_only.add(n)
-        if fold_lazily:
-            xs = [out[x] for x in n.inputs]
-            lazy = folds.defer(n.op, attrs, xs, n in weight_only) or folds.rewrite(n.op, attrs, xs, contract)
-            if lazy is not None:
-                out[n] = lazy
-                continue
-            for x in n.inputs:
-                out[x] = folds.materialize(out[x], contract)
-        if not spec.defined_in(attrs, domain):
-            raise DomainError(f"{n.op} {dict((k, v) for k, v in attrs.items() if k == 'act')} "
-                              f"has no exact form in the {domain.name} domain")
-        result = spec.evaluate(attrs, [out[x] for x in n.inputs], domain)
-        if isinstance(result, tuple):
-            result = tuple(domain.reduce(r) if not isinstance(r, tuple) else r for r in result)
-        else:
-            result = domain.reduce(result)
-        out[n] = result
+    order = graph.nodes() if not release else _live_order(graph)
+    pending: dict[Node, int] = {}
+    if release:
+        for n in order:
+            for x in set(n.inputs):
+                pending[x] = pending.get(x, 0) + 1
+        for o in graph.outputs:
+            pending[o] = pending.get(o, 0) + 1  # never released
+    for n in order:
+        out[n] = _value_of(n, out, values, domain, weight_only, contract if fold_lazily else None)
+        if release:
+            for x in set(n.inputs):
+                pending[x] -= 1
+                if not pending[x]:
+                    del out[x]
     return out
+
+
+def _live_order(graph: Graph) -> list[Node]:
+    """A topological order that keeps few values alive: computed nodes by depth (so the two graphs of
+    a check advance layer by layer together), each leaf and weight-only node just before its first
+    consumer's depth (so a weight is drawn when it is needed, not at the start)."""
+    order = graph.nodes()
+    depth: dict[Node, int] = {}
+    for n in order:
+        if not (n.is_leaf or n.is_const):
+            depth[n] = 1 + max((depth[x] for x in n.inputs if x in depth), default=0)
+    top = max(depth.values(), default=0) + 1
+    for n in reversed(order):
+        for x in n.inputs:
+            if x not in depth or x.is_leaf or x.is_const:
+                depth[x] = min(depth.get(x, top), depth.get(n, top))
+    pos = {n: i for i, n in enumerate(order)}
+    return sorted(order, key=lambda n: (depth.get(n, top), not (n.is_leaf or n.is_const), pos[n]))
+
+
+def _value_of(n: Node, out: dict[Node, Any], values: Values, domain: Domain, weight_only: set[Node],
+              contract: folds.Contract | None) -> Any:
+    """The value of ``n`` from its inputs' values in ``out`` (a leaf's from ``values``); with
+    ``contract``, products of weights may stay deferred."""
+    spec = n.spec
+    attrs = n.attr_dict
+    if n.is_leaf:
+        name = attrs["name"]
+        if name not in values:
+            raise KeyError(f"no value given for {n.op} {name!r} of shape {n.shape}")
+        arr = domain.asarray(values[name])
+        if arr.shape != n.shape:
+            raise ShapeError(f"value for {n.op} {name!r} has shape {arr.shape}, the graph expects {n.shape}")
+        if n.op == "weight":
+            weight_only.add(n)
+        return arr
+    if all(x in weight_only for x in n.inputs):
+        weight_only.add(n)
+    if contract is not None:
+        xs = [out[x] for x in n.inputs]
+        lazy = folds.defer(n.op, attrs, xs, n in weight_only) or folds.rewrite(n.op, attrs, xs, contract)
+        if lazy is not None:
+            return lazy
+        for x in n.inputs:
+            out[x] = folds.materialize(out[x], contract)
+    if not spec.defined_in(attrs, domain):
+        raise DomainError(f"{n.op} {dict((k, v) for k, v in attrs.items() if k == 'act')} "
+                          f"has no exact form in the {domain.name} domain")
+    result = spec.evaluate(attrs, [out[x] for x in n.inputs], domain)
+    if isinstance(result, tuple):
+        return tuple(domain.reduce(r) if not isinstance(r, tuple) else r for r in result)
+    return domain.reduce(result)
 
 
 def evaluate(graph: Graph, values: Values, domain: Domain = FLOAT) -> tuple[np.ndarray, ...]:
     """The values of the graph's outputs (products of weights are associated as their consumers
     make cheapest: :mod:`eqsat.ir.folds`)."""
-    vals = evaluate_nodes(graph, values, domain, fold_lazily=True)
+    vals = evaluate_nodes(graph, values, domain, fold_lazily=True, release=True)
     return tuple(folds.materialize(vals[o], folds.matmul_in(domain)) for o in graph.outputs)
 
 
@@ -121,6 +159,35 @@ def attribute_weights(graph: Graph) -> frozenset[str]:
             consts = [x for x in n.inputs if x.is_const]
             redrawable |= {leaf.attr("name") for leaf in leaves_of(consts) if leaf.op == "weight"}
     return frozenset(w.attr("name") for w in graph.leaves("weight")) - redrawable
+
+
+class LazyLeaves(Mapping[str, np.ndarray]):
+    """Random values for the leaves of ``graph`` (as :func:`random_leaves` draws them), each drawn
+    when it is read from its own seed ``(seed, trial, name)``: with a releasing evaluation a check
+    holds only the weights still to be read, not every weight of a deep model at once. A weight in
+    ``graph.fixed`` keeps its value in float64, as in :func:`random_leaves`."""
+
+    def __init__(self, graph: Graph, seed: int, trial: int, domain: Domain = FLOAT):
+        self.shapes = leaf_shapes(graph)
+        self.fixed = graph.fixed if domain.name == "float" else {}
+        self.kinds = {n.attr("name"): n.op for n in graph.leaves()}
+        self.seed, self.trial, self.domain = seed, trial, domain
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self.fixed:  # an attribute-like constant keeps its value
+            return np.asarray(self.fixed[name], dtype=np.float64)
+        shape = self.shapes[name]
+        rng = np.random.default_rng([self.seed, self.trial, zlib.crc32(name.encode())])
+        value = self.domain.random(shape, rng)
+        if self.domain.name == "float" and self.kinds[name] == "weight":
+            value *= 1.0 / np.sqrt(fan_in(shape))
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.shapes)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
 
 
 @dataclass(frozen=True)
@@ -179,10 +246,9 @@ def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: 
     missing = set(leaf_shapes(b)) - set(leaf_shapes(a))
     if missing:
         return Comparison(False, float("inf"), 0, f"second graph reads leaves the first lacks: {sorted(missing)}")
-    rng = np.random.default_rng(seed)
     worst = 0.0
-    for _ in range(trials):
-        values = random_leaves(a, rng)
+    for trial in range(trials):
+        values = LazyLeaves(a, seed, trial)
         for i, (x, y) in enumerate(_evaluate_both(a, b, values)):
             scale = max(1.0, float(np.max(np.abs(x))) if x.size else 1.0)
             err = float(np.max(np.abs(x - y))) / scale if x.size else 0.0
@@ -205,9 +271,8 @@ def _compare_exact(a: Graph, b: Graph, domain: Domain, trials: int, seed: int) -
     method = f"mod {domain.modulus}"
     if len(a.outputs) != len(b.outputs) or any(x.shape != y.shape for x, y in zip(a.outputs, b.outputs)):
         return Comparison(False, float("inf"), 0, "outputs differ in number or shape", method)
-    rng = np.random.default_rng(seed)
-    for _ in range(trials):
-        values = random_leaves(a, rng, domain)
+    for trial in range(trials):
+        values = LazyLeaves(a, seed, trial, domain)
         extra = set(leaf_shapes(b)) - set(values)
         if extra:
             detail = f"second graph reads leaves the first lacks: {sorted(extra)}"

@@ -18,6 +18,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.real",
     "experiments.runs.tuning",
     "experiments.runs.tuning_budget",
+    "experiments.runs.zoo",
 ]
 
 

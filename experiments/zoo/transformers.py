@@ -1,5 +1,6 @@
-"""Encoder and decoder transformers as the dynamo exporter writes them at opset 20: packed QKV
-projections unpacked by ``Split`` with sizes as an input, heads by constant-shape Reshape and
+"""Encoder and decoder transformers as the dynamo exporter writes them at opset 20: ViT's
+nn.MultiheadAttention sequence-first with its packed projection unpacked by Gathers, GPT-2's packed
+QKV projection unpacked by ``Split`` with sizes as an input, heads by constant-shape Reshape and
 Transpose, ``LayerNormalization``, ``Gelu`` (``none`` for ViT, ``tanh`` for GPT-2), GPT-2's
 token embedding as ``Gather`` on int64 ids and its causal mask as ``Where`` on a constant."""
 from __future__ import annotations
@@ -39,11 +40,32 @@ def attention(net: Net, x: str, seq: int, d: int, heads: int, causal: bool = Fal
     return net.linear(_merge(net, ctx, seq, d), d, d)
 
 
+def mha_seq_first(net: Net, x: str, seq: int, d: int, heads: int) -> str:
+    """nn.MultiheadAttention (batch_first=False, as torchvision's ViT calls it) as the dynamo
+    exporter writes it: to sequence-first, the packed in-projection unpacked by Reshape,
+    Unsqueeze, Transpose, Squeeze and three Gathers, q and k each scaled by the square root of
+    1/sqrt(hd), the out-projection as Gemm on (seq, d), back to batch-first."""
+    hd = d // heads
+    packed = net.linear(net.op("Transpose", x, perm=[1, 0, 2]), d, 3 * d)  # (seq, 1, 3d)
+    packed = net.op("Unsqueeze", net.reshape(packed, seq, 1, 3, d), net.init([0]))
+    packed = net.op("Squeeze", net.op("Transpose", packed, perm=[3, 1, 2, 0, 4]), net.init([-2]))
+    q, k, v = (net.op("Transpose", net.reshape(net.op("Gather", packed, net.init(i), axis=0), seq, heads, hd),
+                      perm=[1, 0, 2]) for i in range(3))
+    scale = net.init([np.sqrt(1 / np.sqrt(hd))], np.float32)
+    q = net.op("Mul", net.reshape(q, 1, heads, seq, hd), scale)
+    k = net.op("Mul", net.reshape(net.op("Transpose", k, perm=[0, 2, 1]), 1, heads, hd, seq), scale)
+    ctx = net.op("MatMul", net.op("Softmax", net.op("MatMul", q, k), axis=-1), net.reshape(v, 1, heads, seq, hd))
+    flat = net.reshape(net.op("Transpose", ctx, perm=[2, 0, 1, 3]), seq, d)
+    return net.op("Transpose", net.reshape(net.linear(flat, d, d, gemm=True), seq, 1, d), perm=[1, 0, 2])
+
+
 def vit(path: str | Path, seed: int = 0, size: int = 224, patch: int = 16, d: int = 384, heads: int = 6,
         layers: int = 6, mlp: int = 1536, classes: int = 1000) -> Path:
     """A small torchvision VisionTransformer: patch conv, flatten and permute, class token
-    Concat, position embedding Add; pre-norm encoder layers (LayerNorm, attention, residual,
-    LayerNorm, MLP with exact GELU, residual); final LayerNorm, the class token, Linear."""
+    Concat, position embedding Add; pre-norm encoder layers (LayerNorm, nn.MultiheadAttention,
+    residual, LayerNorm, MLP with exact GELU, residual); final LayerNorm, the class token (Gather),
+    Gemm. Node for node what ``torch.onnx.export(..., dynamo=True, opset_version=20)`` writes for
+    ``VisionTransformer(224, 16, 6, 6, 384, 1536)`` (torch 2.13), weights aside."""
     net = Net("vit", seed)
     n = (size // patch) ** 2
     seq = n + 1
@@ -52,7 +74,7 @@ def vit(path: str | Path, seed: int = 0, size: int = 224, patch: int = 16, d: in
     x = net.op("Concat", net.weight(1, 1, d, scale=0.02), x, axis=1)
     x = net.op("Add", x, net.weight(1, seq, d, scale=0.02))
     for _ in range(layers):
-        x = net.op("Add", x, attention(net, net.layernorm(x, d, eps=1e-6), seq, d, heads))
+        x = net.op("Add", mha_seq_first(net, net.layernorm(x, d, eps=1e-6), seq, d, heads), x)
         h = net.op("Gelu", net.linear(net.layernorm(x, d, eps=1e-6), d, mlp), approximate="none")
         x = net.op("Add", x, net.linear(h, mlp, d))
     cls = net.op("Gather", net.layernorm(x, d, eps=1e-6), net.init(0), axis=1)  # x[:, 0]

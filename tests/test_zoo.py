@@ -25,7 +25,7 @@ HABITS = {
     "densenet121": {"BatchNormalization", "Concat", "AveragePool"},
     "convnext_tiny": {"LayerNormalization", "Gelu", "Transpose", "MatMul"},
     "regnety_400mf": {"Sigmoid", "ReduceMean", "Conv"},
-    "vit": {"Split", "Gelu", "LayerNormalization", "Softmax", "Gather"},
+    "vit": {"Unsqueeze", "Squeeze", "Gather", "Gelu", "LayerNormalization", "Softmax", "Gemm"},
     "gpt2": {"Gather", "Where", "Gelu", "Split"},
     "llama_block": {"Pow", "ReduceMean", "Sqrt", "Reciprocal", "Slice", "Neg", "Concat", "Where", "Sigmoid"},
     "lora_mlp": {"MatMul", "Mul", "Add"},

@@ -100,6 +100,9 @@ def run_optimize(cmd: Sequence[str], timeout: float) -> tuple[int | None, str, f
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return None, "", time.perf_counter() - t0
+    except BaseException:  # interrupted: the child has its own session, so end it here, not leave it running
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
 
 
 def optimize_cell(model: str, digest: str, search: str, device: str, seed: int, timeout: float, runs: int,

@@ -110,7 +110,7 @@ def optimize_cell(model: str, digest: str, search: str, device: str, seed: int, 
     """``eqsat-lab optimize`` on one file, one search, one device; the written file timed against
     the input when it differs from it."""
     stem = f"{Path(model).stem}.{search}.{device.replace(':', '-')}"
-    folder = Path(out) / "optimized"
+    folder = Path(out) / "models" / "optimized"  # beside the generated models: large, never committed
     folder.mkdir(parents=True, exist_ok=True)
     out_file, json_file = folder / f"{stem}.onnx", folder / f"{stem}.json"
     json_file.unlink(missing_ok=True)
@@ -158,7 +158,7 @@ def model_files(models: str | None, out: Path, seed: int, quick: bool, zoo: Sequ
     from experiments.zoo import write_zoo
 
     names = list(zoo) or (QUICK_MODELS if quick else None)
-    return write_zoo(out / ("models-small" if quick else "models"), names, seed, quick)
+    return write_zoo(out / "models" / ("small" if quick else "full"), names, seed, quick)
 
 
 def zoo_rows(files: Sequence[Path], searches: Sequence[str], devices: Sequence[str], out: Path, *, seed: int = 0,

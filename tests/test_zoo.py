@@ -97,6 +97,15 @@ def test_table_shows_a_failed_row_with_its_error():
     assert "exit 2: m.onnx: bad / thing" in lines[2] and "1.000 (=)" in lines[3]
 
 
+def test_summary_counts_opaque_share_and_flags_files_under_the_floor():
+    base = {"search": "taso", "device": "h100", "status": "ok", "onnx_ops": 50, "opaque": 1}
+    rows = [base | {"model": "a", "measured_ratio": 1.21}, base | {"model": "b", "measured_ratio": 0.5},
+            base | {"model": "c", "status": "timeout", "onnx_ops": 100, "opaque": 0}]
+    lines = zoo_run.summary(rows)
+    assert lines[0] == "2 of 3 cells ok; opaque nodes 2 of 200 ONNX nodes (1.0%) over 3 models"
+    assert "2 models, geometric-mean measured ratio 0.778, worst 0.500; under 0.98: b 0.50" in lines[1]
+
+
 def test_a_changed_model_file_gets_a_new_cell_key(tmp_path):
     path = ZOO["lora_mlp"].write(tmp_path / "m.onnx", seed=0, small=True)
     before = zoo_run.digest(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -201,6 +202,31 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+FLOOR = 0.98  # issue 38: no written file slower than this fraction of its input's speed
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The table's closing lines: cells that finished, opaque share, and per search and device the
+    geometric mean and worst measured ratio, and the files under :data:`FLOOR`."""
+    models = {r["model"]: r for r in rows}
+    ops = sum(r["onnx_ops"] or 0 for r in models.values())
+    opaque = sum(r["opaque"] or 0 for r in models.values())
+    ok = [r for r in rows if r["status"] == "ok"]
+    lines = [f"{len(ok)} of {len(rows)} cells ok; opaque nodes {opaque} of {ops} ONNX nodes "
+             f"({opaque / max(ops, 1):.1%}) over {len(models)} models"]
+    for key in dict.fromkeys((r["search"], r["device"]) for r in rows):
+        ratios = {r["model"]: r["measured_ratio"] for r in ok if (r["search"], r["device"]) == key
+                  and r.get("measured_ratio")}
+        if not ratios:
+            lines.append(f"{key[0]} on {key[1]}: no file measured")
+            continue
+        geo = math.exp(sum(math.log(v) for v in ratios.values()) / len(ratios))
+        slow = ", ".join(f"{m} {v:.2f}" for m, v in ratios.items() if v < FLOOR) or "none"
+        lines.append(f"{key[0]} on {key[1]}: {len(ratios)} models, geometric-mean measured ratio {geo:.3f}, "
+                     f"worst {min(ratios.values()):.3f}; under {FLOOR}: {slow}")
+    return lines
+
+
 def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Sequence[str] | None = None,
         devices: Sequence[str] = DEVICES, seed: int = 0, timeout: float = TIMEOUT_S, runs: int | None = None,
         quick: bool = False, workers: int = 1, executor: str = "local", progress: bool = True,
@@ -229,10 +255,15 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Seq
     note = (f"(tolerance: max |out - in| / max(1, max |in|) <= {TOLERANCE:g} in onnxruntime; measured in/out: "
             f"input median / written median, ORT_ENABLE_ALL, 1 thread; (=): the search kept the input, its file is "
             f"the input copied, not timed; load average before {' '.join(load_before)}, after {' '.join(load_after)})")
-    write_table(out, "zoo", rows, {"command": command, "load_before": load_before, "load_after": load_after})
-    write_atomic(out / "zoo.md", (f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n")
+    closing = summary(rows)
+    write_table(out, "zoo", rows, {"command": command, "load_before": load_before, "load_after": load_after,
+                                   "summary": closing})
+    text = (f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n\n" + "\n".join(
+        f"- {line}" for line in closing) + "\n"
+    write_atomic(out / "zoo.md", text)
     print(table)
     print(note)
+    print("\n".join(closing))
     print(f"wrote {out / 'zoo.csv'}, {out / 'zoo.json'} and {out / 'zoo.md'}")
     return rows
 

@@ -1,8 +1,9 @@
 """Encoder and decoder transformers as the dynamo exporter writes them at opset 20: ViT's
 nn.MultiheadAttention sequence-first with its packed projection unpacked by Gathers, GPT-2's packed
-QKV projection unpacked by ``Split`` with sizes as an input, heads by constant-shape Reshape and
-Transpose, ``LayerNormalization``, ``Gelu`` (``none`` for ViT, ``tanh`` for GPT-2), GPT-2's
-token embedding as ``Gather`` on int64 ids and its causal mask as ``Where`` on a constant."""
+QKV projection unpacked by ``Split`` into three, heads by constant-shape Reshape and
+Transpose, ``LayerNormalization``, ViT's ``Gelu`` (``none``), GPT-2's Conv1D as Reshape/Gemm/Reshape,
+its tanh GELU written out (Hugging Face's NewGELU), its token embedding as ``Gather`` on int64 ids
+and its causal mask as ``Where`` on constants."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,23 +22,6 @@ def _heads(net: Net, x: str, seq: int, heads: int, hd: int) -> str:
 def _merge(net: Net, x: str, seq: int, d: int) -> str:
     """(1, heads, seq, hd) -> (1, seq, d)."""
     return net.reshape(net.op("Transpose", x, perm=[0, 2, 1, 3]), 1, seq, d)
-
-
-def attention(net: Net, x: str, seq: int, d: int, heads: int, causal: bool = False) -> str:
-    """Multi-head self-attention: packed QKV Linear, Split, scores scaled by 1/sqrt(hd) (GPT-2
-    divides by a constant), a causal ``Where`` on a constant mask, Softmax, out-projection."""
-    hd = d // heads
-    q, k, v = net.op("Split", net.linear(x, d, 3 * d), net.init([d, d, d]), n_out=3, axis=-1)
-    q, k, v = (_heads(net, t, seq, heads, hd) for t in (q, k, v))
-    scores = net.op("MatMul", q, net.op("Transpose", k, perm=[0, 1, 3, 2]))
-    if causal:
-        scores = net.op("Div", scores, net.scalar(float(np.sqrt(hd))))
-        mask = net.init(np.tril(np.ones((seq, seq), dtype=bool))[None, None], np.bool_)
-        scores = net.op("Where", mask, scores, net.scalar(float(np.finfo(np.float32).min)))
-    else:
-        scores = net.op("Mul", scores, net.scalar(float(1 / np.sqrt(hd))))
-    ctx = net.op("MatMul", net.op("Softmax", scores, axis=-1), v)
-    return net.linear(_merge(net, ctx, seq, d), d, d)
 
 
 def mha_seq_first(net: Net, x: str, seq: int, d: int, heads: int) -> str:
@@ -83,22 +67,51 @@ def vit(path: str | Path, seed: int = 0, size: int = 224, patch: int = 16, d: in
     return net.save(path, {"x": (1, 3, size, size)}, {"out": (1, classes)}, GELU_OPSET)
 
 
+def _conv1d(net: Net, x: str, rows: int, d_in: int, d_out: int) -> str:
+    """Hugging Face's Conv1D (``addmm`` on the flattened rows): Reshape, Gemm, Reshape back."""
+    y = net.op("Gemm", net.reshape(x, -1, d_in), net.weight(d_in, d_out), net.weight(d_out, scale=0.1))
+    return net.reshape(y, 1, rows, d_out)
+
+
+def _gelu_new(net: Net, x: str) -> str:
+    """GPT-2's NewGELUActivation, written out: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    inner = net.op("Add", x, net.op("Mul", net.op("Pow", x, net.scalar(3.0)), net.scalar(0.044715)))
+    t = net.op("Tanh", net.op("Mul", inner, net.scalar(float(np.sqrt(2 / np.pi)))))
+    return net.op("Mul", net.op("Mul", x, net.scalar(0.5)), net.op("Add", t, net.scalar(1.0)))
+
+
 def gpt2(path: str | Path, seed: int = 0, seq: int = 128, d: int = 768, heads: int = 12, layers: int = 2,
          vocab: int = 50257) -> Path:
-    """GPT-2 (Hugging Face's eager attention) with ``layers`` blocks: token and position
-    embeddings as Gather on int64 ids, pre-norm blocks (LayerNorm, causal attention, residual,
-    LayerNorm, MLP 4x with tanh GELU, residual), final LayerNorm and the tied LM head (MatMul by
-    the Transpose of the token embedding)."""
+    """GPT-2 (Hugging Face, eager attention) with ``layers`` blocks: token and position embeddings
+    as Gather on int64 ids; the causal mask built once from constants (And, Where) and added to
+    the scores; pre-norm blocks (LayerNorm, Conv1D QKV, ``Split`` into three, heads, scores scaled
+    by 1/sqrt(hd), Softmax, Conv1D out-projection, residual; LayerNorm, Conv1D, tanh GELU written
+    out with Pow and Tanh, Conv1D, residual); final LayerNorm and the tied LM head (MatMul by the
+    Transpose of the token embedding). Node for node what ``torch.onnx.export(..., dynamo=True,
+    opset_version=20)`` writes for transformers' GPT2LMHeadModel(n_layer=2) (85 nodes at the
+    default sizes), weights aside: the export drops zero-initialized Conv1D biases, here random."""
     net = Net("gpt2", seed)
+    hd = d // heads
     wte = net.weight(vocab, d, scale=0.02)
-    x = net.op("Add", net.op("Gather", wte, "ids", axis=0),
-               net.op("Gather", net.weight(1024 if seq <= 1024 else seq, d, scale=0.01),
-                      net.init(np.arange(seq)[None]), axis=0))
+    x = net.op("Add", net.op("Gather", wte, net.reshape("ids", -1, seq), axis=0),
+               net.op("Gather", net.weight(max(1024, seq), d, scale=0.01), net.init(np.arange(seq)[None]), axis=0))
+    causal = np.tril(np.ones((seq, seq), dtype=bool))[None, None]
+    keep = net.op("And", net.op("And", net.init(True, np.bool_), net.init(causal, np.bool_)),
+                  net.init(np.ones((1, 1, seq, seq), dtype=bool), np.bool_))
+    mask = net.op("Where", keep, net.scalar(0.0), net.scalar(float(np.finfo(np.float32).min)))
     for _ in range(layers):
-        x = net.op("Add", x, attention(net, net.layernorm(x, d), seq, d, heads, causal=True))
-        h = net.op("Gelu", net.linear(net.layernorm(x, d), d, 4 * d), approximate="tanh")
-        x = net.op("Add", x, net.linear(h, 4 * d, d))
-    net.op("MatMul", net.layernorm(x, d), net.op("Transpose", wte, perm=[1, 0]))
+        qkv = _conv1d(net, net.layernorm(x, d), seq, d, 3 * d)
+        q, k, v = (net.reshape(t, 1, seq, -1, hd) for t in net.op("Split", qkv, n_out=3, axis=2, num_outputs=3))
+        q, v = (net.op("Transpose", t, perm=[0, 2, 1, 3]) for t in (q, v))
+        scores = net.op("Mul", net.op("MatMul", q, net.op("Transpose", k, perm=[0, 2, 3, 1])),
+                        net.scalar(float(1 / np.sqrt(hd))))
+        ctx = net.op("MatMul", net.op("Softmax", net.op("Add", scores, mask), axis=-1), v)
+        flat = net.reshape(net.op("Transpose", ctx, perm=[0, 2, 1, 3]), seq, d)
+        y = net.op("Gemm", flat, net.weight(d, d), net.weight(d, scale=0.1))
+        x = net.op("Add", net.reshape(y, 1, seq, d), x)
+        h = _gelu_new(net, _conv1d(net, net.layernorm(x, d), seq, d, 4 * d))
+        x = net.op("Add", x, _conv1d(net, h, seq, 4 * d, d))
+    net.op("MatMul", net.reshape(net.layernorm(x, d), -1, seq, d), net.op("Transpose", wte, perm=[1, 0]))
     net.output("out")
     return net.save(path, {"ids": (1, seq)}, {"out": (1, seq, vocab)}, GELU_OPSET,
                     input_types={"ids": net.onnx.TensorProto.INT64})

@@ -3,6 +3,7 @@ a folder of ONNX files through ``eqsat-lab optimize`` (a failing model is a row,
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections import Counter
 
 import numpy as np
@@ -79,6 +80,9 @@ def test_error_line_is_the_childs_one_line_error():
     assert zoo_run._error_line(err, 2) == "model.onnx: node 3 (Foo): no importer"
     assert zoo_run._error_line("", 3) == "exit code 3"
     assert len(zoo_run._error_line("eqsat-lab: error: " + "x" * 1000, 2)) == 300
+    tmp = tempfile.gettempdir()
+    assert zoo_run._scrub(f"Load model from {tmp}/eqsat-time-x1/kernel.onnx failed:bad") == \
+        "Load model from <temporary file> failed:bad"
 
 
 def test_a_child_past_its_time_limit_is_killed_and_reported():

@@ -20,9 +20,11 @@ import hashlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -71,6 +73,11 @@ def inspect_model(path: str, digest: str) -> dict[str, Any]:
 def _one_line(text: str, limit: int = 300) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _scrub(text: str) -> str:
+    """``text`` with paths under the temporary folder replaced: a table cites no temporary file."""
+    return re.sub(re.escape(tempfile.gettempdir().rstrip("/")) + r"/[^\s:;,)]+", "<temporary file>", text)
 
 
 def _error_line(stderr: str, code: int) -> str:
@@ -178,7 +185,7 @@ def zoo_rows(files: Sequence[Path], searches: Sequence[str], devices: Sequence[s
     for (f, s, d), result in zip(keys, found):
         counts = by_file[f]
         rows.append({"model": f.stem, "search": s, "device": d, "onnx_ops": counts["onnx_ops"],
-                     "opaque": counts["opaque"], "tolerance": TOLERANCE, **result,
+                     "opaque": counts["opaque"], "tolerance": TOLERANCE, **result, "error": _scrub(result["error"]),
                      "opaque_types": " ".join(f"{k}:{v}" for k, v in sorted(counts["opaque_types"].items()))})
     return rows
 

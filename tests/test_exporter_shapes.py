@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from eqsat import onnx as eo  # noqa: E402
 from eqsat.cost.roofline import RooflineCost  # noqa: E402
 from eqsat.ir.evaluate import evaluate  # noqa: E402
-from experiments.exporter_models import EXPORTER_MODELS, LARGE  # noqa: E402
+from experiments.zoo.legacy import EXPORTER_MODELS, LARGE  # noqa: E402
 
 
 def _ir_matches_onnxruntime(path, imported):

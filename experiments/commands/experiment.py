@@ -19,6 +19,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.tuning",
     "experiments.runs.tuning_budget",
     "experiments.runs.benchmarks",
+    "experiments.runs.zoo",
 ]
 
 

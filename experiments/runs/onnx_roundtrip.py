@@ -2,7 +2,7 @@
 
 Each cell takes one model and one search. A builder model's graph is written as an ONNX file with
 random weights (:func:`eqsat.onnx.export_graph`); an exporter-shaped model (``pt_*``, see
-:mod:`experiments.exporter_models`) is written the way PyTorch's exporters write it. The file is
+:mod:`experiments.zoo.legacy`) is written the way PyTorch's exporters write it. The file is
 read back with :func:`eqsat.onnx.load` (an import failure is a row, not a crash), optimized
 with the papers' settings, written out again, and both files are run in onnxruntime on the same
 random inputs. A row reports the builder graph's cost and the imported one's (fused activations
@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
-from experiments.exporter_models import EXPORTER_MODELS
 from experiments.onnx_io import ORT_LEVELS, TOLERANCE, export_best, ort_latency_ms, written_cost
 from experiments.output import write_table
 from experiments.runs.compare import COMPARE_MODELS, check_models
 from experiments.searches import EGRAPH, SEARCHES
 from experiments.sweep import Cell, run_cells
+from experiments.zoo.legacy import EXPORTER_MODELS
 
 
 def round_trip(model: str, search: str, device: str, seed: int, out: str, quick: bool = False,

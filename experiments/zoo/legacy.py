@@ -1,4 +1,5 @@
-"""Models shaped like PyTorch's ONNX exports, built with ``onnx.helper`` (PyTorch is not needed).
+"""The first exporter-shaped models (the TorchScript exporter at opset 17, the dynamo one at 18), built
+with :class:`experiments.zoo.net.Net` (PyTorch is not needed).
 
 Each builder writes what the TorchScript exporter (opset 17) or the dynamo exporter (opset 18)
 emits for a common module, node for node where it matters to the importer: ``nn.Linear`` on a
@@ -12,79 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-
-class _Net:
-    """An ONNX graph under construction: nodes, initializers and fresh names."""
-
-    def __init__(self, name: str, seed: int):
-        import onnx
-
-        self.onnx, self.h = onnx, onnx.helper
-        self.name = name
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[Any] = []
-        self.inits: list[Any] = []
-        self.count = 0
-
-    def fresh(self, stem: str) -> str:
-        self.count += 1
-        return f"{stem}_{self.count}"
-
-    def weight(self, *shape: int, scale: float | None = None) -> str:
-        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
-        data = self.rng.standard_normal(shape, dtype=np.float32)  # float32 throughout: VGG holds 132M
-        data *= np.float32(scale if scale is not None else 1 / np.sqrt(max(fan_in, 1)))
-        name = self.fresh("p")
-        self.inits.append(self.onnx.numpy_helper.from_array(data, name))
-        return name
-
-    def const(self, value: Any, dtype: Any = np.int64, as_node: bool = True) -> str:
-        """A constant: a Constant node (TorchScript's habit) or an initializer (dynamo's)."""
-        arr = np.asarray(value, dtype=dtype)
-        name = self.fresh("c")
-        if as_node:
-            self.nodes.append(self.h.make_node("Constant", [], [name],
-                                               value=self.onnx.numpy_helper.from_array(arr, name + "_v")))
-        else:
-            self.inits.append(self.onnx.numpy_helper.from_array(arr, name))
-        return name
-
-    def op(self, op_type: str, *ins: str, n_out: int = 1, domain: str = "", **attrs: Any) -> Any:
-        outs = [self.fresh(f"node_{op_type}") for _ in range(n_out)]
-        self.nodes.append(self.h.make_node(op_type, list(ins), outs, name=outs[0], domain=domain or None, **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def static_view(self, x: str, *tail: int) -> str:
-        """``x.view(x.size(0), *tail)`` as TorchScript writes it: the batch read back with Shape."""
-        batch = self.op("Gather", self.op("Shape", x), self.const(0), axis=0)
-        shape = self.op("Concat", self.op("Unsqueeze", batch, self.const([0])), self.const(list(tail)), axis=0)
-        return self.op("Reshape", x, shape)
-
-    def linear(self, x: str, d_in: int, d_out: int, gemm: bool = False) -> str:
-        """nn.Linear: Gemm(transB) on a 2-D input, MatMul with the transposed weight + Add otherwise."""
-        if gemm:
-            return self.op("Gemm", x, self.weight(d_out, d_in), self.weight(d_out, scale=0.1), transB=1)
-        return self.op("Add", self.op("MatMul", x, self.weight(d_in, d_out)), self.weight(d_out, scale=0.1))
-
-    def conv(self, x: str, c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1) -> str:
-        p = k // 2
-        return self.op("Conv", x, self.weight(c_out, c_in // groups, k, k), self.weight(c_out, scale=0.1),
-                       kernel_shape=[k, k], strides=[stride, stride], pads=[p, p, p, p], group=groups)
-
-    def save(self, path: str | Path, inputs: dict[str, tuple], outputs: dict[str, tuple], opset: int) -> Path:
-        h = self.h
-        fl = self.onnx.TensorProto.FLOAT
-        graph = h.make_graph(self.nodes, self.name,
-                             [h.make_tensor_value_info(k, fl, list(v)) for k, v in inputs.items()],
-                             [h.make_tensor_value_info(k, fl, list(v)) for k, v in outputs.items()], self.inits)
-        model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], producer_name="pytorch-shaped")
-        self.onnx.checker.check_model(model)
-        self.onnx.save(model, str(path))
-        return Path(path)
+from experiments.zoo.net import Net as _Net
 
 
 def _gelu_erf(net: _Net, x: str, dynamo: bool) -> str:

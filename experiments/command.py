@@ -90,7 +90,8 @@ def device_help(default: str = "h100") -> str:
     from eqsat.cost.devices import DEVICES
 
     return (f"roofline device: {', '.join(DEVICES)} or a .json profile; or ort-cpu[:threads], measured on this "
-            f"machine in onnxruntime (default {default})")
+            f"machine in onnxruntime; or hypogpu[:oracle|:TUNER@TRIALS], HypoGPU with every GEMM priced by its "
+            f"tuned kernel (default {default})")
 
 
 def add_device(p: argparse.ArgumentParser, default: str = "h100") -> None:

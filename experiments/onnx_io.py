@@ -65,7 +65,7 @@ def written_cost(path: str | Path, best_us: float, device: str, batch: int = 1,
     """Import a written file again and price it as the search priced its best graph: the gain a
     user gets is the file's, not the graph's (a fusion the export had to split shows here)."""
     from eqsat import onnx as onnx_io
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.select import cost_model
 
     written_us = cost_model(device).graph_time_us(onnx_io.load(path, batch=batch, dims=dims).graph)
     gap = (written_us - best_us) / best_us if best_us > 0 else 0.0

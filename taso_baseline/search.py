@@ -24,7 +24,8 @@ from typing import Any
 from tqdm import tqdm
 
 from eqsat.cost.devices import Device
-from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.cost.roofline import CostModel
+from eqsat.cost.select import cost_model
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import FULL_RULE_SETS, default_rules

@@ -1,5 +1,5 @@
-"""The roofline cost model, and :func:`cost_model`, which turns a device name into a cost model
-(the interface itself is :mod:`eqsat.cost.costmodel`).
+"""The roofline cost model (the interface itself is :mod:`eqsat.cost.costmodel`; a device name
+becomes a cost model in :mod:`eqsat.cost.select`).
 
 Per op: ``time = max(FLOPs / peak, bytes / bandwidth) + launch``, where bytes are
 every input read plus every output written at the dtype's width. Weight-only
@@ -22,7 +22,7 @@ from eqsat.cost.devices import Device, get_device
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import Shape, get_op
 
-__all__ = ["CostModel", "CostReport", "OpCost", "RooflineCost", "cost", "cost_model", "node_in_shapes", "op_cost"]
+__all__ = ["CostModel", "CostReport", "OpCost", "RooflineCost", "cost", "node_in_shapes", "op_cost"]
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int8": 1}
 
@@ -65,17 +65,22 @@ class RooflineCost:
     def name(self) -> str:
         return self.device.name
 
+    def op_cost(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
+                is_const: bool, dtype: str = "bf16") -> OpCost:
+        """One op's price; a model that prices some ops otherwise (a tuned device) overrides this."""
+        return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype)
+
     def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
                    out_shapes: Sequence[Shape], is_const: bool, dtype: str = "bf16",
                    const_inputs: Sequence[bool] | None = None) -> float:
         """``const_inputs`` (which inputs are weights) does not change a roofline price."""
-        return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype).time_us
+        return self.op_cost(op, attrs, in_shapes, out_shapes, is_const, dtype).time_us
 
     def node_cost(self, n: Node, dtype: str = "bf16") -> OpCost:
         key = (n, dtype)
         found = self._cache.get(key)
         if found is None:
-            found = op_cost(n.op, n.attr_dict, node_in_shapes(n), n.shapes, n.is_const, self.device, dtype)
+            found = self.op_cost(n.op, n.attr_dict, node_in_shapes(n), n.shapes, n.is_const, dtype)
             found = OpCost(**{**found.__dict__, "node": n.digest[:12]})
             self._cache[key] = found
         return found
@@ -88,44 +93,9 @@ class RooflineCost:
 
     def report(self, graph: Graph) -> CostReport:
         rows = tuple(self.node_cost(n, graph.dtype) for n in graph.nodes())
-        return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
-
-
-MEASURED = "ort-cpu"
-"""The measured device: ``ort-cpu`` (one thread) or ``ort-cpu:N`` (N intra-op threads)."""
-
-
-def measured_threads(device: str) -> int | None:
-    """The thread count of a measured device name, None for any other name."""
-    if device == MEASURED:
-        return 1
-    if device.startswith(MEASURED + ":"):
-        count = device[len(MEASURED) + 1:]
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"device {device!r}: the thread count after {MEASURED}: must be a positive integer")
-        return int(count)
-    return None
-
-
-def cost_model(device: str | Device | CostModel) -> CostModel:
-    """A cost model: given; ``ort-cpu[:threads]``, measured on this machine
-    (:class:`eqsat.cost.measured.OrtCpuCost`); or the roofline model of a device name, profile file
-    or Device."""
-    if isinstance(device, str) and (threads := measured_threads(device)) is not None:
-        from eqsat.cost.measured import OrtCpuCost
-
-        return OrtCpuCost(threads)
-    if isinstance(device, (str, Device)):
-        return RooflineCost(device)
-    return device
-
-
-def check_device(device: str) -> None:
-    """Fail early, naming the device, when ``device`` is neither measured nor a roofline profile."""
-    if measured_threads(device) is None:
-        get_device(device)
+        return CostReport(graph.name, self.name, graph.dtype, sum(r.time_us for r in rows), rows)
 
 
 def cost(graph: Graph, device: str | Device) -> CostReport:
-    """Total cost and per-op breakdown of ``graph`` on ``device``."""
-    return cost_model(device).report(graph)
+    """Total cost and per-op breakdown of ``graph`` on a roofline ``device``."""
+    return RooflineCost(device).report(graph)

@@ -101,7 +101,7 @@ def limits_from(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.select import cost_model
     from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
     from experiments.onnx_io import check_out_path, price_written, write_optimized

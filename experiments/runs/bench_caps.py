@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eqsat.cost.roofline import cost_model
+from eqsat.cost.select import cost_model
 from eqsat.egraph import EGraphSearch
 from eqsat.egraph.limits import Limits
 from eqsat.models import build

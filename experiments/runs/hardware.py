@@ -29,8 +29,10 @@ DEVICES = ("h100", "weak", "a100", "v100", "k80")
 
 
 def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi: int, seed: int) -> dict[str, Any]:
-    """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices``."""
-    from eqsat.cost.roofline import cost_model
+    """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices`` and the
+    GEMMs it launches."""
+    from eqsat.cost.select import cost_model
+    from eqsat.cost.tuned import graph_gemms
     from eqsat.models import build
     from experiments.searches import get_search, limits_for, search_graph
 
@@ -40,7 +42,7 @@ def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi:
     return {"model": model, "found_on": device, "best_us": r["best_us"], "search_s": r["search_s"],
             "best_ops": best.op_count(),
             "cost_on": {d: cost_model(d).graph_time_us(best) for d in devices},
-            "input_on": {d: cost_model(d).graph_time_us(graph) for d in devices}}
+            "input_on": {d: cost_model(d).graph_time_us(graph) for d in devices}, "gemms": graph_gemms(best)}
 
 
 def penalty_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -92,7 +94,7 @@ def plot(rows: Sequence[dict[str, Any]], devices: Sequence[str], path: Path) -> 
 def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEVICES, k_multi: int = 2,
         seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
         command: str = "") -> list[dict[str, Any]]:
-    from eqsat.cost.roofline import check_device
+    from eqsat.cost.select import check_device
 
     models = check_models(models or HARDWARE_MODELS)
     devices = tuple(devices)

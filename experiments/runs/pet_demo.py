@@ -113,7 +113,7 @@ def measure_options(layers: list, options: list, device: str) -> list[dict]:
     program and each correction kernel timed one after another (:func:`time_graph`), summed, less
     all but one run call. Identical layers (ResNet-18's four convs) are timed once."""
     from eqsat.cost.measured import OrtCpuCost, time_graph
-    from eqsat.cost.roofline import measured_threads
+    from eqsat.cost.select import measured_threads
     from pet.optimizer import option_graphs
 
     threads = measured_threads(device) or 1

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from eqsat.search import Search, SearchResult
 
 # name -> "module:class"; imported on first use, so listing the names costs nothing
-SEARCHES: dict[str, str] = {"taso": "taso_baseline.search:AlphaSearch", "eqsat": "eqsat.egraph.optimize:EGraphSearch"}
+SEARCHES: dict[str, str] = {"taso": "taso_baseline.search:AlphaSearch", "eqsat": "eqsat.egraph.optimize:EGraphSearch",
+                            "pet": "pet.search:PetSearch"}
 
 
 @cache

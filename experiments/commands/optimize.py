@@ -19,6 +19,7 @@ from experiments.command import (
     finite_float,
     load_model,
     non_negative,
+    positive_int,
     process_age_s,
 )
 from experiments.output import write_json
@@ -45,6 +46,9 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--extract", "eqsat", "extract", str, "ilp (exact) or greedy (preset ilp)"),
     ("--ilp-solver", "eqsat", "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", "eqsat", "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
+    ("--beam", "pet", "beam_width", positive_int, "beam width (preset 4)"),
+    ("--depth", "pet", "depth", positive_int, "conv layers transformed at most (preset: all)"),
+    ("--candidates", "pet", "max_candidates", positive_int, "transformations tried per conv layer (preset 8)"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
     ("--no-multi", "taso", "multi", False, "do not apply the two-output rules (merges by pair moves only)"),

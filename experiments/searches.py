@@ -18,18 +18,27 @@ if TYPE_CHECKING:
     from eqsat.ir.graph import Graph
     from eqsat.search import Search, SearchResult
 
-# name -> "module:class"; imported on first use, so listing the names costs nothing
-SEARCHES: dict[str, str] = {"taso": "taso_baseline.search:AlphaSearch", "eqsat": "eqsat.egraph.optimize:EGraphSearch",
-                            "pet": "pet.search:PetSearch"}
+# name -> "module:class", imported on first use so listing the names costs nothing, or a pipeline: the
+# names of searches that run one after another, each on the best graph of the one before
+SEARCHES: dict[str, str | tuple[str, ...]] = {
+    "taso": "taso_baseline.search:AlphaSearch",
+    "eqsat": "eqsat.egraph.optimize:EGraphSearch",
+    "pet": "pet.search:PetSearch",
+    "eqsat+pet": ("eqsat", "pet"),
+}
 
 
 @cache
 def get_search(name: str) -> Search:
     """The registered search ``name`` (one instance per process), or a clear error listing them."""
-    try:
-        module, cls = SEARCHES[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}") from None
+    if name not in SEARCHES:
+        raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}")
+    where = SEARCHES[name]
+    if isinstance(where, tuple):
+        from eqsat.search import Pipeline
+
+        return Pipeline([get_search(stage) for stage in where])
+    module, cls = where.split(":")
     return getattr(importlib.import_module(module), cls)()
 
 
@@ -44,6 +53,8 @@ def limits_for(search: Search, model: str = "", quick: bool = False, **overrides
     """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
     base = preset_limits(search, "quick" if quick else search.default_preset, model)
     given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return base
     if "k_multi" in given:  # a fixed k_multi is TENSAT's setting: no merges by need on top
         given.setdefault("multi_by_need", 0)
     try:

@@ -15,6 +15,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.alpha",
     "experiments.runs.hardware",
     "experiments.runs.tuned_pricing",
+    "experiments.runs.pet_searches",
     "experiments.runs.onnx_roundtrip",
     "experiments.runs.real",
     "experiments.runs.tuning",

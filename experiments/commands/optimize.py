@@ -95,13 +95,17 @@ def limits_from(args: argparse.Namespace) -> Any:
         if getattr(args, _dest(f)) is not None
     }
     given |= {f: (search, field, value) for f, search, field, value, _ in SWITCHES if getattr(args, _dest(f))}
-    wrong = [f for f, (search, _, _) in given.items() if search != args.search]
+    stages = [s.name for s in getattr(engine, "stages", (engine,))]
+    wrong = [f for f, (search, _, _) in given.items() if search not in stages]
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
     if "--k-multi" in given and "--multi-by-need" not in given:  # a fixed k_multi, as TENSAT ran it
         given["--multi-by-need"] = ("eqsat", "multi_by_need", 0)
     base = preset_limits(engine, args.preset or engine.default_preset, Path(args.model).stem)
-    return replace(base, **{field: value for _, field, value in given.values()})
+    per_stage = base if len(stages) > 1 else (base,)
+    changed = tuple(replace(lim, **{field: value for search, field, value in given.values() if search == name})
+                    for name, lim in zip(stages, per_stage))
+    return changed if len(stages) > 1 else changed[0]
 
 
 def run(args: argparse.Namespace) -> int:

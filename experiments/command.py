@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES
+from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES, TUNED_DEVICES
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -195,8 +195,9 @@ def device_arg(text: str) -> str:
 
 def device_help(default: str = DEFAULT_DEVICE) -> str:
     measured = ", ".join(f"{d.name}[:threads] ({d.note})" for d in MEASURED_DEVICES.values())
-    return f"roofline device: {', '.join(DEVICES)} or a .json profile; or measured on this machine: {measured} " \
-           f"(default {default})"
+    tuned = ", ".join(f"{d.name}[:source] ({d.note})" for d in TUNED_DEVICES.values())
+    return f"roofline device: {', '.join(DEVICES)} or a .json profile; or measured on this machine: {measured}; " \
+           f"or tuned: {tuned} (default {default})"
 
 
 def add_device(p: argparse.ArgumentParser, default: str = DEFAULT_DEVICE) -> None:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from eqsat.ir.graph import Graph
     from eqsat.search import Search, SearchResult
 
-ALPHA, EGRAPH = "taso", "eqsat"  # the names callers use; each class's ``name`` is the same string
+ALPHA, EGRAPH, PET = "taso", "eqsat", "pet"  # the names callers use; each class's ``name`` is the same string
+EGRAPH_PET = f"{EGRAPH}+{PET}"  # a pipeline's name joins its stages' names
 
 
 @dataclass(frozen=True)
@@ -28,23 +29,29 @@ class SearchRow:
     """A registered search: its class as ``"module:class"`` (imported on first use, so listing the
     names costs nothing) and the label reports print."""
 
-    target: str
+    target: str | tuple[str, ...]  # or a pipeline: the names of searches run one after another
     label: str
 
 
 SEARCHES: dict[str, SearchRow] = {
     ALPHA: SearchRow("taso_baseline.search:AlphaSearch", "TASO α search"),
     EGRAPH: SearchRow("eqsat.egraph.optimize:EGraphSearch", "TENSAT e-graph"),
+    PET: SearchRow("pet.search:PetSearch", "PET"),
+    EGRAPH_PET: SearchRow((EGRAPH, PET), "TENSAT then PET"),
 }
 
 
 @cache
 def get_search(name: str) -> Search:
     """The registered search ``name`` (one instance per process), or a clear error listing them."""
-    try:
-        module, cls = SEARCHES[name].target.split(":")
-    except KeyError:
-        raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}") from None
+    if name not in SEARCHES:
+        raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}")
+    target = SEARCHES[name].target
+    if isinstance(target, tuple):
+        from eqsat.search import Pipeline
+
+        return Pipeline([get_search(stage) for stage in target])
+    module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)()
 
 
@@ -59,6 +66,8 @@ def limits_for(search: Search, model: str = "", quick: bool = False, **overrides
     """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
     base = preset_limits(search, "quick" if quick else search.default_preset, model)
     given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return base
     if "k_multi" in given:  # a fixed k_multi is TENSAT's setting: no merges by need on top
         given.setdefault("multi_by_need", 0)
     try:

@@ -20,6 +20,8 @@ SMALL = {
     "squeezenet": dict(image=64, classes=10),
     "vgg19": dict(image=32, hidden=64, classes=10),
     "resnet50": dict(image=8),
+    "resnet18_stage4": dict(batch=1, channels=4, size=5),
+    "csrnet_backend": dict(batch=1, size=4),
 }
 
 

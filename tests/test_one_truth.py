@@ -6,7 +6,7 @@ import ast
 from functools import cache
 from pathlib import Path
 
-from eqsat.cost.devices import DEVICES, MEASURED_DEVICES
+from eqsat.cost.devices import DEVICES, MEASURED_DEVICES, TUNED_DEVICES
 from eqsat.rules.rulesets import RULE_SETS
 from experiments.searches import SEARCHES, get_search
 
@@ -15,11 +15,17 @@ PACKAGES = ("eqsat", "experiments", "taso_baseline", "pet", "autotune")
 REGISTRIES = {  # file -> the names it defines
     "experiments/searches.py": set(SEARCHES),
     "eqsat/rules/rulesets.py": set(RULE_SETS),
-    "eqsat/cost/devices.py": set(DEVICES) | set(MEASURED_DEVICES),
+    "eqsat/cost/devices.py": set(DEVICES) | set(MEASURED_DEVICES) | set(TUNED_DEVICES),
 }
 ALLOWED = {  # (file, literal): why the same string there is not a second registry
     ("taso_baseline/search.py", "taso"): "the α search class's own name (checked equal to its registry key below)",
     ("eqsat/egraph/optimize.py", "eqsat"): "the e-graph search class's own name (checked below)",
+    ("pet/search.py", "pet"): "the PET search class's own name (checked below)",
+    ("experiments/commands/pet.py", "pet"): "the pet command's name, which the PET search shares",
+    ("experiments/cli.py", "pet"): "the pet command's module in the command table",
+    ("autotune/measure.py", "hypogpu"): "the simulated measurer's name: the GPU the tuned device prices on",
+    ("experiments/commands/tune.py", "hypogpu"): "tune's measurer choice, the simulated measurer's name",
+    ("experiments/runs/tune.py", "hypogpu"): "tune's measurer table, keyed by the measurers' names",
     ("eqsat/cost/measured/ortcpu.py", "ort-cpu"): "the measured model's report name, its registry row's name",
     ("taso_baseline/world.py", "matrix"): "a world's name; the generated rule set is named after it",
     ("taso_baseline/world.py", "conv"): "a world's name; the generated rule set is named after it",

@@ -160,7 +160,7 @@ def test_add_a_search_one_registry_row(monkeypatch, capsys):
     module = types.ModuleType("toy_search")
     module.KeepInput = KeepInput
     monkeypatch.setitem(sys.modules, "toy_search", module)
-    monkeypatch.setitem(searches.SEARCHES, "keep-input", "toy_search:KeepInput")
+    monkeypatch.setitem(searches.SEARCHES, "keep-input", searches.SearchRow("toy_search:KeepInput", "keep the input"))
     searches.get_search.cache_clear()
     try:
         assert main(["optimize", "qkv", "--search", "keep-input"]) == 0

@@ -70,6 +70,25 @@ MEASURED_DEVICES: dict[str, MeasuredDevice] = {d.name: d for d in (
 ORT_CPU = MEASURED_DEVICES["ort-cpu"]
 
 
+@dataclass(frozen=True)
+class TunedDevice:
+    """A device whose GEMMs are priced by tuned kernels: ``name`` (``default_source`` tunes) or
+    ``name:SOURCE``, and its cost model as ``"module:class"`` taking the source."""
+
+    name: str
+    cost_model: str
+    default_source: str
+    note: str = ""
+
+
+TUNED_DEVICES: dict[str, TunedDevice] = {d.name: d for d in (
+    TunedDevice("hypogpu", "eqsat.cost.tuned:TunedHypoGPUCost", "ansor@64",
+                "HypoGPU, every GEMM priced by its tuned kernel (hypogpu:oracle, hypogpu:TUNER@TRIALS)"),
+)}
+HYPOGPU = TUNED_DEVICES["hypogpu"]
+HYPOGPU_ROOFLINE = DEVICES["a100"]  # HypoGPU is A100-like: the same peak and DRAM bandwidth
+
+
 def get_device(name_or_path: str | Device) -> Device:
     """A built-in profile by name, or a JSON file with Device's fields."""
     if isinstance(name_or_path, Device):

@@ -1,5 +1,5 @@
-"""The roofline cost model, and :func:`cost_model`, which turns a device name into a cost model
-(the interface itself is :mod:`eqsat.cost.costmodel`).
+"""The roofline cost model (the interface itself is :mod:`eqsat.cost.costmodel`; a device name
+becomes a cost model in :mod:`eqsat.cost.select`).
 
 Per op: ``time = max(FLOPs / peak, bytes / bandwidth) + launch``, where bytes are
 every input read plus every output written at the dtype's width. Weight-only
@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eqsat.cost.costmodel import CostModel, CostReport, OpCost, node_in_shapes
-from eqsat.cost.devices import MEASURED_DEVICES, Device, MeasuredDevice, get_device
+from eqsat.cost.devices import MEASURED_DEVICES, TUNED_DEVICES, Device, MeasuredDevice, TunedDevice, get_device
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import Shape, get_op
 
-__all__ = ["CostModel", "CostReport", "OpCost", "RooflineCost", "cost", "cost_model", "node_in_shapes", "op_cost"]
+__all__ = ["CostModel", "CostReport", "OpCost", "RooflineCost", "cost", "node_in_shapes", "op_cost"]
 
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int8": 1}
 
@@ -67,17 +67,22 @@ class RooflineCost:
     def name(self) -> str:
         return self.device.name
 
+    def op_cost(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
+                is_const: bool, dtype: str = "bf16") -> OpCost:
+        """One op's price; a model that prices some ops otherwise (a tuned device) overrides this."""
+        return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype)
+
     def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
                    out_shapes: Sequence[Shape], is_const: bool, dtype: str = "bf16",
                    const_inputs: Sequence[bool] | None = None) -> float:
         """``const_inputs`` (which inputs are weights) does not change a roofline price."""
-        return op_cost(op, attrs, in_shapes, out_shapes, is_const, self.device, dtype).time_us
+        return self.op_cost(op, attrs, in_shapes, out_shapes, is_const, dtype).time_us
 
     def node_cost(self, n: Node, dtype: str = "bf16") -> OpCost:
         key = (n, dtype)
         found = self._cache.get(key)
         if found is None:
-            found = op_cost(n.op, n.attr_dict, node_in_shapes(n), n.shapes, n.is_const, self.device, dtype)
+            found = self.op_cost(n.op, n.attr_dict, node_in_shapes(n), n.shapes, n.is_const, dtype)
             found = OpCost(**{**found.__dict__, "node": n.digest[:12]})
             self._cache[key] = found
         return found
@@ -106,7 +111,7 @@ class RooflineCost:
 
     def report(self, graph: Graph) -> CostReport:
         rows = tuple(self.node_cost(n, graph.dtype) for n in graph.nodes())
-        return CostReport(graph.name, self.device.name, graph.dtype, sum(r.time_us for r in rows), rows)
+        return CostReport(graph.name, self.name, graph.dtype, sum(r.time_us for r in rows), rows)
 
 
 OVERSUBSCRIBE = 4  # measured-device threads allowed per core
@@ -134,24 +139,40 @@ def measured_threads(device: str) -> int | None:
     return None if found is None else found[1]
 
 
+def tuned_device(device: str) -> tuple[TunedDevice, str] | None:
+    """The row of :data:`~eqsat.cost.devices.TUNED_DEVICES` a device name names (``NAME`` or
+    ``NAME:SOURCE``, who tunes its kernels) and the source (its row's default without one)."""
+    name, colon, source = device.partition(":")
+    row = TUNED_DEVICES.get(name)
+    return None if row is None else (row, source if colon else row.default_source)
+
+
+def _row_model(spec: str, *args: object) -> CostModel:
+    module, _, cls = spec.partition(":")
+    return getattr(importlib.import_module(module), cls)(*args)
+
+
 def cost_model(device: str | Device | CostModel) -> CostModel:
     """A cost model: given; a measured device's (``ort-cpu[:threads]``: its row's model, timed on
-    this machine); or the roofline model of a device name, profile file or Device."""
+    this machine); a tuned device's (``hypogpu[:source]``: GEMMs priced by tuned kernels); or the
+    roofline model of a device name, profile file or Device."""
+    if isinstance(device, str) and (tuned := tuned_device(device)) is not None:
+        return _row_model(tuned[0].cost_model, tuned[1])
     if isinstance(device, str) and (found := measured_device(device)) is not None:
-        row, threads = found
-        module, _, cls = row.cost_model.partition(":")
-        return getattr(importlib.import_module(module), cls)(threads)
+        return _row_model(found[0].cost_model, found[1])
     if isinstance(device, (str, Device)):
         return RooflineCost(device)
     return device
 
 
 def check_device(device: str) -> None:
-    """Fail early, naming the device, when ``device`` is neither measured nor a roofline profile."""
-    if measured_threads(device) is None:
+    """Fail early, naming the device, when ``device`` is neither measured, tuned nor a roofline profile."""
+    if tuned_device(device) is not None:
+        cost_model(device)  # a tuned device checks its source when it is made
+    elif measured_threads(device) is None:
         get_device(device)
 
 
 def cost(graph: Graph, device: str | Device) -> CostReport:
-    """Total cost and per-op breakdown of ``graph`` on ``device``."""
-    return cost_model(device).report(graph)
+    """Total cost and per-op breakdown of ``graph`` on a roofline ``device``."""
+    return RooflineCost(device).report(graph)

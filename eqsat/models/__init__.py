@@ -12,7 +12,16 @@ from typing import Any
 
 from eqsat.ir.graph import Graph
 from eqsat.models.case_studies import lora, qkv, resnet_block
-from eqsat.models.cnn import inception_v3, nasnet_a, resnet50, resnext50, squeezenet, vgg19
+from eqsat.models.cnn import (
+    csrnet_backend,
+    inception_v3,
+    nasnet_a,
+    resnet18_stage4,
+    resnet50,
+    resnext50,
+    squeezenet,
+    vgg19,
+)
 from eqsat.models.transformer import bert, nasrnn
 
 MODELS: dict[str, Callable[..., Graph]] = {
@@ -27,9 +36,12 @@ MODELS: dict[str, Callable[..., Graph]] = {
     "squeezenet": squeezenet,
     "vgg19": vgg19,
     "resnet50": resnet50,
+    "resnet18_stage4": resnet18_stage4,
+    "csrnet_backend": csrnet_backend,
 }
 CASE_STUDIES = ("resnet_block", "qkv", "lora")
 TENSAT_SUITE = ("bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3", "squeezenet", "vgg19")
+PET_MODELS = ("resnet18_stage4", "csrnet_backend", "inception_v3", "bert", "resnext50")  # PET's evaluation
 
 
 def model_params(name: str) -> dict[str, Any]:
@@ -60,4 +72,4 @@ def build(name: str, **params: Any) -> Graph:
         raise ValueError(f"model {name!r}: bad parameter value in {given} ({exc}); sizes are integers") from None
 
 
-__all__ = ["MODELS", "CASE_STUDIES", "TENSAT_SUITE", "build", "model_params"]
+__all__ = ["MODELS", "CASE_STUDIES", "TENSAT_SUITE", "PET_MODELS", "build", "model_params"]

@@ -7,7 +7,7 @@ departs from the original network.
 """
 from __future__ import annotations
 
-from eqsat.ir.graph import Graph, Node
+from eqsat.ir.graph import Graph, Node, node
 from eqsat.models.builder import ModelBuilder
 
 
@@ -207,3 +207,26 @@ def vgg19(batch: int = 1, image: int = 224, classes: int = 1000, hidden: int = 4
     y = b.linear(flat, hidden, act="relu", prefix="fc")
     y = b.linear(y, hidden, act="relu", prefix="fc")
     return b.graph(b.linear(y, classes, prefix="fc"))
+
+
+# --------------------------------------------------------------------------- PET's case-study layers
+def resnet18_stage4(batch: int = 16, channels: int = 512, size: int = 7, dtype: str = "bf16") -> Graph:
+    """ResNet-18's last stage as PET evaluates it: two basic blocks (3x3 conv + relu, 3x3 conv, add
+    the block's input, relu) on ``channels`` x ``size`` x ``size``; no downsampling, no head."""
+    b = ModelBuilder("resnet18_stage4", dtype)
+    x = b.input("x", (batch, channels, size, size))
+    for _ in range(2):
+        y = b.conv(b.conv(x, channels, 3), channels, 3, act="none")
+        x = b.op("relu", b.add(y, x))
+    return b.graph(x)
+
+
+def csrnet_backend(batch: int = 16, size: int = 14, dtype: str = "bf16") -> Graph:
+    """CSRNet's dilated back-end as PET evaluates it: six 3x3 convs with dilation 2 and relu,
+    512 -> 512 -> 512 -> 512 -> 256 -> 128 -> 64 channels on ``size`` x ``size``."""
+    b = ModelBuilder("csrnet_backend", dtype)
+    x = b.input("x", (batch, 512, size, size))
+    for out in (512, 512, 512, 256, 128, 64):
+        w = b.weight("dilated", (out, x.shape[1], 3, 3))
+        x = node("conv2d", x, w, stride=1, pad=2, dilation=2, act="relu")
+    return b.graph(x)

@@ -14,6 +14,8 @@ EXPERIMENT_MODULES = [
     "experiments.runs.budget",
     "experiments.runs.alpha",
     "experiments.runs.hardware",
+    "experiments.runs.tuned_pricing",
+    "experiments.runs.pet_searches",
     "experiments.runs.onnx_roundtrip",
     "experiments.runs.real",
     "experiments.runs.tuning",

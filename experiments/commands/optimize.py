@@ -28,7 +28,7 @@ from experiments.command import (
     seed_int,
 )
 from experiments.output import write_json
-from experiments.searches import ALPHA, EGRAPH, SEARCHES
+from experiments.searches import ALPHA, EGRAPH, PET, SEARCHES
 
 # flag, search, field of that search's limits, argparse type, help
 LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
@@ -54,6 +54,9 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--dump-egraph", EGRAPH, "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
     ("--memory-gb", EGRAPH, "memory_gb", number_in(float, 0, 1e6, above=True),
      "resident memory cap of the saturating process; the run stops with the best graph so far (preset 4)"),
+    ("--beam", PET, "beam_width", positive_int, "beam width (preset 4)"),
+    ("--depth", PET, "depth", positive_int, "conv layers transformed at most (preset: all)"),
+    ("--candidates", PET, "max_candidates", positive_int, "transformations tried per conv layer (preset 8)"),
 )
 SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field, value when given, help
     ("--no-multi", ALPHA, "multi", False, "do not apply the two-output rules (merges by pair moves only)"),
@@ -131,13 +134,17 @@ def limits_from(args: argparse.Namespace) -> Any:
         if getattr(args, _dest(f)) is not None
     }
     given |= {f: (search, field, value) for f, search, field, value, _ in SWITCHES if getattr(args, _dest(f))}
-    wrong = [f for f, (search, _, _) in given.items() if search != args.search]
+    stages = [s.name for s in getattr(engine, "stages", (engine,))]
+    wrong = [f for f, (search, _, _) in given.items() if search not in stages]
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
     if "--k-multi" in given and "--multi-by-need" not in given:  # a fixed k_multi, as TENSAT ran it
         given["--multi-by-need"] = (EGRAPH, "multi_by_need", 0)
     base = preset_limits(engine, args.preset or engine.default_preset, Path(args.model).stem)
-    return replace(base, **{field: value for _, field, value in given.values()})
+    per_stage = base if len(stages) > 1 else (base,)
+    changed = tuple(replace(lim, **{field: value for search, field, value in given.values() if search == name})
+                    for name, lim in zip(stages, per_stage))
+    return changed if len(stages) > 1 else changed[0]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_int, default=0, help="tuner and measurement-noise seed")
     p.add_argument("--seeds", type=positive_int, default=5, help="curves: seeds 0..N-1")
     p.add_argument("--shapes", default="square,prefill,decode,wgrad,ffn_down", help="curves: comma-separated shapes")
-    p.add_argument("--measurer", choices=("hypogpu", "cpu"), default="hypogpu", help="simulated GPU or this CPU")
+    p.add_argument("--measurer", choices=("hypogpu", "cpu", "tvm-llvm"), default="hypogpu",
+                   help="simulated GPU, a Python tile loop on this CPU, or real kernels compiled by TVM for this CPU "
+                        "(tvm-llvm: the '.[tvm]' extra)")
     p.add_argument("--records", help="JSON-lines record file: every measurement is appended; an existing file resumes")
     p.add_argument("--reselect", type=number_in(int, 0, 10_000), default=0, metavar="K",
                    help="re-measure the K fastest configs 5 times each and re-select by the mean (winner's curse)")

@@ -34,14 +34,17 @@ DEVICES = tuple(ROOFLINE_DEVICES)  # every roofline profile of the device table
 
 
 def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi: int, seed: int) -> dict[str, Any]:
-    """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices``."""
+    """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices`` and the
+    GEMMs it launches."""
+    from eqsat.cost.tuned import graph_gemms
+
     graph = build(model)
     limits = limits_for(get_search(EGRAPH), model, k_multi=k_multi)
     r, best = search_graph(graph, model, EGRAPH, device, seed, limits=limits)
     return {"model": model, "found_on": device, "best_us": r["best_us"], "search_s": r["search_s"],
             "best_ops": best.op_count(),
             "cost_on": {d: cost_model(d).graph_time_us(best) for d in devices},
-            "input_on": {d: cost_model(d).graph_time_us(graph) for d in devices}}
+            "input_on": {d: cost_model(d).graph_time_us(graph) for d in devices}, "gemms": graph_gemms(best)}
 
 
 def penalty_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,13 +28,34 @@ def _tuner(name: str) -> Any:
     return make_tuner(name)
 
 
+def _tvm_llvm(seed: int, records: str | None) -> Any:
+    """Real kernels: the knobs as a TIR schedule compiled by TVM for this CPU (the ``tvm`` extra)."""
+    try:
+        import tvm  # noqa: F401
+
+        from autotune.compiled import CompiledMeasurer
+        from autotune.tvm_target import TvmLlvmTarget
+    except ImportError:
+        raise ValueError("--measurer tvm-llvm needs the optional extra: pip install '.[tvm]'") from None
+    return CompiledMeasurer(TvmLlvmTarget(), records)
+
+
+MEASURERS: dict[str, Any] = {  # name -> (seed, records) -> a Measurer
+    "hypogpu": lambda seed, records: SimulatedMeasurer(seed=seed, records=records),
+    "cpu": lambda seed, records: CpuMeasurer(seed=seed, records=records),
+    "tvm-llvm": _tvm_llvm,
+}
+
+
 def run_tune(args: argparse.Namespace) -> int:
     workload = get_workload(args.shape)
     tuner = _tuner(args.tuner)
     trials = int(args.trials)
-    measurer = (CpuMeasurer(seed=args.seed, records=args.records) if args.measurer == "cpu"
-                else SimulatedMeasurer(seed=args.seed, records=args.records))
-    result = tuner.tune(workload, trials, measurer, seed=args.seed)
+    measurer = MEASURERS[args.measurer](args.seed, args.records)
+    try:
+        result = tuner.tune(workload, trials, measurer, seed=args.seed)
+    finally:
+        getattr(measurer, "close", lambda: None)()  # a compiled target's build and run pools
     payload = result.to_dict() | {"measurer": measurer.name, "seed": args.seed, "measured": measurer.measured}
     best = result.best
     if best is None:
@@ -46,6 +67,13 @@ def run_tune(args: argparse.Namespace) -> int:
         payload |= evaluate(result)
         line += (f"; true {payload['best_true_us']:.2f} µs vs optimum {payload['optimum_us']:.2f} µs "
                  f"= {100 * payload['fraction_of_optimum']:.1f}% of optimum")
+    if args.measurer == "tvm-llvm":
+        from autotune.compiled import gflops
+        from autotune.tvm_target import openblas_us
+
+        payload |= {"best_gflops": gflops(workload, best.time_us),
+                    "openblas_gflops": gflops(workload, openblas_us(workload))}
+        line += f"; {payload['best_gflops']:.1f} GFLOP/s (OpenBLAS {payload['openblas_gflops']:.1f})"
     print(line)
     if args.reselect:
         chosen = reselect(result, measurer, top_k=args.reselect, repeats=5)

@@ -1,0 +1,96 @@
+"""``eqsat-lab experiment pet-searches``: TASO, TENSAT, PET and TENSAT with PET on PET's models.
+
+Each cell runs one search (``taso``, ``eqsat``, ``pet`` or the pipeline ``eqsat+pet``, all from
+:data:`experiments.searches.SEARCHES`) on one model for one device, verified like every search.
+One table per device: the best cost, the search time, the PET transformations chosen and the share
+of the output their corrections recompute. PET's models: ResNet-18's last stage and CSRNet's
+back-end (the layers PET's paper transforms), Inception-v3, BERT and ResNeXt-50.
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eqsat.cost.devices import DEFAULT_DEVICE, HYPOGPU
+from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.output import write_table
+from experiments.runs.compare import check_models
+from experiments.searches import ALPHA, EGRAPH, EGRAPH_PET, PET
+from experiments.sweep import Cell, run_cells
+
+PET_SEARCHES = (ALPHA, EGRAPH, PET, EGRAPH_PET)
+DEVICES = (DEFAULT_DEVICE, HYPOGPU.name)
+QUICK_MODELS = ("resnet18_stage4",)
+
+
+def pet_choices(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The PET transformations a result row chose (its own, or its PET stage's)."""
+    if "chosen" in row:
+        return row["chosen"]
+    stages = [s for s in row.get("stages", ()) if s.get("search") == PET]
+    return stages[-1]["chosen"] if stages else []
+
+
+def table_row(row: dict[str, Any], device: str) -> dict[str, Any]:
+    chosen = pet_choices(row)
+    return {"device": device, "model": row["model"], "search": row["search"], "input_us": round(row["original_us"], 2),
+            "best_us": round(row["best_us"], 2), "speedup_pct": round(row["speedup_pct"], 1),
+            "search_s": round(row["search_s"], 2), "stop": row["stop"],
+            "pet_transformations": "; ".join(f"layer {c['layer']}: {c['transformation']}" for c in chosen),
+            "corrected_share": round(sum(c["overhead"] for c in chosen) / len(chosen), 4) if chosen else 0.0}
+
+
+def format_tables(rows: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    for device in dict.fromkeys(r["device"] for r in rows):
+        lines.append(f"device {device}: best cost (µs), search seconds, PET transformations and corrected share")
+        lines.append(f"  {'model':16s} {'search':10s} {'input':>10s} {'best':>10s} {'gain %':>7s} {'s':>7s}  PET")
+        for r in (r for r in rows if r["device"] == device):
+            pet = f"{r['pet_transformations']} ({r['corrected_share']:.1%} corrected)" if r["pet_transformations"] \
+                else "-"
+            lines.append(f"  {r['model']:16s} {r['search']:10s} {r['input_us']:10.2f} {r['best_us']:10.2f} "
+                         f"{r['speedup_pct']:7.1f} {r['search_s']:7.2f}  {pet}")
+    return "\n".join(lines)
+
+
+def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PET_SEARCHES,
+        devices: Sequence[str] = DEVICES, quick: bool = False, seed: int = 0, workers: int = 1,
+        executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+    from eqsat.cost.roofline import check_device
+    from eqsat.models import PET_MODELS
+    from experiments.searches import get_search
+
+    models = check_models(models or (QUICK_MODELS if quick else PET_MODELS))
+    for s in searches:
+        get_search(s)  # unknown names fail here, before any cell runs
+    for d in devices:
+        check_device(d)
+    cells = [Cell.of("pet-searches", "experiments.searches:run_search", model=m, search=s, device=d, seed=seed,
+                     quick=quick) for d in devices for m in models for s in searches]
+    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="pet-searches")
+    rows = [table_row(r, c.kwargs["device"]) for r, c in zip(results, cells)]
+    write_table(out, "pet_searches", rows, {"command": command, "quick": quick})
+    print(format_tables(rows))
+    print(f"wrote {out / 'pet_searches.csv'} and {out / 'pet_searches.json'}")
+    return rows
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_models(p, "PET's models: " + "resnet18_stage4, csrnet_backend, inception_v3, bert, resnext50")
+    p.add_argument("--searches", default=",".join(PET_SEARCHES), help="comma-separated searches")
+    p.add_argument("--devices", default=",".join(DEVICES),
+                   help="comma-separated devices (a roofline, hypogpu[:...] tuned, ort-cpu measured)")
+    p.add_argument("--quick", action="store_true", help="smoke presets on ResNet-18's last stage")
+    add_sweep_options(p, "results/pet_searches", device=False)
+
+
+def _run(args: argparse.Namespace) -> int:
+    run(split_list(args.models) or None, Path(args.out), searches=split_list(args.searches),
+        devices=split_list(args.devices), quick=args.quick, seed=args.seed, **sweep_kwargs(args))
+    return 0
+
+
+EXPERIMENTS = (Experiment("pet-searches", "TASO, TENSAT, PET and TENSAT with PET on PET's models, one table per device",
+                          _add_arguments, _run, outputs=("pet_searches.csv", "pet_searches.json")),)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.exporter_models import _Net
+from experiments.zoo.net import Net as _Net
 
 OPSET = 18
 

@@ -116,7 +116,7 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
     total: dict[Any, float] = {}
     price: list[float] = [0.0] * len(bit)  # by bit: the settled node's own cost
 
-    hurry = [False]
+    hurry = [deadline is not None and time.perf_counter() > deadline]  # a past deadline: tree cost throughout
 
     def candidate(i: int) -> tuple[float, int]:
         kids = list(dict.fromkeys(view.nodes[i].children))

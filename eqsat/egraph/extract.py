@@ -293,7 +293,7 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()
-    choice = greedy_dag(view, costs, roots, start + seconds / 2)  # the rest: tree cost, the check, the ILP
+    choice = greedy_dag(view, costs, roots, start + seconds / 3)  # the rest: tree cost, the check, the ILP
     greedy = selection_cost(view, costs, choice, roots)
     greedy_s = time.perf_counter() - start
     if extractor == "greedy":
@@ -303,7 +303,8 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     hinted = lookup_choice(view, hint, roots, choice) if hint is not None else None
     if hinted is not None and (hinted_cost := selection_cost(view, costs, hinted, roots)) < greedy:
         first, first_cost = hinted, hinted_cost
-    ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), max(seconds - greedy_s, 0.01))
+    left = seconds - (time.perf_counter() - start)
+    ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), left) if left > 0 else None
     seconds_taken = time.perf_counter() - start
     if ilp is None or ilp.cost > first_cost + 1e-9:
         status = "no solution within the time limit" if ilp is None else "worse than its start"

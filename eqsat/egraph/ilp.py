@@ -123,6 +123,7 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
     cand = {c: [i for i in ns if i not in removed and c not in view.kids[i]]
             for c, ns in view.classes.items() if c not in view.const}
     before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()})
+    _check(deadline)
     changed = True
     while changed:  # a node whose child e-class has no candidate left can never be picked
         _check(deadline)
@@ -332,7 +333,8 @@ def _cycle_cut(view: EGraphView, col: dict[int, int], classes: list[Any]) -> Row
     return list(coefs.items()), -np.inf, len(classes) - 1.0
 
 
-def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], costs: list[float]) -> set[int]:
+def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], costs: list[float],
+                  deadline: float | None = None) -> set[int]:
     """Remove e-nodes until the e-class graph below the roots is acyclic (TENSAT's cycle filter).
 
     ``keep`` (an acyclic choice such as the greedy one) stays: on every cycle some edge is not
@@ -347,6 +349,7 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
         for i in view.classes[c]:
             for d in view.kids[i]:
                 out.setdefault(d, []).append(i)
+    _check(deadline)
     removed: set[int] = set()
     state: dict[Any, int] = {}  # 1 on the stack, 2 done
     for root in edges:
@@ -355,7 +358,11 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
         path: list[Any] = [root]
         todo: list[list[Any]] = [list(edges[root])]
         state[root] = 1
+        steps = 0
         while path:
+            steps += 1
+            if not steps & 4095:
+                _check(deadline)
             if not todo[-1]:
                 state[path.pop()] = 2
                 todo.pop()
@@ -384,7 +391,9 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
 def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
            settings: ILPSettings, deadline: float) -> tuple:
     """The reduction, columns, levels, components, tie-break and program of :func:`ilp_extract`."""
-    removed = filter_cycles(view, greedy, roots, costs) if settings.acyclic == "filter" else set()
+    _check(deadline)
+    removed = filter_cycles(view, greedy, roots, costs, deadline) if settings.acyclic == "filter" else set()
+    _check(deadline)
     red = reduce(view, costs, roots, removed, dominance=settings.reduce, deadline=deadline)
     cols = [i for ns in red.candidates.values() for i in ns]
     _check(deadline)

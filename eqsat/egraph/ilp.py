@@ -53,13 +53,15 @@ def _check(deadline: float | None) -> None:
 @dataclass(frozen=True)
 class ILPSettings:
     """How the exact extractor runs: the solver (a row of ``solvers.SOLVERS``), whether to reduce
-    the e-graph first, whether to start the solver from the greedy choice, and the acyclicity
-    formulation. :data:`BASELINE` is the extractor before these were added."""
+    the e-graph first, whether to start the solver from the greedy choice, the acyclicity
+    formulation, and (exact) how long the whole-e-graph proof may take after the filter's answer.
+    :data:`BASELINE` is the extractor before these were added."""
 
     solver: str = "highs"
     reduce: bool = True
     warm_start: bool = True
     acyclic: str = "exact"
+    prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
 
     def __post_init__(self) -> None:
         if self.acyclic not in ACYCLIC:
@@ -421,6 +423,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
                            seconds * FILTER_SHARE)
         if kept is not None and kept.cost < greedy_cost:
             greedy, greedy_cost = kept.choice, kept.cost
+        if settings.prove_seconds is not None:  # a caller that cannot wait (optimize's merge judges)
+            seconds = min(seconds, time.perf_counter() - began + settings.prove_seconds)
     try:
         red, cols, levels, comps, tie, program, rows = _build(view, costs, roots, greedy, greedy_cost, settings,
                                                              began + seconds)

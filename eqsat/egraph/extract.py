@@ -22,7 +22,12 @@ from eqsat.cost.roofline import CostModel
 from eqsat.egraph.ilp import ILPSettings, ilp_extract
 from eqsat.egraph.language import Language, split_proj_attrs
 from eqsat.egraph.view import EGraphView, ENode, selection_cost
+from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph, Node, node
+
+
+class NoTermError(EqsatError, ValueError):
+    """An e-graph in which some root e-class has no acyclic term: bad input, not a solver failure."""
 
 
 def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
@@ -84,9 +89,13 @@ def node_costs(view: EGraphView, model: CostModel, dtype: str,
 
 
 # --------------------------------------------------------------------------- greedy (DAG-aware)
-def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any]) -> dict[Any, int]:
+def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline: float | None = None) -> dict[Any, int]:
     """Per e-class, the node whose sub-DAG (a set of e-classes, shared ones once) is cheapest,
     settled cheapest-first from a priority queue (Dijkstra on the e-graph's hypergraph).
+
+    Past ``deadline`` (a ``time.perf_counter()`` value) the rest is settled by tree cost (a node's
+    cost plus its children's totals, shared e-classes counted again): no bit sets, so a
+    million-node e-graph still ends in seconds, acyclic all the same.
 
     An e-class is settled once, by its cheapest candidate whose children are all settled, so the
     answer does not depend on the order nodes are stored in, and it is acyclic by construction
@@ -107,8 +116,12 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any]) -> dict[A
     total: dict[Any, float] = {}
     price: list[float] = [0.0] * len(bit)  # by bit: the settled node's own cost
 
+    hurry = [deadline is not None and time.perf_counter() > deadline]  # a past deadline: tree cost throughout
+
     def candidate(i: int) -> tuple[float, int]:
         kids = list(dict.fromkeys(view.nodes[i].children))
+        if hurry[0]:
+            return costs[i] + sum(total[c] for c in kids), 0
         if not kids:
             return costs[i], 1 << bit[view.nodes[i].eclass]
         base = max(kids, key=lambda c: total[c])
@@ -124,8 +137,12 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any]) -> dict[A
 
     heap = [(costs[i], i) for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(heap)
+    pops = 0
     while heap:
         t, i = heapq.heappop(heap)
+        pops += 1
+        if deadline is not None and not pops & 1023 and not hurry[0] and time.perf_counter() > deadline:
+            hurry[0] = True
         c = view.nodes[i].eclass
         if c in chosen:
             continue
@@ -138,7 +155,8 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any]) -> dict[A
                 heapq.heappush(heap, (candidate(p)[0], p))
     missing = [r for r in roots if r not in chosen]
     if missing:
-        raise RuntimeError(f"greedy extraction found no acyclic term for {len(missing)} root e-class(es)")
+        raise NoTermError(f"no acyclic term exists for {len(missing)} root e-class(es): every node below "
+                          f"{'it' if len(missing) == 1 else 'them'} reads a cycle or an e-class without nodes")
     return chosen
 
 
@@ -210,6 +228,33 @@ def lookup_choice(view: EGraphView, graph: Graph, roots: list[Any], base: dict[A
     return choice
 
 
+def check_choice(view: EGraphView, costs: list[float], choice: dict[Any, int], roots: list[Any], cost: float) -> None:
+    """Re-check an extractor's answer, independently of how it was found: every e-class the term
+    reaches has a chosen node of that e-class, the term is acyclic, and its cost recomputed from
+    the term is the reported one. A failure is a bug in an extractor (RuntimeError)."""
+    state: dict[Any, int] = {}  # 1: on the depth-first path, 2: done
+    for root in roots:
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            c, leaving = stack.pop()
+            if leaving:
+                state[c] = 2
+                continue
+            if state.get(c) == 2:
+                continue
+            if state.get(c) == 1:
+                raise RuntimeError(f"extraction chose a cyclic term (through e-class {c!r})")
+            i = choice.get(c)
+            if i is None or view.nodes[i].eclass != c:
+                raise RuntimeError(f"extraction left e-class {c!r} without a node of its own")
+            state[c] = 1
+            stack.append((c, True))
+            stack.extend((d, False) for d in view.nodes[i].children if state.get(d) != 2)
+    again = selection_cost(view, costs, choice, roots)
+    if abs(again - cost) > 1e-9 * max(1.0, abs(cost)):
+        raise RuntimeError(f"extraction reported cost {cost!r}, but its term costs {again!r}")
+
+
 EXTRACTORS = ("ilp", "greedy")
 
 
@@ -229,11 +274,12 @@ class Extraction:
     bound: float | None = None
     first_incumbent_s: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
+    optimal: bool = False  # the solver proved it optimal on the whole e-graph (within solvers.REL_GAP)
 
     @property
     def exact(self) -> bool:
-        """The answer is the method's own, not cut short: greedy, or the ILP with gap 0."""
-        return self.method == "greedy" and self.status == "not run" or (self.gap is not None and self.gap <= 1e-9)
+        """The answer is the method's own, not cut short: greedy, or the ILP proved optimal."""
+        return self.method == "greedy" and self.status == "not run" or self.optimal
 
 
 def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str = "ilp",
@@ -247,21 +293,25 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()
-    choice = greedy_dag(view, costs, roots)
+    choice = greedy_dag(view, costs, roots, start + seconds / 3)  # the rest: tree cost, the check, the ILP
     greedy = selection_cost(view, costs, choice, roots)
     greedy_s = time.perf_counter() - start
     if extractor == "greedy":
+        check_choice(view, costs, choice, roots, greedy)
         return Extraction(choice, greedy, greedy, "greedy", None, "not run", greedy_s, first_incumbent_s=greedy_s)
     first, first_cost = choice, greedy
     hinted = lookup_choice(view, hint, roots, choice) if hint is not None else None
     if hinted is not None and (hinted_cost := selection_cost(view, costs, hinted, roots)) < greedy:
         first, first_cost = hinted, hinted_cost
-    ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), max(seconds - greedy_s, 0.01))
+    left = seconds - (time.perf_counter() - start)
+    ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), left) if left > 0 else None
     seconds_taken = time.perf_counter() - start
     if ilp is None or ilp.cost > first_cost + 1e-9:
         status = "no solution within the time limit" if ilp is None else "worse than its start"
         method = "greedy" if first is choice else "hint"
+        check_choice(view, costs, first, roots, first_cost)
         return Extraction(first, first_cost, greedy, method, None, status, seconds_taken,
                           first_incumbent_s=greedy_s)
+    check_choice(view, costs, ilp.choice, roots, ilp.cost)
     return Extraction(ilp.choice, ilp.cost, greedy, "ilp", ilp.gap, ilp.status, seconds_taken, ilp.bound,
-                      greedy_s, ilp.stats)
+                      greedy_s, ilp.stats, ilp.optimal)

@@ -95,6 +95,7 @@ def final_view(runner: Any, report: RunReport) -> EGraphView | None:
     return None if report.final_judged is not None else read_egraph(runner.egraph, runner.lang)
 
 
+PROVE_SECONDS = 2.0  # exact extraction's whole-e-graph proof after the filter's answer (QKV: 2 s, not 60)
 JUDGE_SECONDS = 10.0  # the exact extraction that judges a by-need merge round stops here (its answer still bounds)
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
 
@@ -306,7 +307,8 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
 
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
-        settings, roots = ILPSettings(solver=limits.ilp_solver), [view.lets[r] for r in lets]
+        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS)
+        roots = [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
                         min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[0] if hint else None)
         seen.append((view, found if found.exact else None))
@@ -328,8 +330,9 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged
     if extraction is None:
-        extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds,
-                             ILPSettings(solver=limits.ilp_solver), hint[0] if hint else None)
+        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS)
+        extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, settings,
+                             hint[0] if hint else None)
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)

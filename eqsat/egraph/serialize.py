@@ -23,6 +23,9 @@ class EGraphFileError(EqsatError, ValueError):
     """An egraph-serialize file this tool cannot read, with the file and the entry named."""
 
 
+MAX_COST = 1e15  # a node cost above this would overflow the sum, or lose the ILP's precision (tolerance 1e-6)
+
+
 def _label(n: ENode) -> str:
     if n.op == "leaf":
         return f"leaf:{n.leaf}"
@@ -71,8 +74,11 @@ def from_json(data: Any, where: str = "<json>") -> tuple[EGraphView, list[float]
         if missing:
             raise EGraphFileError(f"{where}: node {nid!r}: child {missing[0]!r} is not a node")
         cost = entry.get("cost", 1.0)
-        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
+        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0 or cost == math.inf:
             raise EGraphFileError(f"{where}: node {nid!r}: cost must be a finite number >= 0, got {cost!r}")
+        if cost > MAX_COST:
+            raise EGraphFileError(f"{where}: node {nid!r}: cost {cost!r} is too large (at most {MAX_COST:g}); "
+                                  f"rescale the costs")
         op = entry.get("op", "")
         if not isinstance(op, str):
             raise EGraphFileError(f"{where}: node {nid!r}: 'op' must be a string")
@@ -85,9 +91,16 @@ def from_json(data: Any, where: str = "<json>") -> tuple[EGraphView, list[float]
     if not isinstance(extra, dict):
         raise EGraphFileError(f"{where}: 'class_data' must be an object")
     for c, info in extra.items():
-        if c in index and isinstance(info, dict):
-            view.shapes[index[c]] = tuple(info.get("shape", ()))
-            if info.get("const"):
+        if not isinstance(info, dict):
+            raise EGraphFileError(f"{where}: class_data {c!r} must be an object")
+        shape, const = info.get("shape", []), info.get("const", False)
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+            raise EGraphFileError(f"{where}: class_data {c!r}: 'shape' must be a list of integers, got {shape!r}")
+        if not isinstance(const, bool):
+            raise EGraphFileError(f"{where}: class_data {c!r}: 'const' must be true or false, got {const!r}")
+        if c in index:
+            view.shapes[index[c]] = tuple(shape)
+            if const:
                 view.const.add(index[c])
     unknown = [str(r) for r in roots_raw if str(r) not in index]
     if unknown:
@@ -96,12 +109,17 @@ def from_json(data: Any, where: str = "<json>") -> tuple[EGraphView, list[float]
 
 
 def read_json(path: str | Path) -> tuple[EGraphView, list[float], list[Any]]:
+    """The e-graph in the file ``path``; a file that is not one is an :class:`EGraphFileError`."""
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such e-graph file") from None
+    except UnicodeDecodeError:
+        raise EGraphFileError(f"{path}: not a UTF-8 text file") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise EGraphFileError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise EGraphFileError(f"{path}: JSON nested too deeply to be an egraph-serialize file") from None
     return from_json(data, str(path))

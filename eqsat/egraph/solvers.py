@@ -23,13 +23,25 @@ REL_GAP = 1e-4  # "optimal" means proved within 0.01% (HiGHS's default)
 
 @dataclass(frozen=True)
 class Program:
-    """``min cost @ x`` s.t. ``lower <= matrix @ x <= upper`` over binary ``x``; ``fixed[k]``: x[k] = 1."""
+    """``min cost @ x`` s.t. ``lower <= matrix @ x <= upper`` over binary ``x``; ``fixed[k]``: x[k] = 1.
+    ``col_upper`` (default all 1) and ``integral`` (default all True) let some columns be general:
+    the e-class levels of the acyclic formulation are continuous in ``[0, size of their cycle component]``."""
 
     cost: np.ndarray
     matrix: object  # scipy.sparse.csr_matrix, rows x variables
     lower: np.ndarray
     upper: np.ndarray
     fixed: np.ndarray
+    col_upper: np.ndarray | None = None
+    integral: np.ndarray | None = None
+
+    @property
+    def ub(self) -> np.ndarray:
+        return np.ones(self.cost.size) if self.col_upper is None else self.col_upper
+
+    @property
+    def is_int(self) -> np.ndarray:
+        return np.ones(self.cost.size, dtype=bool) if self.integral is None else self.integral
 
 
 @dataclass(frozen=True)
@@ -72,11 +84,11 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     lp = highspy.HighsLp()
     csc = p.matrix.tocsc()
     lp.num_col_, lp.num_row_ = p.cost.size, p.matrix.shape[0]
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = p.cost, p.fixed.astype(float), np.ones(p.cost.size)
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = p.cost, p.fixed.astype(float), p.ub
     lp.row_lower_, lp.row_upper_ = p.lower, p.upper
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = csc.indptr, csc.indices, csc.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger] * p.cost.size
+    lp.integrality_ = [highspy.HighsVarType.kInteger if k else highspy.HighsVarType.kContinuous for k in p.is_int]
     h.passModel(lp)
     began = time.perf_counter()
     first: list[float] = []
@@ -103,8 +115,8 @@ def solve_scipy(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     began = time.perf_counter()
-    res = milp(p.cost, constraints=LinearConstraint(p.matrix, p.lower, p.upper), integrality=np.ones(p.cost.size),
-               bounds=Bounds(p.fixed.astype(float), 1.0),
+    res = milp(p.cost, constraints=LinearConstraint(p.matrix, p.lower, p.upper), integrality=p.is_int.astype(int),
+               bounds=Bounds(p.fixed.astype(float), p.ub),
                options={"time_limit": max(seconds, 0.01), "disp": False, "mip_rel_gap": REL_GAP})
     elapsed = time.perf_counter() - began
     bound = float(getattr(res, "mip_dual_bound", np.nan) or np.nan)
@@ -120,7 +132,8 @@ def solve_scip(p: Program, seconds: float, start: np.ndarray | None) -> Solution
     m.hideOutput()
     m.setParam("limits/time", max(seconds, 0.01))
     m.setParam("limits/gap", REL_GAP)
-    xs = [m.addVar(vtype="B", lb=float(p.fixed[k]), obj=float(p.cost[k])) for k in range(p.cost.size)]
+    xs = [m.addVar(vtype="I" if p.is_int[k] else "C", lb=float(p.fixed[k]), ub=float(p.ub[k]), obj=float(p.cost[k]))
+          for k in range(p.cost.size)]
     for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
         a, b = p.matrix.indptr[r], p.matrix.indptr[r + 1]
         expr = quicksum(v * xs[k] for k, v in zip(p.matrix.indices[a:b], p.matrix.data[a:b]))
@@ -149,7 +162,7 @@ def solve_cpsat(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
-    xs = [m.new_int_var(int(p.fixed[k]), 1, f"x{k}") for k in range(p.cost.size)]
+    xs = [m.new_int_var(int(p.fixed[k]), int(p.ub[k]), f"x{k}") for k in range(p.cost.size)]  # levels: integral too
     for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
         a, b = p.matrix.indptr[r], p.matrix.indptr[r + 1]
         expr = sum(int(v) * xs[k] for k, v in zip(p.matrix.indices[a:b], p.matrix.data[a:b]))

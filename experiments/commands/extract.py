@@ -12,11 +12,14 @@ from experiments.output import write_json
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="an egraph-serialize JSON file (nodes with op, children, eclass, cost; root_eclasses)")
     p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="exact ILP (default) or DAG greedy")
-    p.add_argument("--seconds", type=non_negative(float), default=60.0, help="ILP time limit (default 60)")
+    p.add_argument("--seconds", type=non_negative(float), default=60.0,
+                   help="time limit of the whole extraction, greedy pass included (default 60; reading the file "
+                        "is not counted)")
     p.add_argument("--solver", choices=tuple(SOLVERS), default=DEFAULT_SOLVER,
                    help=f"ILP solver (default {DEFAULT_SOLVER}; scip and cpsat: pip install '.[ilp]')")
-    p.add_argument("--acyclic", choices=ACYCLIC, default="filter",
-                   help="filter: TENSAT's cycle filter, then exact (default); lazy: exact on the whole e-graph")
+    p.add_argument("--acyclic", choices=ACYCLIC, default="exact",
+                   help="exact: e-class levels inside cycles, exact on the whole e-graph (default); filter: TENSAT's "
+                        "cycle filter, then optimal only on what it keeps; lazy: cycle cuts added between solves")
     p.add_argument("--json", dest="json_out", help="write the result (cost, gap, chosen node per e-class) here")
 
 
@@ -25,7 +28,7 @@ def _gap(gap: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.egraph.extract import extract
+    from eqsat.egraph.extract import NoTermError, extract
     from eqsat.egraph.ilp import ILPSettings
     from eqsat.egraph.serialize import read_json
     from eqsat.egraph.solvers import get_solver
@@ -33,8 +36,11 @@ def run(args: argparse.Namespace) -> int:
 
     get_solver(args.solver)  # a missing package is named before the file is read
     view, costs, roots = read_json(args.file)
-    result = extract(view, costs, roots, args.extractor, args.seconds,
-                     ILPSettings(solver=args.solver, acyclic=args.acyclic))
+    try:
+        result = extract(view, costs, roots, args.extractor, args.seconds,
+                         ILPSettings(solver=args.solver, acyclic=args.acyclic))
+    except NoTermError as exc:
+        raise NoTermError(f"{args.file}: {exc}") from None
     cost = selection_cost(view, costs, result.choice, roots)
     bound = "n/a" if result.bound is None else f"{result.bound:.6g}"
     print(f"{args.file}: {len(view.nodes)} e-nodes, {len(view.classes)} e-classes; {result.method} cost {cost:.6g} "

@@ -3,9 +3,12 @@ within 60 s at 20k-60k e-nodes).
 
 Each FILE is an egraph-serialize e-graph, as ``eqsat-lab optimize MODEL --search eqsat
 --dump-egraph FILE`` writes it (e.g. ``bert --nodes 50000 --k-multi 2``). Per file, one row per
-extractor: the greedy pass; the ILP as it was before the problem reduction and the warm start
-(``BASELINE``: scipy's HiGHS, cold, greedy cost as a constraint); and the ILP with reduction and
-the greedy warm start on each solver asked for. A row gives the cost, the proved bound and gap,
+extractor: the tree-cost greedy pass (each e-class's cost counts its children's again, as
+extraction-gym's bottom-up); the DAG greedy pass (shared e-classes once, the ILP's start); the
+ILP as it was before the problem reduction and the warm start (``BASELINE``: scipy's HiGHS, cold,
+greedy cost as a constraint, TENSAT's cycle filter); HiGHS warm-started behind the cycle filter
+(``FILTERED``: optimal only on what the filter keeps); and the exact ILP (e-class levels, optimal
+on the whole e-graph) on each solver asked for. A row gives the cost, the proved bound and gap,
 the seconds, the seconds until the first feasible answer, and the e-nodes left after reduction.
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.egraph.extract import greedy_dag
-from eqsat.egraph.ilp import BASELINE, ILPSettings, ilp_extract
+from eqsat.egraph.ilp import BASELINE, FILTERED, ILPSettings, ilp_extract
 from eqsat.egraph.serialize import read_json
 from eqsat.egraph.solvers import SOLVERS, available
 from eqsat.egraph.view import selection_cost
@@ -28,13 +31,16 @@ from experiments.output import write_table
 def bench_file(path: str, seconds: float, solvers: list[str]) -> list[dict[str, Any]]:
     view, costs, roots = read_json(path)
     size = {"file": Path(path).name, "enodes": len(view.nodes), "eclasses": len(view.classes)}
-    began = time.perf_counter()
-    greedy = greedy_dag(view, costs, roots)
-    greedy_cost = selection_cost(view, costs, greedy, roots)
-    greedy_s = time.perf_counter() - began
-    rows = [size | {"extractor": "greedy", "cost": greedy_cost, "bound": None, "gap": None, "optimal": False,
-                    "seconds": greedy_s, "first_incumbent_s": greedy_s, "enodes_after": None, "status": "-"}]
-    runs = [("ilp-baseline", BASELINE)] + [(f"ilp-{s}", ILPSettings(solver=s)) for s in solvers]
+    rows = []
+    for name, deadline in (("greedy-tree", 0.0), ("greedy-dag", None)):
+        began = time.perf_counter()
+        greedy = greedy_dag(view, costs, roots, deadline)
+        greedy_cost = selection_cost(view, costs, greedy, roots)
+        greedy_s = time.perf_counter() - began
+        rows.append(size | {"extractor": name, "cost": greedy_cost, "bound": None, "gap": None, "optimal": False,
+                            "seconds": greedy_s, "first_incumbent_s": greedy_s, "enodes_after": None, "status": "-"})
+    runs = [("ilp-baseline", BASELINE), ("ilp-filter-highs", FILTERED)] + [
+        (f"ilp-exact-{s}", ILPSettings(solver=s)) for s in solvers]
     for name, settings in runs:
         if not available(settings.solver):
             print(f"  {name}: skipped ({SOLVERS[settings.solver].package} is not installed)")

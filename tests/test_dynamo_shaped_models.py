@@ -1,6 +1,5 @@
-"""MobileNetV3-Small, a LLaMA block, a GPT-2 block and a small UNet shaped like the dynamo exporter's output
-(tests/dynamo_shaped.py): they import with no opaque node but GPT-2's token-id Gather, evaluate in
-the IR like onnxruntime, and write back equal."""
+"""The zoo's exporter-shaped models at their small sizes (experiments/zoo): they import with no opaque
+node but GPT-2's token-id Gather, evaluate in the IR like onnxruntime, and write back equal."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,17 +8,16 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from dynamo_shaped import DYNAMO_SHAPED  # noqa: E402
-
 from eqsat import onnx as eo  # noqa: E402
 from eqsat.ir.evaluate import evaluate  # noqa: E402
+from experiments.zoo import ZOO  # noqa: E402
 
-OPAQUE = {"mobilenet_v3_small": [], "llama_block": [], "gpt2_block": ["Gather"], "small_unet": []}  # token ids: an integer tensor
+OPAQUE = {"mobilenet_v3_small": [], "llama_block": [], "gpt2": ["Gather"], "unet": []}  # token ids: an integer tensor
 
 
-@pytest.mark.parametrize("name", sorted(DYNAMO_SHAPED))
+@pytest.mark.parametrize("name", sorted(OPAQUE))
 def test_dynamo_shaped_models_import_evaluate_and_write_back_equal(tmp_path, name):
-    path = DYNAMO_SHAPED[name](tmp_path / f"{name}.onnx")
+    path = ZOO[name].write(tmp_path / f"{name}.onnx", seed=0, small=True)
     imported = eo.load(path)
     assert [o.split()[0] for o in imported.opaque] == OPAQUE[name], imported.opaque
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

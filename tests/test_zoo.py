@@ -110,6 +110,21 @@ def test_summary_counts_opaque_share_and_flags_files_under_the_floor():
     assert "2 models, geometric-mean measured ratio 0.778, worst 0.500; under 0.98: b 0.50" in lines[1]
 
 
+def test_measured_device_prices_are_compared_with_end_to_end_times_run_call_included():
+    base = {"model": "m", "search": "eqsat", "status": "ok", "predicted_gain": 1.1, "measured_ratio": 1.0}
+    rows = [base | {"device": "ort-cpu", "original_us": 900.0, "written_us": 800.0, "written_latency_us": 860.0,
+                    "input_ms": 1.0, "output_ms": 1.0},  # input priced 960 µs (-4%), written 860 µs (-14%)
+            base | {"device": "ort-cpu:2", "original_us": 500.0, "written_us": 500.0, "written_latency_us": 600.0,
+                    "input_ms": 1.0, "output_ms": 1.0},  # 600 µs against 1 ms: -40%
+            base | {"device": "h100", "original_us": 9.0, "written_us": 8.0, "input_ms": 1.0}]  # a roofline: no row
+    assert zoo_run.priced_latencies(rows[0]) == (960.0, 860.0)
+    table = zoo_run.format_prediction_table(rows).splitlines()
+    assert len(table) == 4 and "| -4% |" in table[2] and "| -14% |" in table[2] and "| -40% |" in table[3]
+    assert zoo_run.prediction_summary(rows) == [
+        "measured device: 2 of 4 priced files (inputs and written files of 2 cells) within 15% of their "
+        "end-to-end time; worst 40% off"]
+
+
 def test_a_changed_model_file_gets_a_new_cell_key(tmp_path):
     path = ZOO["lora_mlp"].write(tmp_path / "m.onnx", seed=0, small=True)
     before = zoo_run.digest(path)

@@ -134,11 +134,31 @@ def optimize_cell(model: str, digest: str, search: str, device: str, seed: int, 
     onnx_row = payload["onnx"]
     row |= {"status": "ok", "error": "", "search_s": payload["search_s"], "stop": payload["stop"],
             "original_us": payload["original_us"], "best_us": payload["best_us"],
-            "written_us": onnx_row.get("written_us"), "predicted_gain": payload["original_us"] / payload["best_us"],
+            "written_us": onnx_row.get("written_us"), "written_latency_us": onnx_row.get("written_latency_us"),
+            "predicted_gain": payload["original_us"] / payload["best_us"],
             "changed": not onnx_row["input_copied"], "max_diff": onnx_row["max_rel_difference"]}
     if not row["changed"]:
-        return row | {"measured_ratio": 1.0}
+        return row | {"measured_ratio": 1.0} | (measure_input(model, runs, seed) if is_measured(device) else {})
     return row | measure(model, str(out_file), runs, seed)
+
+
+def is_measured(device: str) -> bool:
+    """Whether ``device`` (``NAME[:options]``) prices kernels by timing them on this machine."""
+    from eqsat.cost.devices import MEASURED_DEVICES
+
+    return device.split(":", 1)[0] in MEASURED_DEVICES
+
+
+def measure_input(model: str, runs: int, seed: int) -> dict[str, Any]:
+    """The input alone end to end: what a measured device's price of an unchanged file is checked against."""
+    from eqsat.cost.measured.timer import time_files
+
+    try:
+        (a,) = time_files([model], "ENABLE_ALL", runs=runs, seed=seed, threads=1)
+    except Exception as exc:  # onnxruntime's errors have no common base class
+        return {"status": "not timed", "error": _one_line(f"onnxruntime could not time {model}: {exc}")}
+    return {"input_ms": a.median_us / 1e3, "output_ms": a.median_us / 1e3,
+            "input_spread": (a.p90_us - a.p10_us) / a.median_us, "timed_runs": a.runs}
 
 
 def measure(model: str, written: str, runs: int, seed: int) -> dict[str, Any]:
@@ -210,6 +230,63 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+PREDICTION_BOUND = 0.15  # issue 38: a measured device's price within 15% of the end-to-end time
+
+
+def _off(priced_us: Any, measured_ms: Any) -> float | None:
+    """Priced over measured, less one (None when either is missing)."""
+    if priced_us is None or not measured_ms:
+        return None
+    return priced_us / (measured_ms * 1e3) - 1.0
+
+
+def format_prediction_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Measured-device cells: the price of the input and of the written file against their
+    end-to-end times, and the predicted gain against the measured one."""
+    head = ("| model | search | device | input priced ms | input measured ms | off | written priced ms | "
+            "written measured ms | off | predicted gain | measured in/out | input p10-p90 spread |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        if not is_measured(r["device"]) or r["status"] != "ok" or not r.get("input_ms"):
+            continue
+        input_us, written_us = priced_latencies(r)
+        lines.append(
+            f"| {r['model']} | {r['search']} | {r['device']} | {_num(_ms(input_us), '.2f')} | "
+            f"{r['input_ms']:.2f} | {_num(_off(input_us, r['input_ms']), '+.0%')} | "
+            f"{_num(_ms(written_us), '.2f')} | {_num(r.get('output_ms'), '.2f')} | "
+            f"{_num(_off(written_us, r.get('output_ms')), '+.0%')} | {_num(r.get('predicted_gain'), '.3f')} | "
+            f"{_num(r.get('measured_ratio'), '.3f')} | {_num(r.get('input_spread'), '.0%')} |")
+    return "\n".join(lines)
+
+
+def priced_latencies(row: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A measured-device cell's predicted end-to-end latency of its input and of its written file:
+    the kernels' prices plus the runtime's fixed cost of a run (the written file's latency less its
+    kernels)."""
+    latency = row.get("written_latency_us")
+    if latency is None or row.get("written_us") is None or row.get("original_us") is None:
+        return None, None
+    return row["original_us"] + latency - row["written_us"], latency
+
+
+def _ms(us: Any) -> float | None:
+    return None if us is None else us / 1e3
+
+
+def prediction_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """How many measured-device prices fall within :data:`PREDICTION_BOUND` of the measured time."""
+    priced = [r for r in rows if is_measured(r["device"]) and r["status"] == "ok" and r.get("input_ms")]
+    if not priced:
+        return []
+    offs = [abs(v) for r in priced for v in (_off(priced_latencies(r)[0], r["input_ms"]),
+                                             _off(priced_latencies(r)[1], r.get("output_ms"))) if v is not None]
+    if not offs:
+        return []
+    within = sum(v <= PREDICTION_BOUND for v in offs)
+    return [f"measured device: {within} of {len(offs)} priced files (inputs and written files of {len(priced)} "
+            f"cells) within {PREDICTION_BOUND:.0%} of their end-to-end time; worst {max(offs):.0%} off"]
+
+
 FLOOR = 0.98  # issue 38: no written file slower than this fraction of its input's speed
 
 
@@ -262,12 +339,16 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Seq
     table = format_table(rows)
     note = (f"(tolerance: max |out - in| / max(1, max |in|) <= {TOLERANCE:g} in onnxruntime; measured in/out: "
             f"input median / written median, ORT_ENABLE_ALL, 1 thread; (=): the search kept the input, its file is "
-            f"the input copied, not timed; load average before {' '.join(load_before)}, after {' '.join(load_after)})")
-    closing = summary(rows)
+            f"the input copied, ratio 1, timed only on a measured device; load average before {' '.join(load_before)}, "
+            f"after {' '.join(load_after)})")
+    closing = summary(rows) + prediction_summary(rows)
+    predictions = format_prediction_table(rows)
     write_table(out, "zoo", rows, {"command": command, "load_before": load_before, "load_after": load_after,
                                    "summary": closing})
-    text = (f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n\n" + "\n".join(
-        f"- {line}" for line in closing) + "\n"
+    intro = ("Measured device, priced against end to end (off: priced / measured - 1; the input's price is "
+             "calibrated to its own end-to-end time, the written file's is a prediction):")
+    text = ((f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n\n"
+            + "\n".join(f"- {line}" for line in closing) + f"\n\n{intro}\n\n{predictions}\n")
     write_atomic(out / "zoo.md", text)
     print(table)
     print(note)

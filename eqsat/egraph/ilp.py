@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.egraph.solvers import Program, Solution, get_solver
+from eqsat.egraph.prune import prune
+from eqsat.egraph.solvers import REL_GAP, Program, Solution, get_solver
 from eqsat.egraph.view import EGraphView, selection_cost
 
 TIE_BREAK = 1e-7  # per node, relative to the greedy cost per e-class: among equal-cost choices, fewer nodes
@@ -62,13 +63,14 @@ class ILPSettings:
     warm_start: bool = True
     acyclic: str = "exact"
     prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
+    prune: bool = True  # drop e-nodes whose cost bound exceeds the start's cost (prune.py)
 
     def __post_init__(self) -> None:
         if self.acyclic not in ACYCLIC:
             raise ValueError(f"acyclic must be one of {', '.join(ACYCLIC)}, got {self.acyclic!r}")
 
 
-BASELINE = ILPSettings(solver="scipy", reduce=False, warm_start=False, acyclic="filter")
+BASELINE = ILPSettings(solver="scipy", reduce=False, warm_start=False, acyclic="filter", prune=False)
 FILTERED = ILPSettings(acyclic="filter")  # TENSAT's cycle filter, as before the exact formulation
 
 
@@ -392,10 +394,18 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
 
 def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
            settings: ILPSettings, deadline: float) -> tuple:
-    """The reduction, columns, levels, components, tie-break and program of :func:`ilp_extract`."""
+    """The reduction, columns, levels, components, tie-break, program and chain bound (prune.py;
+    -inf when not pruned or behind the filter) of :func:`ilp_extract`."""
     _check(deadline)
     removed = filter_cycles(view, greedy, roots, costs, deadline) if settings.acyclic == "filter" else set()
     _check(deadline)
+    chain = -np.inf
+    if settings.prune:
+        pruned = prune(view, costs, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()
+                                            if c not in view.const}, greedy_cost, deadline)
+        removed |= pruned.removed
+        chain = pruned.bound if settings.acyclic != "filter" else -np.inf  # the filter's is on what it keeps
+        _check(deadline)
     red = reduce(view, costs, roots, removed, dominance=settings.reduce, deadline=deadline)
     cols = [i for ns in red.candidates.values() for i in ns]
     _check(deadline)
@@ -407,7 +417,7 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
     program, rows = _program(view, costs, roots, red, cols, cutoff, tie, levels, deadline)
     _check(deadline)
-    return red, cols, levels, comps, tie, program, rows
+    return red, cols, levels, comps, tie, program, rows, chain
 
 
 def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
@@ -426,10 +436,16 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         if settings.prove_seconds is not None:  # a caller that cannot wait (optimize's merge judges)
             seconds = min(seconds, time.perf_counter() - began + settings.prove_seconds)
     try:
-        red, cols, levels, comps, tie, program, rows = _build(view, costs, roots, greedy, greedy_cost, settings,
-                                                             began + seconds)
+        red, cols, levels, comps, tie, program, rows, chain = _build(view, costs, roots, greedy, greedy_cost,
+                                                                    settings, began + seconds)
     except OutOfTime:
         return None
+    stats = red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)}
+    if chain >= greedy_cost - REL_GAP * abs(greedy_cost):  # the start is proved optimal: nothing to solve
+        cost = selection_cost(view, costs, greedy, roots)
+        low = min(chain, cost)
+        return ILPResult(greedy, cost, low, max(cost - low, 0.0) / cost if cost > 0 else 0.0, True,
+                         "Optimal (the chain bound meets the start)", 0, 0, time.perf_counter() - began, 0.0, stats)
     col = {i: k for k, i in enumerate(cols)}
     warm = settings.warm_start and solver.takes_start
     start = _start(view, roots, red, greedy, cols, levels) if warm else None
@@ -461,9 +477,12 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     cost = selection_cost(view, costs, choice, roots)
     whole = settings.acyclic != "filter"  # the filter's bound is only on what it keeps
     paid = tie * len(red.candidates)  # the most tie-break any solution can have paid
-    low = min(bound - paid, cost) if whole and np.isfinite(bound) else None
+    proved = max(bound - paid, chain)  # the chain bound needs no solver (prune.py)
+    low = min(proved, cost) if whole and np.isfinite(proved) else None
     gap = None if low is None else (max(cost - low, 0.0) / cost if cost > 0 else 0.0)
-    optimal = whole and sol.optimal
-    status = sol.status if whole else f"{sol.status} on the cycle-filtered e-graph only"
+    closed = gap is not None and gap <= REL_GAP and not sol.optimal  # by the chain bound
+    optimal = whole and (sol.optimal or closed)
+    status = ("Optimal (by the chain bound)" if closed else sol.status) if whole else \
+        f"{sol.status} on the cycle-filtered e-graph only"
     return ILPResult(choice, cost, low, gap, optimal, status, cuts, rounds, time.perf_counter() - began,
-                     first, red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)})
+                     first, stats)

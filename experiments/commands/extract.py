@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acyclic", choices=ACYCLIC, default="exact",
                    help="exact: e-class levels inside cycles, exact on the whole e-graph (default); filter: TENSAT's "
                         "cycle filter, then optimal only on what it keeps; lazy: cycle cuts added between solves")
+    p.add_argument("--no-prune", dest="prune", action="store_false",
+                   help="keep e-nodes that no term cheaper than the start can pick (default: drop them first)")
     p.add_argument("--json", dest="json_out", help="write the result (cost, gap, chosen node per e-class) here")
 
 
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     view, costs, roots = read_json(args.file)
     try:
         result = extract(view, costs, roots, args.extractor, args.seconds,
-                         ILPSettings(solver=args.solver, acyclic=args.acyclic))
+                         ILPSettings(solver=args.solver, acyclic=args.acyclic, prune=args.prune))
     except NoTermError as exc:
         raise NoTermError(f"{args.file}: {exc}") from None
     cost = selection_cost(view, costs, result.choice, roots)
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.json_out, {"file": args.file, "extractor": result.method, "cost": cost,
                                    "greedy_cost": result.greedy_cost, "gap": result.gap, "status": result.status,
                                    "bound": result.bound, "solver": args.solver, "acyclic": args.acyclic,
+                                   "prune": args.prune,
                                    "reduction": result.stats, "first_incumbent_s": result.first_incumbent_s,
                                    "seconds": result.seconds, "enodes": len(view.nodes), "eclasses": len(view.classes),
                                    "choice": {str(ids[c]): i for c, i in result.choice.items()}})

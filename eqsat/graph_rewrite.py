@@ -23,12 +23,19 @@ from eqsat.ir.graph import Graph, Node
 @dataclass(frozen=True)
 class Alternative:
     """``replacement`` computes what ``node`` computes, over ``node``'s own inputs; ``name`` is the
-    move's name in reports (``pet:split-W-2``), ``facts`` what the rewrite says about it."""
+    move's name in reports (``pet:split-W-2``), ``facts`` what the rewrite says about it;
+    ``marker`` a node only this alternative adds (default the replacement), whose e-class in the
+    e-graph's extraction says it was taken even after rules rewrote the rest of it."""
 
     node: Node
     replacement: Node
     name: str
     facts: tuple[tuple[str, Any], ...] = ()
+    marker: Node | None = None
+
+    @property
+    def mark(self) -> Node:
+        return self.replacement if self.marker is None else self.marker
 
     def inner(self) -> set[Node]:
         """The nodes the replacement adds: those between ``node``'s inputs and the replacement."""
@@ -64,22 +71,21 @@ def offered(rewrites: Iterable[GraphRewrite], graph: Graph) -> list[Alternative]
 @dataclass(frozen=True)
 class RewritesUsed:
     """What a search did with graph-level rewrites: how many alternatives it was offered, and the
-    ones its best graph takes (their replacement is in it, whole), as report rows."""
+    ones its best graph took (the search says which), as report rows."""
 
     offered: int = 0
     chosen: tuple[dict[str, Any], ...] = ()
     closest: dict[str, Any] | None = None  # the alternative whose price comes nearest its node's, priced alone
 
     @classmethod
-    def of(cls, alternatives: Iterable[Alternative], graph: Graph, best: Graph,
+    def of(cls, alternatives: Iterable[Alternative], graph: Graph, taken: Iterable[Alternative],
            model: CostModel | None = None) -> RewritesUsed:
-        """The record of ``alternatives`` offered while searching from ``graph`` to ``best``: an
-        alternative is chosen when ``best`` holds its replacement and no longer its node; ``where``
-        names the node by its op and index among the input's nodes of that op. With ``model``,
+        """The record of ``alternatives`` offered while searching from ``graph``, ``taken`` those
+        the best graph took; ``where`` names a node by its op and index among the input's nodes of
+        that op. With ``model``,
         ``closest`` is the alternative with the lowest ratio of its own nodes' price to its node's
         (what says why none was taken, or by how much one paid)."""
         alts = {a.replacement: a for a in alternatives}  # one per replacement: the α search may offer it again
-        nodes = set(best.nodes())
         by_op: dict[str, list[Node]] = {}
         for n in graph.nodes():
             by_op.setdefault(n.op, []).append(n)
@@ -89,7 +95,7 @@ class RewritesUsed:
             where = f"{a.node.op} {same.index(a.node)}" if a.node in same else f"{a.node.op} (rewritten)"
             return {"rewrite": a.name, "where": where, **dict(a.facts)}
 
-        chosen = tuple(row(a) for a in alts.values() if a.replacement in nodes and a.node not in nodes)
+        chosen = tuple(row(a) for a in dict.fromkeys(taken))
         closest = None
         if model is not None and alts:
             priced = [(sum(model.node_time_us(n, graph.dtype) for n in a.inner()),

@@ -18,6 +18,7 @@ from functools import lru_cache
 from eqsat.graph_rewrite import Alternative, GraphRewrite
 from eqsat.ir.evaluate import compare_graphs
 from eqsat.ir.graph import Graph, Node, input_, node, weight
+from eqsat.ir.ops import numel
 from pet.programs import ConvProblem, candidates
 from pet.splice import conv_problem, corrections, transformed_layer
 
@@ -47,7 +48,8 @@ def _small_verified(small: Node, q: ConvProblem, name: str) -> bool:
 @lru_cache(maxsize=4096)
 def pet_alternatives(n: Node) -> tuple[Alternative, ...]:
     """Every verified PET transformation of the conv ``n`` (none for another node), with the
-    number of correction kernels and the share of the output they recompute."""
+    number of correction kernels and the share of the output they recompute; its marker is the
+    program's conv, which rules may rewrite (unfuse its activation) while it stays in its e-class."""
     p = conv_problem(n)
     if p is None:
         return ()
@@ -56,8 +58,10 @@ def pet_alternatives(n: Node) -> tuple[Alternative, ...]:
         if not verified(n, p, t.name):
             continue
         kernels, share = corrections(p, t.name)
-        out.append(Alternative(n, transformed_layer(n, p, t.name), f"pet:{t.name}",
-                               (("transformation", t.name), ("corrections", len(kernels)), ("overhead", share))))
+        alt = Alternative(n, transformed_layer(n, p, t.name), f"pet:{t.name}",
+                          (("transformation", t.name), ("corrections", len(kernels)), ("overhead", share)))
+        program = max((x for x in alt.inner() if x.op == "conv2d"), key=lambda x: numel(x.shape))
+        out.append(replace(alt, marker=program))  # the program's conv: the largest conv it adds
     return tuple(out)
 
 

@@ -233,9 +233,10 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
     bar.close()
     elapsed = time.perf_counter() - start
     steps, graphs = _path(parent, best.graph)
+    alts = list(expand.offered.values())
     work = AlphaWork(limits, expanded, generated, tuple(steps),
                      tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches, tuple(graphs),
-                     RewritesUsed.of(expand.offered.values(), graph, best.graph, model))
+                     RewritesUsed.of(alts, graph, _taken(alts, graph, steps, graphs), model))
     return SearchResult("taso", graph.name, model.name, root.cost, best.cost, best.graph, elapsed, stop, work,
                         {"search": elapsed})
 
@@ -269,6 +270,21 @@ class AlphaSearch:
 
 TASO_BUDGETS: Mapping[str, int] = {"bert": 100, "nasrnn": 100, "resnext50": 100, "nasnet_a": 100,
                                    "inception_v3": 30, "resnet50": 1000}
+
+
+def _taken(offered: Iterable[Alternative], graph: Graph, steps: Sequence[Step],
+           graphs: Sequence[Graph]) -> list[Alternative]:
+    """The graph-level alternatives applied on the path to the best graph, each at its step."""
+    by_name: dict[str, list[Alternative]] = {}
+    for a in offered:
+        by_name.setdefault(a.name, []).append(a)
+    taken, before = [], graph
+    for step, after in zip(steps, graphs):
+        if step.rule in by_name:
+            was, now = set(before.nodes()), set(after.nodes())
+            taken += [a for a in by_name[step.rule] if a.node in was and a.node not in now and a.replacement in now]
+        before = after
+    return taken
 
 
 def _path(parent: dict[Graph, tuple[Graph | None, str, float]], last: Graph) -> tuple[list[Step], list[Graph]]:

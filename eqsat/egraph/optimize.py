@@ -19,6 +19,7 @@ from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
 from eqsat.egraph.extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
+from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.relevance import relevant_rules
 from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
@@ -309,7 +310,8 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     compile_s = time.perf_counter() - start
     leaves = {n.attr("name"): n for n in graph.leaves()}
     alternatives = offered(limits.graph_rewrites, graph)  # verified by their rewrite before they enter
-    pairs = [Graph((a.node, a.replacement), graph.dtype, graph.name) for a in alternatives]
+    pairs = [Graph((a.node, a.replacement, a.mark), graph.dtype, graph.name) for a in alternatives]
+    marks = [alternative_let(k, pair.nodes().index(a.mark)) for k, (a, pair) in enumerate(zip(alternatives, pairs))]
     rewrite_s = time.perf_counter() - start - compile_s
 
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
@@ -351,13 +353,27 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     if best_us > original:
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
+    reached = _reached(view, choice, roots) if best is not graph else set()
+    taken = [a for a, let in zip(alternatives, marks) if view.lets.get(let) in reached]
     work = EGraphWork(limits, report, len(view.classes), greedy_us, method, gap, status,
-                      RewritesUsed.of(alternatives, graph, best, model))
+                      RewritesUsed.of(alternatives, graph, taken, model))
     timings = {"compile": compile_s, "load": report.load_s, "saturate": saturate_s, "extract": extract_s}
     if alternatives:
         timings["graph_rewrites"] = rewrite_s
     return SearchResult("eqsat", graph.name, model.name, original, best_us, best, time.perf_counter() - start,
                         report.stop, work, timings)
+
+
+def _reached(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> set[Any]:
+    """The e-classes an extraction's graph uses."""
+    seen: set[Any] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c not in seen:
+            seen.add(c)
+            stack.extend(view.nodes[choice[c]].children)
+    return seen
 
 
 class EGraphSearch:

@@ -28,7 +28,7 @@ from typing import Any
 
 import egglog.bindings as egglog
 
-from eqsat.egraph.language import HEADER, egg_string, split_proj_attrs
+from eqsat.egraph.language import HEADER, alternative_let, egg_string, split_proj_attrs
 from eqsat.egraph.limits import Iteration, Limits, MemoryLimitError, RunReport, growth, over_memory, rss_gb
 from eqsat.egraph.rewrites import Compiled, compile_rules
 from eqsat.ir.graph import Graph, Node
@@ -106,15 +106,16 @@ class EGraphRunner:
     # ------------------------------------------------------------------ insertion
     def insert(self, graph: Graph, alternatives: Sequence[Graph] = ()) -> list[str]:
         """Add ``graph`` one ``let`` per node; returns the let names of its outputs. Each of
-        ``alternatives`` is a graph of two outputs, a node of ``graph`` and what may replace it
-        (a graph-level rewrite, :mod:`eqsat.graph_rewrite`): its new nodes are added and the two
-        are made one e-class, so extraction may choose either and the rules apply to both."""
+        ``alternatives`` is a graph whose first two outputs are a node of ``graph`` and what may
+        replace it (a graph-level rewrite, :mod:`eqsat.graph_rewrite`): its new nodes are added
+        (named by :func:`alternative_let`) and the two are made one e-class, so extraction may
+        choose either and the rules apply to both."""
         names = self._terms(graph, "$n")
         self.roots = [names[o] for o in graph.outputs]
         unions = []
         for k, pair in enumerate(alternatives):
-            known = self._terms(pair, f"$a{k}_", known=names)
-            a, b = (known[o] for o in pair.outputs)
+            known = self._terms(pair, alternative_let(k, ""), known=names)
+            a, b = (known[o] for o in pair.outputs[:2])
             unions.append(f"(union {a} {b})")
         self._send_lines(unions)
         return self.roots

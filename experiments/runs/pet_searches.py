@@ -64,6 +64,8 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
         for r in (r for r in rows if r["device"] == device):
             pet = f"{r['pet_transformations']} ({r['corrected_share']:.1%} corrected)" if r["pet_transformations"] \
                 else "-"
+            if r["pet_transformations"] and "input kept" in r["stop"]:
+                pet += " then the input kept (see stop)"
             if r["closest_pet"]:
                 pet += (f"; nearest: {r['closest_pet']} {r['closest_pet_us']:.2f} µs for a conv of "
                         f"{r['closest_conv_us']:.2f} µs")

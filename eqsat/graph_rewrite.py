@@ -107,6 +107,15 @@ class RewritesUsed:
     def summary(self) -> str:
         return f"{len(self.chosen)} of {self.offered} graph-level alternatives taken" if self.offered else ""
 
+    def detail_lines(self) -> list[str]:
+        """One line per alternative taken, and the nearest one's price against its node's."""
+        lines = [f"took {c['rewrite']} at {c['where']}" for c in self.chosen]
+        if self.closest:
+            c = self.closest
+            lines.append(f"nearest alternative: {c['rewrite']} at {c['where']}, {c['alternative_us']:.2f} µs "
+                         f"for a node of {c['node_us']:.2f} µs")
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         if not self.offered:
             return {}

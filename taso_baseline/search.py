@@ -77,7 +77,7 @@ class AlphaWork:
     def detail_lines(self) -> list[str]:
         """The rewrite path to the best graph, one line per step."""
         return [f"{i:2d}. {s.rule:24s} {s.cost_us:10.2f} µs  {s.ratio_to_best:.3f}x best so far"
-                for i, s in enumerate(self.path, start=1)]
+                for i, s in enumerate(self.path, start=1)] + self.rewrites.detail_lines()
 
     def to_dict(self) -> dict[str, Any]:
         lim = self.limits

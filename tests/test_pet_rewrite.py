@@ -61,6 +61,7 @@ def test_the_egraph_takes_a_pet_rewrite_that_pays_and_its_graph_equals_the_input
     used = result.work.rewrites
     assert used.offered == len(pet_alternatives(graph.outputs[0].inputs[0])) and len(used.chosen) == 1
     assert used.chosen[0]["where"] == "conv2d 0" and used.chosen[0]["corrections"] > 0
+    assert f"took {used.chosen[0]['rewrite']} at conv2d 0" in result.work.detail_lines()
     assert result.best_us < result.original_us and result.verified.equal
     assert any(n.op == "concat" for n in result.best.nodes())  # the corrections are in the extracted graph
     check = compare_graphs(graph, result.best, trials=2, seed=3)
@@ -96,3 +97,15 @@ def test_the_four_searches_run_from_one_command_in_quick_mode(tmp_path):
     assert [r["search"] for r in rows] == ["taso", "eqsat", "pet", "eqsat+pet"]
     inside = rows[-1]
     assert inside["closest_pet"] and inside["closest_pet_us"] > inside["closest_conv_us"]
+
+
+def test_a_search_with_pet_inside_takes_its_own_search_s_flags(tmp_path):
+    import json
+
+    from experiments.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["optimize", "csrnet_backend", "--search", "taso+pet", "--budget", "1", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())
+    assert row["search"] == "taso+pet" and row["budget"] == 1 and row["alternatives_offered"] > 0
+    assert main(["optimize", "csrnet_backend", "--search", "taso+pet", "--nodes", "5"]) == 2

@@ -63,7 +63,7 @@ class EGraphWork:
         for it in self.report.iterations:
             top = ", ".join(f"{k} {v}" for k, v in sorted(it.matches.items(), key=lambda kv: -kv[1])[:3])
             lines.append(f"iteration {it.index:2d}: {it.enodes:7d} e-nodes {it.seconds:6.2f} s  top matches: {top}")
-        return lines
+        return lines + self.rewrites.detail_lines()
 
     def to_dict(self) -> dict[str, Any]:
         rep, lim = self.report, self.limits

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from eqsat.cost.roofline import CostModel
 from eqsat.errors import EqsatError
+from eqsat.graph_rewrite import GraphRewrite
 from eqsat.ir.evaluate import Comparison, compare_graphs
 from eqsat.ir.graph import Graph
 from eqsat.ir.recompute import graph_flops, recomputations, without_recomputation
@@ -148,6 +149,28 @@ class Pipeline:
         return SearchResult(self.name, first.model, first.device, first.original_us, last.best_us, last.best,
                             sum(r.search_s for r in results), "; ".join(f"{r.search}: {r.stop}" for r in results),
                             PipelineWork(tuple(results)), timings)
+
+
+class WithGraphRewrites:
+    """A search that also applies graph-level rewrites (:mod:`eqsat.graph_rewrite`) through its
+    limits' ``graph_rewrites``: TENSAT with PET's transformations inside its e-graph, the α search
+    with them among its moves. Presets and rules are the search's own; the result is named ``name``."""
+
+    def __init__(self, search: Search, name: str, rewrites: Sequence[GraphRewrite]):
+        self.search, self.name, self.rewrites = search, name, tuple(rewrites)
+        self.presets = search.presets
+        self.default_preset = search.default_preset
+        self.default_rule_sets = search.default_rule_sets
+
+    def limits(self, preset: str, model: str = "") -> Any:
+        return replace(self.search.limits(preset, model), graph_rewrites=self.rewrites)
+
+    def warm(self) -> None:
+        self.search.warm()
+
+    def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult:
+        result = self.search.run(graph, rules, cost_model, replace(limits, graph_rewrites=self.rewrites))
+        return replace(result, search=self.name)
 
 
 def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:

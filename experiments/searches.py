@@ -21,24 +21,34 @@ if TYPE_CHECKING:
     from eqsat.search import Search, SearchResult
 
 ALPHA, EGRAPH, PET = "taso", "eqsat", "pet"  # the names callers use; each class's ``name`` is the same string
-EGRAPH_PET = f"{EGRAPH}+{PET}"  # a pipeline's name joins its stages' names
+EGRAPH_PET, ALPHA_PET = f"{EGRAPH}+{PET}", f"{ALPHA}+{PET}"  # a search with PET's rewrites inside
 
 
 @dataclass(frozen=True)
 class SearchRow:
     """A registered search: its class as ``"module:class"`` (imported on first use, so listing the
-    names costs nothing) and the label reports print."""
+    names costs nothing), the label reports print, and the graph-level rewrites (rows of
+    :data:`GRAPH_REWRITES`) it applies beside its rules."""
 
     target: str | tuple[str, ...]  # or a pipeline: the names of searches run one after another
     label: str
+    graph_rewrites: tuple[str, ...] = ()
 
+
+GRAPH_REWRITES: dict[str, str] = {PET: "pet.rewrite:PET_REWRITE"}  # name -> its GraphRewrite as "module:value"
 
 SEARCHES: dict[str, SearchRow] = {
     ALPHA: SearchRow("taso_baseline.search:AlphaSearch", "TASO α search"),
     EGRAPH: SearchRow("eqsat.egraph.optimize:EGraphSearch", "TENSAT e-graph"),
     PET: SearchRow("pet.search:PetSearch", "PET"),
-    EGRAPH_PET: SearchRow((EGRAPH, PET), "TENSAT then PET"),
+    EGRAPH_PET: SearchRow("eqsat.egraph.optimize:EGraphSearch", "TENSAT with PET's rewrites", (PET,)),
+    ALPHA_PET: SearchRow("taso_baseline.search:AlphaSearch", "TASO α search with PET's rewrites", (PET,)),
 }
+
+
+def _value(target: str) -> Any:
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @cache
@@ -46,13 +56,17 @@ def get_search(name: str) -> Search:
     """The registered search ``name`` (one instance per process), or a clear error listing them."""
     if name not in SEARCHES:
         raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}")
-    target = SEARCHES[name].target
-    if isinstance(target, tuple):
+    row = SEARCHES[name]
+    if isinstance(row.target, tuple):
         from eqsat.search import Pipeline
 
-        return Pipeline([get_search(stage) for stage in target])
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)()
+        return Pipeline([get_search(stage) for stage in row.target])
+    engine = _value(row.target)()
+    if row.graph_rewrites:
+        from eqsat.search import WithGraphRewrites
+
+        return WithGraphRewrites(engine, name, [_value(GRAPH_REWRITES[r]) for r in row.graph_rewrites])
+    return engine
 
 
 def preset_limits(search: Search, name: str, model: str = "") -> Any:
@@ -95,7 +109,7 @@ def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
     if key not in _PREPARED:
         t0 = time.perf_counter()
         rules = default_rules(rule_sets or get_search(search).default_rule_sets)
-        if search == EGRAPH:
+        if SEARCHES[search].target == SEARCHES[EGRAPH].target:
             compile_rules(rules, multi=True)
             for rule in rules:
                 rule_signatures(rule, False)  # the exact key relevant_rules uses
@@ -153,7 +167,7 @@ def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int 
     from eqsat.models import build
 
     engine = get_search(search)
-    if search == ALPHA:
+    if SEARCHES[search].target == SEARCHES[ALPHA].target:
         limits = limits_for(engine, model, quick, alpha=alpha, budget=budget)
         if time_limit != "paper":
             limits = replace(limits, time_limit=time_limit)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from eqsat.ir.graph import Graph, Node, node, rebuild, split, topo_order
 from eqsat.ir.opspec import _window_out
 from pet.programs import ConvProblem, candidates
-from pet.verify import CorrectionKernel, correction_kernels, verify
+from pet.verify import CorrectionKernel, correction_kernels, overhead, verify
 
 
 def conv_problem(n: Node) -> ConvProblem | None:
@@ -109,6 +110,20 @@ def _assemble(program: Node, fixes: Sequence[tuple[CorrectionKernel, Node]]) -> 
     return bands[0] if len(bands) == 1 else node("concat", *bands, axis=2)
 
 
+@lru_cache(maxsize=1024)
+def _corrections(spatial: ConvProblem, name: str) -> tuple[tuple[CorrectionKernel, ...], float]:
+    v = verify(spatial, transformation_of(spatial, name))
+    kernels = correction_kernels(v)
+    return tuple(kernels), overhead(v, kernels)
+
+
+def corrections(p: ConvProblem, name: str) -> tuple[tuple[CorrectionKernel, ...], float]:
+    """The correction kernels of transformation ``name`` of ``p`` and the output share they
+    recompute, verified on one image and two channels (the boxes depend on the spatial
+    configuration alone, so layers that share it share the answer: it is kept)."""
+    return _corrections(replace(p, N=1, C=2, O=2), name)
+
+
 def transformed_layer(conv: Node, p: ConvProblem, name: str) -> Node:
     """What replaces ``conv`` under transformation ``name``: program, corrections, assembly."""
     t = transformation_of(p, name)
@@ -116,7 +131,7 @@ def transformed_layer(conv: Node, p: ConvProblem, name: str) -> Node:
     x_leaf, w_leaf = p.leaves()
     x = conv.inputs[0]
     (program,) = _substitute(template.outputs, {x_leaf: x, w_leaf: conv.inputs[1]}, conv)
-    kernels = correction_kernels(verify(replace(p, N=1, C=2, O=2), t))
+    kernels, _ = corrections(p, name)
     return _assemble(program, [(k, _correction(k, p, x, conv)) for k in kernels])
 
 

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.graph_rewrite import Alternative, GraphRewrite, RewritesUsed
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import FULL_RULE_SETS, default_rules
@@ -67,14 +68,16 @@ class AlphaWork:
     trace: tuple[TracePoint, ...]
     matches: Mapping[str, int]
     path_graphs: tuple[Graph, ...] = ()  # the graph after each step of ``path`` (not in to_dict)
+    rewrites: RewritesUsed = RewritesUsed()  # graph-level alternatives offered and taken
 
     def summary(self) -> str:
-        return f"{self.expanded} expanded"
+        used = f", {self.rewrites.summary()}" if self.rewrites.offered else ""
+        return f"{self.expanded} expanded{used}"
 
     def detail_lines(self) -> list[str]:
         """The rewrite path to the best graph, one line per step."""
         return [f"{i:2d}. {s.rule:24s} {s.cost_us:10.2f} µs  {s.ratio_to_best:.3f}x best so far"
-                for i, s in enumerate(self.path, start=1)]
+                for i, s in enumerate(self.path, start=1)] + self.rewrites.detail_lines()
 
     def to_dict(self) -> dict[str, Any]:
         lim = self.limits
@@ -82,7 +85,8 @@ class AlphaWork:
                 "expanded": self.expanded, "generated": self.generated,
                 "path": [asdict(s) for s in self.path],
                 "trace": [[t.seconds, t.expanded, t.best_us] for t in self.trace],
-                "top_matches": dict(sorted(self.matches.items(), key=lambda kv: -kv[1])[:20])}
+                "top_matches": dict(sorted(self.matches.items(), key=lambda kv: -kv[1])[:20]),
+                **self.rewrites.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ class AlphaLimits:
     graphs, stop after ``time_limit`` seconds (None: no limit); ``multi`` adds the two-output
     rules (TASO applies its multi-output substitutions in one step: QKV's three projections merge
     in two steps instead of needing a pair move, which α = 1.05 prunes as 10% worse),
-    ``pair_move`` the merge of two same-type ops, ``max_ops_factor`` TASO's size limit."""
+    ``pair_move`` the merge of two same-type ops, ``max_ops_factor`` TASO's size limit;
+    ``graph_rewrites`` (:mod:`eqsat.graph_rewrite`) offer whole alternatives as moves beside the rules'."""
 
     alpha: float = 1.05
     budget: int = 300
@@ -99,6 +104,7 @@ class AlphaLimits:
     pair_move: bool = True
     multi: bool = True
     max_ops_factor: float = 2.0
+    graph_rewrites: tuple[GraphRewrite, ...] = ()
 
     def __post_init__(self) -> None:
         if not (self.alpha >= 1.0 and math.isfinite(self.alpha)):
@@ -125,14 +131,19 @@ class Expander:
     """Produces every (rule name, replacement) of an expanded state.
 
     ``rewrite_constants`` also rewrites inside weight-only subgraphs (off by default: they are
-    folded at compile time, see :func:`constant_only_change`).
+    folded at compile time, see :func:`constant_only_change`). Each alternative of
+    ``graph_rewrites`` is a move too, on any node but those an alternative added (a rewrite
+    applies to the graph, not to its own output, as in the e-graph); ``offered`` keeps them all.
     """
 
     def __init__(self, rules: Iterable[Rule], multi: bool = False, pair_move: bool = True,
-                 rewrite_constants: bool = False):
+                 rewrite_constants: bool = False, graph_rewrites: Sequence[GraphRewrite] = ()):
         self.index = RuleIndex(compile_rules(rules, multi=multi))
         self.pair_move = pair_move
         self.rewrite_constants = rewrite_constants
+        self.graph_rewrites = tuple(graph_rewrites)
+        self.offered: dict[Node, Alternative] = {}  # by replacement
+        self.added: set[Node] = set()  # nodes some alternative added
 
     def __call__(self, ex: Expanded) -> Iterator[tuple[str, dict[Node, Node]]]:
         by_op: dict[str, list[Node]] = {}
@@ -152,6 +163,15 @@ class Expander:
         if self.pair_move:
             for move in pair_moves(ex):
                 yield move.name, move.replacement
+        for rw in self.graph_rewrites:
+            for n in ex.order:
+                if n.is_leaf or (n.is_const and not self.rewrite_constants) or n in self.added:
+                    continue
+                for alt in rw.at(n):
+                    if alt.replacement not in self.offered:
+                        self.offered[alt.replacement] = alt
+                        self.added |= alt.inner()
+                    yield alt.name, {n: alt.replacement}
 
 
 def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | Device | CostModel = DEFAULT_DEVICE,
@@ -162,7 +182,8 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
     model = cost_model(cost)
     alpha, budget, time_limit = limits.alpha, limits.budget, limits.time_limit
     expand = expander or Expander(default_rules(FULL_RULE_SETS) if rules is None else rules, multi=limits.multi,
-                                  pair_move=limits.pair_move)
+                                  pair_move=limits.pair_move, graph_rewrites=limits.graph_rewrites)
+    expand.offered.clear()  # this run's alternatives (a caller's expander may have served others)
     start = time.perf_counter()
     root = initial_state(graph, model)
     op_limit = limits.max_ops_factor * root.ops
@@ -212,8 +233,10 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
     bar.close()
     elapsed = time.perf_counter() - start
     steps, graphs = _path(parent, best.graph)
+    alts = list(expand.offered.values())
     work = AlphaWork(limits, expanded, generated, tuple(steps),
-                     tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches, tuple(graphs))
+                     tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches, tuple(graphs),
+                     RewritesUsed.of(alts, graph, _taken(alts, graph, steps, graphs), model))
     return SearchResult("taso", graph.name, model.name, root.cost, best.cost, best.graph, elapsed, stop, work,
                         {"search": elapsed})
 
@@ -247,6 +270,21 @@ class AlphaSearch:
 
 TASO_BUDGETS: Mapping[str, int] = {"bert": 100, "nasrnn": 100, "resnext50": 100, "nasnet_a": 100,
                                    "inception_v3": 30, "resnet50": 1000}
+
+
+def _taken(offered: Iterable[Alternative], graph: Graph, steps: Sequence[Step],
+           graphs: Sequence[Graph]) -> list[Alternative]:
+    """The graph-level alternatives applied on the path to the best graph, each at its step."""
+    by_name: dict[str, list[Alternative]] = {}
+    for a in offered:
+        by_name.setdefault(a.name, []).append(a)
+    taken, before = [], graph
+    for step, after in zip(steps, graphs):
+        if step.rule in by_name:
+            was, now = set(before.nodes()), set(after.nodes())
+            taken += [a for a in by_name[step.rule] if a.node in was and a.node not in now and a.replacement in now]
+        before = after
+    return taken
 
 
 def _path(parent: dict[Graph, tuple[Graph | None, str, float]], last: Graph) -> tuple[list[Step], list[Graph]]:

@@ -101,13 +101,12 @@ def test_pet_optimize_takes_an_onnx_file_and_writes_a_checked_model(tmp_path):
     assert out.exists() and '"search": "pet"' in report.read_text()
 
 
-def test_tensat_then_pet_is_one_search_whose_stages_each_keep_their_record():
+def test_a_pipeline_of_searches_keeps_each_stage_s_record():
     from eqsat.search import Pipeline
     from experiments.runs.pet_searches import pet_choices, table_row
     from experiments.searches import result_row
 
-    pipeline = get_search("eqsat+pet")
-    assert isinstance(pipeline, Pipeline) and [s.name for s in pipeline.stages] == ["eqsat", "pet"]
+    pipeline = Pipeline([get_search("eqsat"), get_search("pet")])
     limits = pipeline.limits("quick")
     assert limits[1] == PetSearch.presets["quick"]
     graph, _ = conv_model()

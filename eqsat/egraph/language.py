@@ -85,3 +85,8 @@ def split_proj_attrs(axis: int, index: int) -> tuple[tuple[str, Any], ...]:
 
 def egg_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def alternative_let(k: int, i: int) -> str:
+    """The let name of node ``i`` (in topological order) of graph-level alternative ``k``."""
+    return f"$a{k}_{i}"

@@ -9,6 +9,7 @@ import resource
 from dataclasses import dataclass, field
 
 from eqsat.errors import EqsatError
+from eqsat.graph_rewrite import GraphRewrite
 
 
 def rss_gb() -> float:
@@ -43,7 +44,8 @@ class Limits:
     multi-pattern rules in 1. ``extract`` is ``ilp`` (exact, up to ``ilp_seconds``) or ``greedy``.
     ``memory_gb`` caps the saturating process's resident memory, checked after every iteration and
     batch like the node and time caps (a run stops with the best graph so far) and while rules load:
-    one egglog iteration can grow without bound, and the kernel's OOM kill loses everything."""
+    one egglog iteration can grow without bound, and the kernel's OOM kill loses everything.
+    ``graph_rewrites`` (:mod:`eqsat.graph_rewrite`) add whole alternatives the rules cannot state."""
 
     iterations: int = 15
     nodes: int = 50_000
@@ -58,6 +60,7 @@ class Limits:
     ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
     dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
     memory_gb: float = 4.0  # resident memory of the saturating process
+    graph_rewrites: tuple[GraphRewrite, ...] = ()  # their alternatives join the input's e-classes before saturation
 
     def __post_init__(self) -> None:
         if self.extract not in ("ilp", "greedy"):

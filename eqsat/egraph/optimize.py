@@ -19,11 +19,13 @@ from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
 from eqsat.egraph.extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
+from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.relevance import relevant_rules
 from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
 from eqsat.egraph.serialize import write_json as write_egraph_json
 from eqsat.errors import EqsatError
+from eqsat.graph_rewrite import RewritesUsed, offered
 from eqsat.ir.graph import Graph
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS
@@ -42,6 +44,7 @@ class EGraphWork:
     extract: str
     gap: float | None  # None: greedy only
     ilp_status: str
+    rewrites: RewritesUsed = RewritesUsed()  # graph-level alternatives offered and taken
 
     @property
     def enodes(self) -> int:
@@ -50,7 +53,9 @@ class EGraphWork:
     def summary(self) -> str:
         detail = (f" (gap {self.gap:.2g})" if self.gap is not None else
                   "" if self.ilp_status == "not run" else f" ({self.ilp_status})")
-        return f"{self.enodes} e-nodes, {len(self.report.iterations)} iterations, extraction {self.extract}{detail}"
+        used = f", {self.rewrites.summary()}" if self.rewrites.offered else ""
+        return (f"{self.enodes} e-nodes, {len(self.report.iterations)} iterations, "
+                f"extraction {self.extract}{detail}{used}")
 
     def detail_lines(self) -> list[str]:
         """One line per iteration: e-nodes, seconds and the rules that matched most."""
@@ -58,7 +63,7 @@ class EGraphWork:
         for it in self.report.iterations:
             top = ", ".join(f"{k} {v}" for k, v in sorted(it.matches.items(), key=lambda kv: -kv[1])[:3])
             lines.append(f"iteration {it.index:2d}: {it.enodes:7d} e-nodes {it.seconds:6.2f} s  top matches: {top}")
-        return lines
+        return lines + self.rewrites.detail_lines()
 
     def to_dict(self) -> dict[str, Any]:
         rep, lim = self.report, self.limits
@@ -69,7 +74,7 @@ class EGraphWork:
                 "rules_compiled": rep.rules_compiled, "multi_compiled": rep.multi_compiled,
                 "egglog_rules": rep.egglog_rules, "rules_skipped": rep.rules_skipped,
                 "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
-                               for it in rep.iterations]}
+                               for it in rep.iterations], **self.rewrites.to_dict()}
 
 
 Optimum = Callable[[EGraphView, list[str]], tuple[float, Graph]]
@@ -78,11 +83,12 @@ what merges by need are judged by, and whose ops they pair."""
 
 
 def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any = None,
-              optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
+              optimum: Optimum | None = None, alternatives: Sequence[Graph] = ()
+              ) -> tuple[EGraphView, list[str], RunReport, float]:
     from eqsat.egraph.runner import EGraphRunner  # egglog: only where the e-graph lives
 
     runner = EGraphRunner(rules, memory_gb=limits.memory_gb)
-    roots = runner.insert(graph)
+    roots = runner.insert(graph, alternatives)
     t0 = time.perf_counter()
     judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
     report = runner.run(limits, on_iteration, judge)
@@ -134,21 +140,22 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             while not conn.poll(PARENT_POLL_S):
                 if os.getppid() != parent:
                     return
-            rules, graph, limits = conn.recv()
+            rules, graph, limits, alternatives = conn.recv()
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
         host = hosts.pick(rules)
-        if not _run_job(conn, rules, graph, limits, host):
+        if not _run_job(conn, rules, graph, limits, host, alternatives):
             hosts.drop(host)  # a failed job may leave it in any state
 
 
-def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None) -> bool:
+def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
+             alternatives: Sequence[Graph] = ()) -> bool:
     """Run one job, sending its progress and result; whether it ended cleanly (``host`` back as it was)."""
     from eqsat.egraph.runner import EGraphRunner
 
     try:
         runner = EGraphRunner(rules, host=host, memory_gb=limits.memory_gb)
-        roots = runner.insert(graph)
+        roots = runner.insert(graph, alternatives)
         conn.send(("started", None))
         t0 = time.perf_counter()
         size, risky = [runner.size()], [False]
@@ -220,9 +227,11 @@ class SaturationWorker:
         child.close()
 
     def saturate(self, rules: Compiled, graph: Graph, limits: Limits, grace_s: float = 90.0,
-                 optimum: Optimum | None = None) -> tuple[EGraphView, list[str], RunReport, float]:
+                 optimum: Optimum | None = None, alternatives: Sequence[Graph] = ()
+                 ) -> tuple[EGraphView, list[str], RunReport, float]:
         """Saturate in the worker, which is killed ``TIME_SLACK`` past ``limits.seconds`` after it
-        has loaded the rules (loading may take up to ``grace_s``).
+        has loaded the rules (loading may take up to ``grace_s``); ``alternatives`` as
+        :meth:`EGraphRunner.insert` takes them.
 
         egglog cannot interrupt an iteration, so one exploding iteration could run (and grow)
         without bound. On a kill the result is the worker's last snapshot (see :func:`_worker`)
@@ -235,7 +244,7 @@ class SaturationWorker:
         # the extractor's solver loads while this process would only wait for the worker
         threading.Thread(target=importlib.import_module, args=("scipy.optimize",), daemon=True).start()
         try:
-            self.conn.send((rules, graph, limits))
+            self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives)))
             while True:
                 left = deadline - time.perf_counter()
                 if left <= 0 or not self.conn.poll(left):
@@ -268,7 +277,7 @@ class SaturationWorker:
                            f"{len(report.iterations)} iterations)")
             return view, roots, report, time.perf_counter() - began
         replay = replace(limits, iterations=len(finished))
-        view, roots, report, _ = _saturate(rules, graph, replay, optimum=optimum)
+        view, roots, report, _ = _saturate(rules, graph, replay, optimum=optimum, alternatives=alternatives)
         report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
         return view, roots, report, time.perf_counter() - began
 
@@ -300,6 +309,10 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
     leaves = {n.attr("name"): n for n in graph.leaves()}
+    alternatives = offered(limits.graph_rewrites, graph)  # verified by their rewrite before they enter
+    pairs = [Graph((a.node, a.replacement, a.mark), graph.dtype, graph.name) for a in alternatives]
+    marks = [alternative_let(k, pair.nodes().index(a.mark)) for k, (a, pair) in enumerate(zip(alternatives, pairs))]
+    rewrite_s = time.perf_counter() - start - compile_s
 
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
     seen: list[tuple[EGraphView, Extraction | None]] = []  # each judge's e-graph and exact answer, in order
@@ -316,9 +329,9 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         return found.cost, hint[0]
 
     if worker is not None:
-        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum)
+        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum, pairs)
     else:
-        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum)
+        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum, alternatives=pairs)
     t1 = time.perf_counter()
     judged = None
     if report.final_judged is not None:  # this run's judges are the last report.judges entries (a replay adds its own)
@@ -340,10 +353,27 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     if best_us > original:
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
-    work = EGraphWork(limits, report, len(view.classes), greedy_us, method, gap, status)
+    reached = _reached(view, choice, roots) if best is not graph else set()
+    taken = [a for a, let in zip(alternatives, marks) if view.lets.get(let) in reached]
+    work = EGraphWork(limits, report, len(view.classes), greedy_us, method, gap, status,
+                      RewritesUsed.of(alternatives, graph, taken, model))
     timings = {"compile": compile_s, "load": report.load_s, "saturate": saturate_s, "extract": extract_s}
+    if alternatives:
+        timings["graph_rewrites"] = rewrite_s
     return SearchResult("eqsat", graph.name, model.name, original, best_us, best, time.perf_counter() - start,
                         report.stop, work, timings)
+
+
+def _reached(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> set[Any]:
+    """The e-classes an extraction's graph uses."""
+    seen: set[Any] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c not in seen:
+            seen.add(c)
+            stack.extend(view.nodes[choice[c]].children)
+    return seen
 
 
 class EGraphSearch:

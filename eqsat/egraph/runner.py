@@ -28,7 +28,7 @@ from typing import Any
 
 import egglog.bindings as egglog
 
-from eqsat.egraph.language import HEADER, egg_string, split_proj_attrs
+from eqsat.egraph.language import HEADER, alternative_let, egg_string, split_proj_attrs
 from eqsat.egraph.limits import Iteration, Limits, MemoryLimitError, RunReport, growth, over_memory, rss_gb
 from eqsat.egraph.rewrites import Compiled, compile_rules
 from eqsat.ir.graph import Graph, Node
@@ -104,10 +104,20 @@ class EGraphRunner:
         return self.egraph.run_program(*self.egraph.parse_program(text)) if text.strip() else []
 
     # ------------------------------------------------------------------ insertion
-    def insert(self, graph: Graph) -> list[str]:
-        """Add ``graph`` one ``let`` per node; returns the let names of its outputs."""
+    def insert(self, graph: Graph, alternatives: Sequence[Graph] = ()) -> list[str]:
+        """Add ``graph`` one ``let`` per node; returns the let names of its outputs. Each of
+        ``alternatives`` is a graph whose first two outputs are a node of ``graph`` and what may
+        replace it (a graph-level rewrite, :mod:`eqsat.graph_rewrite`): its new nodes are added
+        (named by :func:`alternative_let`) and the two are made one e-class, so extraction may
+        choose either and the rules apply to both."""
         names = self._terms(graph, "$n")
         self.roots = [names[o] for o in graph.outputs]
+        unions = []
+        for k, pair in enumerate(alternatives):
+            known = self._terms(pair, alternative_let(k, ""), known=names)
+            a, b = (known[o] for o in pair.outputs[:2])
+            unions.append(f"(union {a} {b})")
+        self._send_lines(unions)
         return self.roots
 
     def _expr(self, n: Node, ref: dict[Node, str]) -> str | None:
@@ -136,13 +146,17 @@ class EGraphRunner:
             lines.append(f"(const {ref})")
         return lines
 
-    def _terms(self, graph: Graph, prefix: str, facts: bool = True) -> dict[Node, str]:
+    def _terms(self, graph: Graph, prefix: str, facts: bool = True,
+               known: dict[Node, str] | None = None) -> dict[Node, str]:
         """Send ``graph``'s nodes as ``let`` terms named ``prefix`` + index, with their shapes and
         constness unless ``facts`` is off (a graph extracted from this e-graph: every term is in
-        it, with its facts, already); a term the e-graph holds already joins its e-class."""
-        names: dict[Node, str] = {}
+        it, with its facts, already); a term the e-graph holds already joins its e-class. Nodes
+        in ``known`` (a name each) are not sent again."""
+        names: dict[Node, str] = dict(known or {})
         lines: list[str] = []
         for i, n in enumerate(graph.nodes()):
+            if n in names:
+                continue
             expr = self._expr(n, names)
             if expr is None:
                 continue

@@ -134,7 +134,7 @@ def limits_from(args: argparse.Namespace) -> Any:
         if getattr(args, _dest(f)) is not None
     }
     given |= {f: (search, field, value) for f, search, field, value, _ in SWITCHES if getattr(args, _dest(f))}
-    stages = [s.name for s in getattr(engine, "stages", (engine,))]
+    stages = [getattr(s, "search", s).name for s in getattr(engine, "stages", (engine,))]  # eqsat+pet: eqsat's flags
     wrong = [f for f, (search, _, _) in given.items() if search not in stages]
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")

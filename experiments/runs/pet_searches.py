@@ -1,10 +1,12 @@
 """``eqsat-lab experiment pet-searches``: TASO, TENSAT, PET and TENSAT with PET on PET's models.
 
-Each cell runs one search (``taso``, ``eqsat``, ``pet`` or the pipeline ``eqsat+pet``, all from
-:data:`experiments.searches.SEARCHES`) on one model for one device, verified like every search.
-One table per device: the best cost, the search time, the PET transformations chosen and the share
-of the output their corrections recompute. PET's models: ResNet-18's last stage and CSRNet's
-back-end (the layers PET's paper transforms), Inception-v3, BERT and ResNeXt-50.
+Each cell runs one search (``taso``, ``eqsat``, ``pet`` or ``eqsat+pet``, the e-graph with PET's
+transformations as graph-level rewrites inside it; all from :data:`experiments.searches.SEARCHES`)
+on one model for one device, verified like every search. One table per device: the best cost,
+the search time, the PET transformations chosen and the share of the output their corrections
+recompute, and for a search with PET inside the alternative priced nearest the conv it replaces.
+PET's models: ResNet-18's last stage and CSRNet's back-end (the layers PET's paper transforms),
+Inception-v3, BERT and ResNeXt-50.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ QUICK_MODELS = ("resnet18_stage4",)
 
 
 def pet_choices(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The PET transformations a result row chose (its own, or its PET stage's)."""
+    """The PET transformations a result row chose: PET's own, a graph-level rewrite's (TENSAT or
+    TASO with PET inside), or a pipeline's PET stage's."""
     if "chosen" in row:
         return row["chosen"]
     stages = [s for s in row.get("stages", ()) if s.get("search") == PET]
@@ -38,8 +41,19 @@ def table_row(row: dict[str, Any], device: str) -> dict[str, Any]:
     return {"device": device, "model": row["model"], "search": row["search"], "input_us": round(row["original_us"], 2),
             "best_us": round(row["best_us"], 2), "speedup_pct": round(row["speedup_pct"], 1),
             "search_s": round(row["search_s"], 2), "stop": row["stop"],
-            "pet_transformations": "; ".join(f"layer {c['layer']}: {c['transformation']}" for c in chosen),
-            "corrected_share": round(sum(c["overhead"] for c in chosen) / len(chosen), 4) if chosen else 0.0}
+            "pet_transformations": "; ".join(f"{c['where'] if 'where' in c else 'layer ' + str(c['layer'])}: "
+                                             f"{c['transformation']}" for c in chosen),
+            "corrected_share": round(sum(c["overhead"] for c in chosen) / len(chosen), 4) if chosen else 0.0,
+            **closest_columns(row.get("closest_alternative"))}
+
+
+def closest_columns(closest: dict[str, Any] | None) -> dict[str, Any]:
+    """The PET alternative priced nearest the conv it replaces (alone: its own nodes against the
+    conv): why none was taken, or by how much one paid."""
+    if not closest:
+        return {"closest_pet": "", "closest_pet_us": None, "closest_conv_us": None}
+    return {"closest_pet": f"{closest['where']}: {closest['transformation']}",
+            "closest_pet_us": round(closest["alternative_us"], 3), "closest_conv_us": round(closest["node_us"], 3)}
 
 
 def format_tables(rows: Sequence[dict[str, Any]]) -> str:
@@ -50,6 +64,11 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
         for r in (r for r in rows if r["device"] == device):
             pet = f"{r['pet_transformations']} ({r['corrected_share']:.1%} corrected)" if r["pet_transformations"] \
                 else "-"
+            if r["pet_transformations"] and "input kept" in r["stop"]:
+                pet += " then the input kept (see stop)"
+            if r["closest_pet"]:
+                pet += (f"; nearest: {r['closest_pet']} {r['closest_pet_us']:.2f} µs for a conv of "
+                        f"{r['closest_conv_us']:.2f} µs")
             lines.append(f"  {r['model']:16s} {r['search']:10s} {r['input_us']:10.2f} {r['best_us']:10.2f} "
                          f"{r['speedup_pct']:7.1f} {r['search_s']:7.2f}  {pet}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES, TUNED_DEVICES
+from eqsat.cost.roofline import OVERSUBSCRIBE
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -164,21 +165,33 @@ def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 positive_int = number_in(int, 1, MAX_COUNT)
 seed_int = number_in(int, 0, 2**63 - 1)  # numpy's generators take no negative seed
 seconds = number_in(float, 0, MAX_SECONDS)
+positive_seconds = number_in(float, 0, MAX_SECONDS, above=True)
+thread_count = number_in(int, 1, OVERSUBSCRIBE * (os.cpu_count() or 1))  # as ort-cpu:N (100,000 threads hung)
 
 
-def count_list(text: str) -> str:
-    """An argparse type: comma-separated positive integers (kept as text for the command)."""
-    parts = split_list(text)
-    if not parts or any(positive_int_ok(x) is None for x in parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
-    return text
+def list_of(item: Callable[[str], Any], empty: bool = False) -> Callable[[str], str]:
+    """An argparse type: comma-separated values of the bounded number type ``item``, kept as text
+    for the command (which splits it with :func:`split_list`); ``empty`` allows "" (the command's
+    default list). The message names the bad element, and argparse names the flag."""
+    kind, low, high, above = item.bounds  # type: ignore[attr-defined]
+
+    def parse(text: str) -> str:
+        parts = split_list(text)
+        if not parts and not empty:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        for part in parts:
+            try:
+                item(part)
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{exc} (in the list {text!r})") from None
+        return text
+    parse.__name__ = "list"
+    parse.bounds = item.bounds  # type: ignore[attr-defined]  # of each element, for the flag fuzz test
+    parse.listed = True  # type: ignore[attr-defined]
+    return parse
 
 
-def positive_int_ok(text: str) -> int | None:
-    try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        return None
+count_list = list_of(positive_int)  # tune --trials 32,64,128
 
 
 def device_arg(text: str) -> str:

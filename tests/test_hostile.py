@@ -10,8 +10,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from experiments.cli import main
 
@@ -209,73 +207,9 @@ def test_the_memory_cap_is_checked_by_the_runner_between_iterations():
 
 
 # --------------------------------------------------------------------------- 5. numeric flags
-def _filler(action) -> str:
-    return str(next(iter(action.choices))) if action.choices else "x"
-
-
-def numeric_flags() -> list[tuple[tuple[str, ...], list[str], str, tuple]]:
-    """(subcommand path, its required arguments, flag, bounds) of every flag whose type is a
-    shared numeric type; fails on a flag typed plain int or float (checked late, if at all)."""
-    import argparse
-
-    out, plain = [], []
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        needed = []
-        for action in parser._actions:
-            if not action.option_strings and not isinstance(action, argparse._SubParsersAction) \
-                    and action.nargs not in ("?", "*"):
-                needed.append(_filler(action))
-            elif action.required and action.option_strings:
-                needed += [action.option_strings[0], _filler(action)]
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    if path + (name,) != ("experiment",):  # experiment rows own their flags
-                        walk(sub, path + (name,))
-            elif action.option_strings and action.type in (int, float):
-                plain.append(f"{' '.join(path)} {action.option_strings[0]}")
-            elif action.option_strings and hasattr(action.type, "bounds"):
-                out.append((path, needed, action.option_strings[0], action.type.bounds))
-    walk(PARSER, ())
-    assert not plain, f"flags typed plain int/float: {plain}"
-    return out
-
-
-PARSER = __import__("experiments.cli", fromlist=["build_parser"]).build_parser()
-NUMERIC = numeric_flags()
-ATTACKS = ["0", "-1", "-0.0", "nan", "inf", "-inf", "1e308", "1e400", "3e6", "2.5", "1e3", "abc", "", " ",
-           "99999999999999999999", "0x10", "1_000", "+5", "7"]
-
-
-def test_every_numeric_flag_uses_a_shared_type():
-    flags = {(p, f) for p, _, f, _ in NUMERIC}
-    for attack in [(("optimize",), "--seconds"), (("pet", "optimize"), "--beam"), (("pet", "demo"), "--N"),
-                   (("pet", "demo"), "--stride"), (("pet", "demo"), "--tests"), (("tune",), "--reselect")]:
-        assert attack in flags
-
-
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(NUMERIC), st.one_of(st.sampled_from(ATTACKS), st.text(max_size=8),
-                                           st.floats().map(repr), st.integers().map(str)))
-def test_numeric_flags_fail_at_parse_time_naming_the_flag(case, text):
-    import contextlib
-    import io
-    import math
-
-    path, required, flag, (kind, low, high, above) = case
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            args = PARSER.parse_args([*path, *required, f"{flag}={text}"])
-        except SystemExit as exc:
-            assert exc.code == 2
-            last = err.getvalue().strip().splitlines()[-1]
-            assert f"error: argument {flag}: expected" in last, last
-            return
-    value = getattr(args, flag.lstrip("-").replace("-", "_"))
-    assert isinstance(value, kind) and math.isfinite(value)
-    assert (value > low if above else value >= low) and (high is None or value <= high)
+# in tests/test_fuzz.py (the hypothesis suite, run at scale by `eqsat-lab experiment fuzz`):
+# test_every_numeric_flag_uses_a_shared_type, test_every_numeric_flag_refuses_the_issues_attacks,
+# test_numeric_flags_fail_at_parse_time_naming_the_flag
 
 
 # --------------------------------------------------------------------------- 9. a killed parent

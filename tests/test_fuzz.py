@@ -1,4 +1,5 @@
-"""Fuzzing the user-facing inputs (hypothesis): rule files, device files, ONNX models and graphs.
+"""Fuzzing the user-facing inputs (hypothesis): rule files, device files, e-graph files, every numeric
+flag of every command and experiment row, ONNX models and graphs.
 
 Every case goes through the CLI (``experiments.cli.main``) as a user would, and must end in
 exit 0, or in exit 2 with one line on stderr that names the input; never a traceback, never
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from experiments.cli import build_parser, main
@@ -114,6 +115,74 @@ def test_device_files_price_finitely_or_name_the_file(tmp_path: Path, capsys: py
     assert_clean(code, err, (str(path), "dev.json"))
     if code == 0:
         assert "nan" not in out.lower() and "inf" not in out.lower(), out
+
+
+# --------------------------------------------------------------------------- e-graph files (eqsat-lab extract)
+EGRAPH = json.dumps({"nodes": {"x": {"op": "x", "children": [], "eclass": "X", "cost": 1.0},
+                               "w": {"op": "w", "children": [], "eclass": "W", "cost": 1.0},
+                               "m": {"op": "matmul", "children": ["x", "w"], "eclass": "M", "cost": 4.0},
+                               "r": {"op": "relu", "children": ["m"], "eclass": "R", "cost": 2.0},
+                               "f": {"op": "fused", "children": ["x", "w"], "eclass": "R", "cost": 3.5},
+                               "loop": {"op": "id", "children": ["r"], "eclass": "R", "cost": 0.0}},
+                     "root_eclasses": ["R"], "class_data": {"X": {"shape": [2, 8]}, "R": {"const": False}}})
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                      max_size=3), max_leaves=12)
+JSON_TOKENS = ["{", "}", "[", "]", ",", ":", '"', "null", "1e999", "-1", "NaN", "Infinity", '"cost"', '"children"',
+               '"eclass"', '"R"', '"nodes"', "\\", "\x00", "\xff", "[" * 500]
+
+
+@st.composite
+def egraph_files(draw: st.DrawFn) -> bytes:
+    """An e-graph file as a user or a crash might leave it: the valid one with tokens inserted,
+    deleted or replaced, one field set to any JSON value, cut short, or raw bytes."""
+    kind = draw(st.sampled_from(["tokens", "field", "cut", "bytes"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=64))
+    if kind == "cut":
+        return EGRAPH.encode()[:draw(st.integers(0, len(EGRAPH)))]
+    if kind == "field":
+        doc = json.loads(EGRAPH)
+        where = draw(st.sampled_from(["root_eclasses", "class_data", "nodes", "node", "field"]))
+        value = draw(JSON_VALUES)
+        if where in ("node", "field"):
+            node_id = draw(st.sampled_from(sorted(doc["nodes"])))
+            if where == "node":
+                doc["nodes"][node_id] = value
+            else:
+                doc["nodes"][node_id][draw(st.sampled_from(["op", "children", "eclass", "cost"]))] = value
+        else:
+            doc[where] = value
+        return json.dumps(doc).encode()
+    text = EGRAPH
+    for _ in range(draw(st.integers(1, 4))):
+        pos = draw(st.integers(0, len(text)))
+        tok = draw(st.sampled_from(JSON_TOKENS))
+        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        text = (text[:pos] + tok + text[pos:] if op == "insert" else
+                text[:pos] + text[pos + draw(st.integers(1, 12)):] if op == "delete" else
+                text[:pos] + tok + text[pos + len(tok):])
+    return text.encode("utf-8", "surrogatepass")
+
+
+@fuzz(60)
+@given(data=egraph_files(), extractor=st.sampled_from(["ilp", "greedy"]))
+def test_egraph_files_extract_or_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture, data: bytes,
+                                               extractor: str) -> None:
+    """The extraction JSON reader through ``eqsat-lab extract``: a cost, or one line naming the
+    file, exit 2, and no result file; never a traceback, a RecursionError or "inf"."""
+    path, out = tmp_path / "e.json", tmp_path / "r.json"
+    path.write_bytes(data)
+    out.unlink(missing_ok=True)
+    code, text, err = run_cli(capsys, ["extract", str(path), "--extractor", extractor, "--seconds", "5",
+                                       "--json", str(out)])
+    event(f"exit {code}")
+    assert_clean(code, err, (str(path),))
+    if code == 0:
+        cost = json.loads(out.read_text())["cost"]
+        assert math.isfinite(cost) and cost >= 0 and f"{cost:.6g}" in text
+    else:
+        assert not out.exists() and text == ""
 
 
 # --------------------------------------------------------------------------- numeric flags

@@ -353,13 +353,56 @@ def test_the_alpha_search_time_limit_holds_inside_one_expansion():
     assert result.search_s < 0.2 + 2.5  # loose: a loaded CI (it ran 19 s before); docs/results/hostile has the tight numbers
 
 
+def test_no_full_collection_pauses_the_alpha_search():
+    """Full collections scanned every graph the search keeps, freed nothing and paused it up to
+    0.54 s (NasRNN), long enough to carry it past a time limit by more than 10% if one lands on
+    the deadline. Inside the search only the young generations are collected; the thresholds
+    come back after it."""
+    import gc
+
+    from eqsat.models import build
+    from eqsat.rules.rulesets import default_rules
+    from taso_baseline.search import AlphaLimits, Expander, alpha_search, young_collections_only
+
+    full: list[int] = []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    before = gc.get_threshold()
+    gc.callbacks.append(note)
+    try:
+        with young_collections_only():
+            kept = [[i] for i in range(600_000)]  # enough new containers for several full collections
+        assert not full and gc.get_threshold() == before
+        kept += [[i] for i in range(600_000)]
+        assert full  # the same allocation outside does collect in full: the probe can see one
+    finally:
+        gc.callbacks.remove(note)
+    del kept
+    rules = default_rules(["matrix-min"])
+    inside: list[tuple[int, int, int]] = []
+
+    class Noting(Expander):
+        def __call__(self, ex):
+            inside.append(gc.get_threshold())
+            return super().__call__(ex)
+
+    alpha_search(build("lora"), rules, "h100", AlphaLimits(budget=3), expander=Noting(rules))
+    assert inside and all(t[2] > 10**6 for t in inside) and gc.get_threshold() == before
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("flags, check", [
-    (["--search", "taso", "--time-limit", "1"], lambda out: float(out.split(" in ")[1].split(" s")[0]) < 1.5),
-    (["--search", "eqsat", "--nodes", "500"], lambda out: int(out.split(" e-nodes")[0].split(", ")[-1]) < 750),
+    (["--search", "taso", "--time-limit", "1"], lambda out: float(out.split(" in ")[1].split(" s")[0]) < 1.1),
+    (["--search", "eqsat", "--nodes", "500"], lambda out: int(out.split(" e-nodes")[0].split(", ")[-1]) <= 550),
     (["--search", "eqsat", "--seconds", "2"], lambda out: float(out.split("saturate ")[1].split(" s")[0]) < 3.0),
 ])
-def test_caps_hold_on_nasrnn_within_half_on_a_loaded_machine(capsys, flags, check):
+def test_caps_hold_on_nasrnn_on_a_loaded_machine(capsys, flags, check):
+    """The issue's three commands. The α time limit and the node cap hold within 10%; the e-graph's
+    time cap within half here (its worker is killed 2% past the cap, then stopped and its snapshot
+    read: +7.8% median under load, docs/results/hostile has the runs)."""
     code, out, err = run_cli(capsys, ["optimize", "nasrnn", *flags])
     assert code == 0, err
     assert check(out), out

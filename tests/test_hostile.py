@@ -447,3 +447,23 @@ def test_figures_and_the_cost_table_are_written_whole_or_not_at_all(tmp_path):
     rows = cost_table.cost_rows(["qkv"], ("h100",), progress=False)
     cost_table.write_outputs(rows, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cost_table.csv", "cost_table.json", "plot.png"]
+
+
+def test_a_zoo_model_killed_while_written_leaves_the_previous_file(tmp_path, monkeypatch):
+    """The generated ONNX models (``experiment zoo``, ``experiment onnx --models pt_*``) were saved
+    in place: a run killed mid-save left half a model for the resumed run to read."""
+    import onnx
+
+    from experiments.zoo import ZOO
+
+    model = ZOO["lora_mlp"].write(tmp_path / "m.onnx", small=True)
+    before = model.read_bytes()
+
+    def half(proto, path, *args, **kwargs):
+        Path(path).write_bytes(proto.SerializeToString()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(onnx, "save", half)
+    with pytest.raises(KeyboardInterrupt):
+        ZOO["lora_mlp"].write(model, seed=1, small=True)
+    assert model.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.onnx"]

@@ -30,7 +30,8 @@ class Command:
     """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code.
 
     ``output_args`` and ``input_args`` name the argument dests (``json_out``) holding the files the
-    command writes and reads: :func:`check_paths` checks them before ``run`` starts."""
+    command writes and reads, ``folder_args`` those of the folders it writes into: :func:`check_paths`
+    checks them before ``run`` starts."""
 
     name: str
     help: str
@@ -38,6 +39,7 @@ class Command:
     run: Run
     output_args: tuple[str, ...] = ()
     input_args: tuple[str, ...] = ()
+    folder_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Experiment:
     outputs: tuple[str, ...] = ()
     output_args: tuple[str, ...] = ()  # argument dests of output files (an experiment writes into a folder)
     input_args: tuple[str, ...] = ()
+    folder_args: tuple[str, ...] = ("out",)  # the folder its ``outputs`` go into
 
 
 def lazy(fn: str) -> Run:
@@ -76,7 +79,7 @@ def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command | Ex
     for row in rows:
         p = sub.add_parser(row.name, help=row.help, description=row.help)
         row.add_arguments(p)
-        p.set_defaults(_run=row.run, _outputs=row.output_args, _inputs=row.input_args)
+        p.set_defaults(_run=row.run, _outputs=row.output_args, _inputs=row.input_args, _folders=row.folder_args)
 
 
 def _flag(parser_dest: str) -> str:
@@ -84,9 +87,10 @@ def _flag(parser_dest: str) -> str:
 
 
 def check_paths(args: argparse.Namespace) -> None:
-    """The command row's output paths, checked against its inputs and each other before any work
-    (:func:`eqsat.files.check_outputs`); positional inputs are named by their dest."""
-    from eqsat.files import check_outputs
+    """The command row's output paths and folders, checked against its inputs and each other before
+    any work (:func:`eqsat.files.check_outputs`, :func:`eqsat.files.check_output_folders`);
+    positional inputs are named by their dest."""
+    from eqsat.files import check_output_folders, check_outputs
 
     outputs = {_flag(d): getattr(args, d, None) for d in getattr(args, "_outputs", ())}
     inputs: dict[str, Any] = {}
@@ -95,6 +99,7 @@ def check_paths(args: argparse.Namespace) -> None:
         for i, item in enumerate(value if isinstance(value, list) else [value]):
             inputs[f"{dest}[{i}]" if isinstance(value, list) and len(value) > 1 else dest] = item
     check_outputs(outputs, inputs)
+    check_output_folders({_flag(d): getattr(args, d, None) for d in getattr(args, "_folders", ())}, inputs)
 
 
 def split_list(text: str) -> list[str]:

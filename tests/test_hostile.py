@@ -132,6 +132,24 @@ def test_rule_and_extract_outputs_onto_their_inputs_are_refused(tmp_path, capsys
     assert rules.read_text() == RULE and egraph.read_text() == "{}"
 
 
+@pytest.mark.parametrize("argv, names", [
+    (["experiment", "extraction", "{egraph}", "--out", "{egraph}"], ("--out", "is the input files")),
+    (["experiment", "extraction", "{egraph}", "--out", "{file}"], ("--out", "is a file, not a folder")),
+    (["experiment", "caps", "--out", "{file}/sub"], ("--out", "is a file, so the folder cannot be made")),
+    (["table", "--out", "{file}"], ("--out", "is a file, not a folder")),
+    (["compare", "--out", "{file}"], ("--out", "is a file, not a folder")),
+])
+def test_an_output_folder_onto_a_file_is_refused_before_the_work(tmp_path, capsys, argv, names):
+    """Experiment rows and the folder-writing commands made their --out folder after the work
+    (``experiment extraction E.json --out E.json``: exit 3, FileExistsError)."""
+    egraph, file = tmp_path / "e.json", tmp_path / "a-file"
+    egraph.write_text('{"nodes": {"a": {"op": "x", "children": [], "eclass": "c", "cost": 1}}, "root_eclasses": ["c"]}')
+    file.write_text("mine")
+    code, out, err = run_cli(capsys, [a.format(egraph=egraph, file=file) for a in argv])
+    one_error(code, err, *names)
+    assert out == "" and file.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "e.json"]
+
+
 # --------------------------------------------------------------------------- 3. rules without vars=
 README_RULES = """matmul-assoc: (matmul ?a (matmul ?b ?c)) <=> (matmul (matmul ?a ?b) ?c)
 matmul-dist: (ewadd (matmul ?x ?a) (matmul ?x ?b)) <=> (matmul ?x (ewadd ?a ?b))

@@ -23,4 +23,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("table", "cost table of the benchmark graphs on several devices", add_arguments, run)
+COMMAND = Command("table", "cost table of the benchmark graphs on several devices", add_arguments, run,
+                  folder_args=("out",))

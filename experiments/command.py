@@ -211,6 +211,14 @@ def device_arg(text: str) -> str:
     return text
 
 
+def device_list(text: str) -> str:
+    """An argparse type for ``--devices``: comma-separated names, each checked as ``--device`` is
+    (:func:`device_arg`), kept as text for the command."""
+    for name in split_list(text):
+        device_arg(name)
+    return text
+
+
 def device_help(default: str = DEFAULT_DEVICE) -> str:
     measured = ", ".join(f"{d.name}[:threads] ({d.note})" for d in MEASURED_DEVICES.values())
     tuned = ", ".join(f"{d.name}[:source] ({d.note})" for d in TUNED_DEVICES.values())

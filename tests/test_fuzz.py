@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from experiments.cli import build_parser, main
+from experiments.command import device_arg, device_list
 
 SCALE = max(int(os.environ.get("EQSAT_FUZZ_SCALE", "1")), 1)
 
@@ -193,12 +194,13 @@ def _filler(action: argparse.Action) -> str:
 NUMERIC_LIST = re.compile(r"^[0-9.,eE+-]*[0-9][0-9.,eE+-]*$")  # "1000,4000", "1,5": a list of numbers as text
 
 
-def numeric_flags() -> tuple[list[tuple[tuple[str, ...], list[str], str, Any]], list[str]]:
+def numeric_flags() -> tuple[list[tuple[tuple[str, ...], list[str], str, Any]], list[str], list[tuple]]:
     """(subcommand path, its required arguments, flag, argparse type) of every flag of every
     command and experiment row whose type is a shared bounded number type (``number_in``,
     ``list_of``); and the names of numeric flags that are not: typed plain ``int``/``float``,
-    untyped with a number default, or untyped with a default like ``"1,5"``."""
-    out, loose = [], []
+    untyped with a number default, or untyped with a default like ``"1,5"``; and every ``--device``
+    flag (path, required arguments, flag)."""
+    out, loose, devices = [], [], []
 
     def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
         needed = []
@@ -216,17 +218,19 @@ def numeric_flags() -> tuple[list[tuple[tuple[str, ...], list[str], str, Any]], 
                     walk(sub, path + (sub_name,))
             elif hasattr(action.type, "bounds"):
                 out.append((path, needed, action.option_strings[0], action.type))
+            elif action.type in (device_arg, device_list):
+                devices.append((path, needed, action.option_strings[0]))
             elif action.type in (int, float) or (
                     type(action) is argparse._StoreAction and action.type is None
                     and (isinstance(default, (int, float)) and not isinstance(default, bool)
                          or isinstance(default, str) and NUMERIC_LIST.match(default))):
                 loose.append(name)
     walk(PARSER, ())
-    return out, loose
+    return out, loose, devices
 
 
 PARSER = build_parser()
-NUMERIC, LOOSE = numeric_flags()
+NUMERIC, LOOSE, DEVICE_FLAGS = numeric_flags()
 ATTACKS = ["0", "-1", "-0.0", "nan", "inf", "-inf", "1e308", "1e400", "3e6", "2.5", "1e3", "abc", "", " ",
            "99999999999999999999", "0x10", "1_000", "+5", "7", "1,,2", "1,nan", "3e6,1"]
 ISSUE_ATTACKS = ["3e6", "0", "-1", "nan", "inf"]  # tried on every flag (issue 39 item 6)
@@ -278,6 +282,17 @@ def test_every_numeric_flag_uses_a_shared_type() -> None:
                    (("experiment", "real"), "--threads"), (("experiment", "tuning-budget"), "--trials")]:
         assert attack in flags
     assert len({p for p, _ in flags if p[:1] == ("experiment",)}) >= 15  # every experiment row with a number
+
+
+def test_every_device_flag_refuses_a_thread_count_that_would_hang() -> None:
+    """``--device ort-cpu:100000`` hung starting 100,000 threads (issue 39 item 6)."""
+    assert len(DEVICE_FLAGS) >= 12
+    for path, required, flag in DEVICE_FLAGS:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
+            PARSER.parse_args([*path, *required, flag, "ort-cpu:100000"])
+        assert exit_.value.code == 2
+        assert f"error: argument {flag}: device 'ort-cpu:100000': the thread count" in err.getvalue(), path
 
 
 @pytest.mark.parametrize("case", NUMERIC, ids=_flag_name)

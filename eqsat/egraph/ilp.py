@@ -26,12 +26,14 @@ cycle the solver's answer contains, then solves again. Measured numbers: docs/re
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from eqsat.egraph.limits import rss_gb
 from eqsat.egraph.solvers import Program, Solution, get_solver
 from eqsat.egraph.view import EGraphView, selection_cost
 
@@ -45,9 +47,16 @@ class OutOfTime(Exception):
     """The time limit passed while the program was being built (a million-node e-graph)."""
 
 
-def _check(deadline: float | None) -> None:
+class OutOfMemory(Exception):
+    """The process passed ``ILPSettings.memory_gb`` while the program was built or solved; the
+    message is the stop reason (the extractor answers with its greedy choice)."""
+
+
+def _check(deadline: float | None, memory_gb: float = math.inf) -> None:
     if deadline is not None and time.perf_counter() > deadline:
         raise OutOfTime
+    if memory_gb < math.inf and (used := rss_gb()) > memory_gb:
+        raise OutOfMemory(f"memory limit ({used:.2f} GB resident, cap {memory_gb:g} GB)")
 
 
 @dataclass(frozen=True)
@@ -62,10 +71,13 @@ class ILPSettings:
     warm_start: bool = True
     acyclic: str = "exact"
     prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
+    memory_gb: float = math.inf  # resident memory of this process, checked between the build's phases and solves
 
     def __post_init__(self) -> None:
         if self.acyclic not in ACYCLIC:
             raise ValueError(f"acyclic must be one of {', '.join(ACYCLIC)}, got {self.acyclic!r}")
+        if not self.memory_gb > 0:
+            raise ValueError(f"the extraction memory cap must be > 0 GB, got {self.memory_gb}")
 
 
 BASELINE = ILPSettings(solver="scipy", reduce=False, warm_start=False, acyclic="filter")
@@ -393,12 +405,12 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
 def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
            settings: ILPSettings, deadline: float) -> tuple:
     """The reduction, columns, levels, components, tie-break and program of :func:`ilp_extract`."""
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     removed = filter_cycles(view, greedy, roots, costs, deadline) if settings.acyclic == "filter" else set()
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     red = reduce(view, costs, roots, removed, dominance=settings.reduce, deadline=deadline)
     cols = [i for ns in red.candidates.values() for i in ns]
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     comps = cycle_components(view, red.candidates) if settings.acyclic == "exact" else []
     levels = _levels(comps, len(cols))
     # the tie-break any solution pays is at most `tie` per e-class: TIE_BREAK of the greedy cost in all
@@ -406,7 +418,7 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     warm = settings.warm_start and get_solver(settings.solver).takes_start
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
     program, rows = _program(view, costs, roots, red, cols, cutoff, tie, levels, deadline)
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     return red, cols, levels, comps, tie, program, rows
 
 
@@ -440,6 +452,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         remaining = seconds - (time.perf_counter() - began)
         if remaining <= 0:
             return None
+        _check(None, settings.memory_gb)
         solve_began = time.perf_counter() - began
         sol: Solution = solver.solve(program, remaining, start)
         rounds += 1

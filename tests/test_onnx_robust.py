@@ -217,6 +217,7 @@ def _w32(name, shape):
     (TensorProto.BFLOAT16, [2, 8], _bf16, ("graph input 'x' is bfloat16", "cast it in the file")),
     (TensorProto.FLOAT8E4M3FN, [2, 8], _w32, ("graph input 'x' is float8e4m3fn",)),
     (TensorProto.STRING, [2, 8], _w32, ("graph input 'x' is string",)),
+    (TensorProto.UNDEFINED, [2, 8], _w32, ("graph input 'x' has no element type",)),
     (TensorProto.FLOAT, [2, 8], _bf16, ("node mm (MatMul): input 'w' is a bfloat16 constant",)),
     (TensorProto.FLOAT, [0, 8], _w32, ("graph input 'x' axis 0 has size 0, an empty tensor",)),
     (TensorProto.FLOAT, [2, 0], _w32, ("graph input 'x' axis 1 has size 0",)),

@@ -54,6 +54,8 @@ def check_interface(path: str, model: Any) -> None:
     for what, values in (("graph input", inputs), ("graph output", model.graph.output)):
         for v in values:
             elem = v.type.tensor_type.elem_type
+            if elem == 0:  # ONNX's checker allows it; onnxruntime refuses the file (after the whole search)
+                raise OnnxError(f"{path}: {what} {v.name!r} has no element type; declare one in the file")
             if elem not in READABLE_ELEM_TYPES:
                 raise OnnxError(f"{path}: {what} {v.name!r} is {elem_type_name(elem)}, which this tool cannot "
                                 f"compute in (it reads float32, float16, float64, integer and bool tensors); "

@@ -116,11 +116,15 @@ class ILPResult:
     stats: dict[str, int]
 
 
-def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]]) -> set:
-    """Non-weight-only e-classes reachable from ``roots`` through ``candidates``."""
+def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]],
+              deadline: float | None = None) -> set:
+    """Non-weight-only e-classes reachable from ``roots`` through ``candidates``; :class:`OutOfTime`
+    past ``deadline`` (a million-node e-graph takes seconds)."""
     reach: set = set()
     stack = [r for r in roots if r not in view.const]
     while stack:
+        if not len(reach) & 4095:
+            _check(deadline)
         c = stack.pop()
         if c in reach:
             continue
@@ -136,7 +140,8 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
     :class:`OutOfTime` past ``deadline``."""
     cand = {c: [i for i in ns if i not in removed and c not in view.kids[i]]
             for c, ns in view.classes.items() if c not in view.const}
-    before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()})
+    before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()},
+                       deadline)
     _check(deadline)
     changed = True
     while changed:  # a node whose child e-class has no candidate left can never be picked
@@ -160,7 +165,7 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
                 else:
                     replacement[i] = dom
             cand[c] = kept
-    reach = reachable(view, roots, cand)
+    reach = reachable(view, roots, cand, deadline)
     cand = {c: ns for c, ns in cand.items() if c in reach}
     forced: set[int] = set()
     stack = [r for r in roots if r in cand and len(cand[r]) == 1]
@@ -358,7 +363,9 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
     the cut edge's source and the pass goes on from there.
     """
     edges: dict[Any, dict[Any, list[int]]] = {}
-    for c in reachable(view, roots, view.classes):
+    for k, c in enumerate(reachable(view, roots, view.classes, deadline)):
+        if not k & 4095:  # 1M e-nodes: this loop alone took 10 s at load 8, past a 1 s deadline
+            _check(deadline)
         out = edges.setdefault(c, {})
         for i in view.classes[c]:
             for d in view.kids[i]:

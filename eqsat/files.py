@@ -81,3 +81,24 @@ def check_outputs(outputs: Mapping[str, str | Path | None], inputs: Mapping[str,
         if len(os.fsencode(path.name)) + TEMP_EXTRA > name_max:
             raise ValueError(f"{flag} {path}: the file name is {len(os.fsencode(path.name))} bytes long, the file "
                              f"system allows {name_max - TEMP_EXTRA} here")
+
+
+def check_output_folders(folders: Mapping[str, str | Path | None], inputs: Mapping[str, str | Path | None]) -> None:
+    """Refuse, before any work starts, an output folder that cannot be one: an existing file (an
+    input among them), or a path under a file or under a folder that is not writable. A missing
+    folder is fine (it is made with its parents); keys are the flags that name the folders."""
+    sources = {flag: Path(p) for flag, p in inputs.items() if p and Path(p).is_file()}
+    for flag, given in folders.items():
+        if not given:
+            continue
+        path = Path(given)
+        for other, src in sources.items():
+            if _same(path, src):
+                raise ValueError(f"{flag} {path} is the input {other}; give a folder for the outputs")
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{flag} {path} is a file, not a folder; give a folder for the outputs")
+        existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+        if not existing.is_dir():
+            raise ValueError(f"{flag} {path}: {existing} is a file, so the folder cannot be made")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ValueError(f"{flag} {path}: the folder {existing} is not writable")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES, TUNED_DEVICES
+from eqsat.cost.roofline import OVERSUBSCRIBE
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -29,7 +30,8 @@ class Command:
     """One ``eqsat-lab`` subcommand (or ``eqsat-lab experiment`` entry): ``run`` returns the exit code.
 
     ``output_args`` and ``input_args`` name the argument dests (``json_out``) holding the files the
-    command writes and reads: :func:`check_paths` checks them before ``run`` starts."""
+    command writes and reads, ``folder_args`` those of the folders it writes into: :func:`check_paths`
+    checks them before ``run`` starts."""
 
     name: str
     help: str
@@ -37,6 +39,7 @@ class Command:
     run: Run
     output_args: tuple[str, ...] = ()
     input_args: tuple[str, ...] = ()
+    folder_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Experiment:
     outputs: tuple[str, ...] = ()
     output_args: tuple[str, ...] = ()  # argument dests of output files (an experiment writes into a folder)
     input_args: tuple[str, ...] = ()
+    folder_args: tuple[str, ...] = ("out",)  # the folder its ``outputs`` go into
 
 
 def lazy(fn: str) -> Run:
@@ -75,7 +79,7 @@ def add_subcommands(parser: argparse.ArgumentParser, rows: Sequence[Command | Ex
     for row in rows:
         p = sub.add_parser(row.name, help=row.help, description=row.help)
         row.add_arguments(p)
-        p.set_defaults(_run=row.run, _outputs=row.output_args, _inputs=row.input_args)
+        p.set_defaults(_run=row.run, _outputs=row.output_args, _inputs=row.input_args, _folders=row.folder_args)
 
 
 def _flag(parser_dest: str) -> str:
@@ -83,9 +87,10 @@ def _flag(parser_dest: str) -> str:
 
 
 def check_paths(args: argparse.Namespace) -> None:
-    """The command row's output paths, checked against its inputs and each other before any work
-    (:func:`eqsat.files.check_outputs`); positional inputs are named by their dest."""
-    from eqsat.files import check_outputs
+    """The command row's output paths and folders, checked against its inputs and each other before
+    any work (:func:`eqsat.files.check_outputs`, :func:`eqsat.files.check_output_folders`);
+    positional inputs are named by their dest."""
+    from eqsat.files import check_output_folders, check_outputs
 
     outputs = {_flag(d): getattr(args, d, None) for d in getattr(args, "_outputs", ())}
     inputs: dict[str, Any] = {}
@@ -94,6 +99,7 @@ def check_paths(args: argparse.Namespace) -> None:
         for i, item in enumerate(value if isinstance(value, list) else [value]):
             inputs[f"{dest}[{i}]" if isinstance(value, list) and len(value) > 1 else dest] = item
     check_outputs(outputs, inputs)
+    check_output_folders({_flag(d): getattr(args, d, None) for d in getattr(args, "_folders", ())}, inputs)
 
 
 def split_list(text: str) -> list[str]:
@@ -164,21 +170,33 @@ def non_negative(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 positive_int = number_in(int, 1, MAX_COUNT)
 seed_int = number_in(int, 0, 2**63 - 1)  # numpy's generators take no negative seed
 seconds = number_in(float, 0, MAX_SECONDS)
+positive_seconds = number_in(float, 0, MAX_SECONDS, above=True)
+thread_count = number_in(int, 1, OVERSUBSCRIBE * (os.cpu_count() or 1))  # as ort-cpu:N (100,000 threads hung)
 
 
-def count_list(text: str) -> str:
-    """An argparse type: comma-separated positive integers (kept as text for the command)."""
-    parts = split_list(text)
-    if not parts or any(positive_int_ok(x) is None for x in parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 1, got {text!r}")
-    return text
+def list_of(item: Callable[[str], Any], empty: bool = False) -> Callable[[str], str]:
+    """An argparse type: comma-separated values of the bounded number type ``item``, kept as text
+    for the command (which splits it with :func:`split_list`); ``empty`` allows "" (the command's
+    default list). The message names the bad element, and argparse names the flag."""
+    kind, low, high, above = item.bounds  # type: ignore[attr-defined]
+
+    def parse(text: str) -> str:
+        parts = split_list(text)
+        if not parts and not empty:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        for part in parts:
+            try:
+                item(part)
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{exc} (in the list {text!r})") from None
+        return text
+    parse.__name__ = "list"
+    parse.bounds = item.bounds  # type: ignore[attr-defined]  # of each element, for the flag fuzz test
+    parse.listed = True  # type: ignore[attr-defined]
+    return parse
 
 
-def positive_int_ok(text: str) -> int | None:
-    try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        return None
+count_list = list_of(positive_int)  # tune --trials 32,64,128
 
 
 def device_arg(text: str) -> str:
@@ -190,6 +208,14 @@ def device_arg(text: str) -> str:
         measured_threads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def device_list(text: str) -> str:
+    """An argparse type for ``--devices``: comma-separated names, each checked as ``--device`` is
+    (:func:`device_arg`), kept as text for the command."""
+    for name in split_list(text):
+        device_arg(name)
     return text
 
 

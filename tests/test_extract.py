@@ -279,3 +279,19 @@ def test_a_million_nodes_end_within_their_seconds_with_a_bound(extractor: str) -
     assert took < 20.0 * 1.5, took
     if extractor == "ilp":
         assert result.status  # the ILP's bound when it ran, or why it did not: never a hang
+
+
+def test_past_the_memory_cap_the_extractor_keeps_its_greedy_answer_and_says_why(tmp_path, capsys) -> None:
+    """Issue 39 item 4: the extractor stops at a memory cap with the best result so far (the
+    greedy choice, checked) and the reason, instead of growing until the kernel kills it."""
+    view, costs, roots = from_json(layered(3000, 1))
+    capped = extract(view, costs, roots, "ilp", 20, ILPSettings(memory_gb=1e-6))
+    assert capped.method == "greedy" and capped.status.startswith("memory limit (") and "cap 1e-06 GB)" in capped.status
+    assert capped.cost == capped.greedy_cost and not find_cycles(view, capped.choice, roots)
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(layered(3000, 1)))
+    assert main(["extract", str(path), "--memory-gb", "0.000001"]) == 0
+    out = capsys.readouterr().out
+    assert "greedy cost" in out and "memory limit (" in out and "cap 1e-06 GB)" in out
+    with pytest.raises(ValueError, match="memory cap must be > 0 GB"):
+        ILPSettings(memory_gb=0)

@@ -10,8 +10,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from experiments.cli import main
 
@@ -134,6 +132,24 @@ def test_rule_and_extract_outputs_onto_their_inputs_are_refused(tmp_path, capsys
     assert rules.read_text() == RULE and egraph.read_text() == "{}"
 
 
+@pytest.mark.parametrize("argv, names", [
+    (["experiment", "extraction", "{egraph}", "--out", "{egraph}"], ("--out", "is the input files")),
+    (["experiment", "extraction", "{egraph}", "--out", "{file}"], ("--out", "is a file, not a folder")),
+    (["experiment", "caps", "--out", "{file}/sub"], ("--out", "is a file, so the folder cannot be made")),
+    (["table", "--out", "{file}"], ("--out", "is a file, not a folder")),
+    (["compare", "--out", "{file}"], ("--out", "is a file, not a folder")),
+])
+def test_an_output_folder_onto_a_file_is_refused_before_the_work(tmp_path, capsys, argv, names):
+    """Experiment rows and the folder-writing commands made their --out folder after the work
+    (``experiment extraction E.json --out E.json``: exit 3, FileExistsError)."""
+    egraph, file = tmp_path / "e.json", tmp_path / "a-file"
+    egraph.write_text('{"nodes": {"a": {"op": "x", "children": [], "eclass": "c", "cost": 1}}, "root_eclasses": ["c"]}')
+    file.write_text("mine")
+    code, out, err = run_cli(capsys, [a.format(egraph=egraph, file=file) for a in argv])
+    one_error(code, err, *names)
+    assert out == "" and file.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "e.json"]
+
+
 # --------------------------------------------------------------------------- 3. rules without vars=
 README_RULES = """matmul-assoc: (matmul ?a (matmul ?b ?c)) <=> (matmul (matmul ?a ?b) ?c)
 matmul-dist: (ewadd (matmul ?x ?a) (matmul ?x ?b)) <=> (matmul ?x (ewadd ?a ?b))
@@ -209,73 +225,9 @@ def test_the_memory_cap_is_checked_by_the_runner_between_iterations():
 
 
 # --------------------------------------------------------------------------- 5. numeric flags
-def _filler(action) -> str:
-    return str(next(iter(action.choices))) if action.choices else "x"
-
-
-def numeric_flags() -> list[tuple[tuple[str, ...], list[str], str, tuple]]:
-    """(subcommand path, its required arguments, flag, bounds) of every flag whose type is a
-    shared numeric type; fails on a flag typed plain int or float (checked late, if at all)."""
-    import argparse
-
-    out, plain = [], []
-
-    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
-        needed = []
-        for action in parser._actions:
-            if not action.option_strings and not isinstance(action, argparse._SubParsersAction) \
-                    and action.nargs not in ("?", "*"):
-                needed.append(_filler(action))
-            elif action.required and action.option_strings:
-                needed += [action.option_strings[0], _filler(action)]
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    if path + (name,) != ("experiment",):  # experiment rows own their flags
-                        walk(sub, path + (name,))
-            elif action.option_strings and action.type in (int, float):
-                plain.append(f"{' '.join(path)} {action.option_strings[0]}")
-            elif action.option_strings and hasattr(action.type, "bounds"):
-                out.append((path, needed, action.option_strings[0], action.type.bounds))
-    walk(PARSER, ())
-    assert not plain, f"flags typed plain int/float: {plain}"
-    return out
-
-
-PARSER = __import__("experiments.cli", fromlist=["build_parser"]).build_parser()
-NUMERIC = numeric_flags()
-ATTACKS = ["0", "-1", "-0.0", "nan", "inf", "-inf", "1e308", "1e400", "3e6", "2.5", "1e3", "abc", "", " ",
-           "99999999999999999999", "0x10", "1_000", "+5", "7"]
-
-
-def test_every_numeric_flag_uses_a_shared_type():
-    flags = {(p, f) for p, _, f, _ in NUMERIC}
-    for attack in [(("optimize",), "--seconds"), (("pet", "optimize"), "--beam"), (("pet", "demo"), "--N"),
-                   (("pet", "demo"), "--stride"), (("pet", "demo"), "--tests"), (("tune",), "--reselect")]:
-        assert attack in flags
-
-
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(NUMERIC), st.one_of(st.sampled_from(ATTACKS), st.text(max_size=8),
-                                           st.floats().map(repr), st.integers().map(str)))
-def test_numeric_flags_fail_at_parse_time_naming_the_flag(case, text):
-    import contextlib
-    import io
-    import math
-
-    path, required, flag, (kind, low, high, above) = case
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            args = PARSER.parse_args([*path, *required, f"{flag}={text}"])
-        except SystemExit as exc:
-            assert exc.code == 2
-            last = err.getvalue().strip().splitlines()[-1]
-            assert f"error: argument {flag}: expected" in last, last
-            return
-    value = getattr(args, flag.lstrip("-").replace("-", "_"))
-    assert isinstance(value, kind) and math.isfinite(value)
-    assert (value > low if above else value >= low) and (high is None or value <= high)
+# in tests/test_fuzz.py (the hypothesis suite, run at scale by `eqsat-lab experiment fuzz`):
+# test_every_numeric_flag_uses_a_shared_type, test_every_numeric_flag_refuses_the_issues_attacks,
+# test_numeric_flags_fail_at_parse_time_naming_the_flag
 
 
 # --------------------------------------------------------------------------- 9. a killed parent
@@ -419,13 +371,56 @@ def test_the_alpha_search_time_limit_holds_inside_one_expansion():
     assert result.search_s < 0.2 + 2.5  # loose: a loaded CI (it ran 19 s before); docs/results/hostile has the tight numbers
 
 
+def test_no_full_collection_pauses_the_alpha_search():
+    """Full collections scanned every graph the search keeps, freed nothing and paused it up to
+    0.54 s (NasRNN), long enough to carry it past a time limit by more than 10% if one lands on
+    the deadline. Inside the search only the young generations are collected; the thresholds
+    come back after it."""
+    import gc
+
+    from eqsat.models import build
+    from eqsat.rules.rulesets import default_rules
+    from taso_baseline.search import AlphaLimits, Expander, alpha_search, young_collections_only
+
+    full: list[int] = []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    before = gc.get_threshold()
+    gc.callbacks.append(note)
+    try:
+        with young_collections_only():
+            kept = [[i] for i in range(600_000)]  # enough new containers for several full collections
+        assert not full and gc.get_threshold() == before
+        kept += [[i] for i in range(600_000)]
+        assert full  # the same allocation outside does collect in full: the probe can see one
+    finally:
+        gc.callbacks.remove(note)
+    del kept
+    rules = default_rules(["matrix-min"])
+    inside: list[tuple[int, int, int]] = []
+
+    class Noting(Expander):
+        def __call__(self, ex):
+            inside.append(gc.get_threshold())
+            return super().__call__(ex)
+
+    alpha_search(build("lora"), rules, "h100", AlphaLimits(budget=3), expander=Noting(rules))
+    assert inside and all(t[2] > 10**6 for t in inside) and gc.get_threshold() == before
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("flags, check", [
-    (["--search", "taso", "--time-limit", "1"], lambda out: float(out.split(" in ")[1].split(" s")[0]) < 1.5),
-    (["--search", "eqsat", "--nodes", "500"], lambda out: int(out.split(" e-nodes")[0].split(", ")[-1]) < 750),
+    (["--search", "taso", "--time-limit", "1"], lambda out: float(out.split(" in ")[1].split(" s")[0]) < 1.1),
+    (["--search", "eqsat", "--nodes", "500"], lambda out: int(out.split(" e-nodes")[0].split(", ")[-1]) <= 550),
     (["--search", "eqsat", "--seconds", "2"], lambda out: float(out.split("saturate ")[1].split(" s")[0]) < 3.0),
 ])
-def test_caps_hold_on_nasrnn_within_half_on_a_loaded_machine(capsys, flags, check):
+def test_caps_hold_on_nasrnn_on_a_loaded_machine(capsys, flags, check):
+    """The issue's three commands. The α time limit and the node cap hold within 10%; the e-graph's
+    time cap within half here (its worker is killed 2% past the cap, then stopped and its snapshot
+    read: +7.8% median under load, docs/results/hostile has the runs)."""
     code, out, err = run_cli(capsys, ["optimize", "nasrnn", *flags])
     assert code == 0, err
     assert check(out), out
@@ -470,3 +465,23 @@ def test_figures_and_the_cost_table_are_written_whole_or_not_at_all(tmp_path):
     rows = cost_table.cost_rows(["qkv"], ("h100",), progress=False)
     cost_table.write_outputs(rows, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cost_table.csv", "cost_table.json", "plot.png"]
+
+
+def test_a_zoo_model_killed_while_written_leaves_the_previous_file(tmp_path, monkeypatch):
+    """The generated ONNX models (``experiment zoo``, ``experiment onnx --models pt_*``) were saved
+    in place: a run killed mid-save left half a model for the resumed run to read."""
+    import onnx
+
+    from experiments.zoo import ZOO
+
+    model = ZOO["lora_mlp"].write(tmp_path / "m.onnx", small=True)
+    before = model.read_bytes()
+
+    def half(proto, path, *args, **kwargs):
+        Path(path).write_bytes(proto.SerializeToString()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(onnx, "save", half)
+    with pytest.raises(KeyboardInterrupt):
+        ZOO["lora_mlp"].write(model, seed=1, small=True)
+    assert model.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.onnx"]

@@ -191,3 +191,64 @@ def test_an_opaque_contrib_node_is_timed_and_written_back_in_its_domain(tmp_path
     eo.save(imported, imported.graph, out)
     assert ("com.microsoft", 1) in {(o.domain, o.version) for o in onnx.load(str(out)).opset_import}
     assert eo.max_difference(src, out) == 0.0
+
+
+# --------------------------------------------------------------------------- hostile files (issue 39 item 9)
+def _bf16(name, shape):
+    return helper.make_tensor(name, TensorProto.BFLOAT16, shape, np.zeros(int(np.prod(shape)), np.uint16).tobytes(),
+                              raw=True)
+
+
+def _no_data(name, shape):
+    return TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape)
+
+
+def _external(name, shape):
+    w = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape, data_location=TensorProto.EXTERNAL)
+    w.external_data.add(key="location", value="nowhere.bin")
+    return w
+
+
+def _w32(name, shape):
+    return numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+
+
+@pytest.mark.parametrize("elem, shape, init, names", [
+    (TensorProto.BFLOAT16, [2, 8], _bf16, ("graph input 'x' is bfloat16", "cast it in the file")),
+    (TensorProto.FLOAT8E4M3FN, [2, 8], _w32, ("graph input 'x' is float8e4m3fn",)),
+    (TensorProto.STRING, [2, 8], _w32, ("graph input 'x' is string",)),
+    (TensorProto.UNDEFINED, [2, 8], _w32, ("graph input 'x' has no element type",)),
+    (TensorProto.FLOAT, [2, 8], _bf16, ("node mm (MatMul): input 'w' is a bfloat16 constant",)),
+    (TensorProto.FLOAT, [0, 8], _w32, ("graph input 'x' axis 0 has size 0, an empty tensor",)),
+    (TensorProto.FLOAT, [2, 0], _w32, ("graph input 'x' axis 1 has size 0",)),
+    (TensorProto.FLOAT, [-1, 8], _w32, ("graph input 'x' axis 0 has size -1, which is not a size",)),
+    (TensorProto.FLOAT, [2, 8], _no_data, ("tensor name: w", "one and only one value field")),
+    (TensorProto.FLOAT, [2, 8], _external, ("tensor name: w", "nowhere.bin")),
+])
+def test_a_hostile_onnx_file_is_one_sentence_naming_the_tensor(tmp_path, capsys, elem, shape, init, names):
+    """bf16 inputs and zero-size axes said "symbolic dimension" or "neither a graph input, an
+    initializer..." (or failed in onnxruntime after the whole search, exit 3)."""
+    from experiments.cli import main
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Relu", ["y"], ["z"])]
+    src = _save(nodes, [helper.make_tensor_value_info("x", elem, shape)],
+                [helper.make_tensor_value_info("z", elem, [shape[0], 8])], [init("w", [max(shape[1], 0), 8])],
+                tmp_path / "m.onnx", opset=17)
+    before = src.read_bytes()
+    code = main(["optimize", str(src), "--device", "h100", "--search", "eqsat", "--out", str(tmp_path / "o.onnx")])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"eqsat-lab: error: {src}: "), err
+    for name in names:
+        assert name in err, err
+    assert "symbolic" not in err and "neither a graph input" not in err
+    assert out == "" and src.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_a_bf16_initializer_read_through_a_cast_is_folded_not_refused(tmp_path):
+    nodes = [helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT), helper.make_node("MatMul", ["x", "wf"], ["y"])]
+    src = _save(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [_bf16("w", [8, 8])],
+                tmp_path / "m.onnx", opset=17)
+    imported = eo.load(src)
+    assert imported.opaque == [] and imported.weights["wf"].dtype.kind == "f"

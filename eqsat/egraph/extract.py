@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eqsat.cost.roofline import CostModel
-from eqsat.egraph.ilp import ILPSettings, ilp_extract
+from eqsat.egraph.ilp import ILPSettings, OutOfMemory, ilp_extract
 from eqsat.egraph.language import Language, split_proj_attrs
 from eqsat.egraph.view import EGraphView, ENode, selection_cost
 from eqsat.errors import EqsatError
@@ -304,10 +304,14 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     if hinted is not None and (hinted_cost := selection_cost(view, costs, hinted, roots)) < greedy:
         first, first_cost = hinted, hinted_cost
     left = seconds - (time.perf_counter() - start)
-    ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), left) if left > 0 else None
+    stopped = ""
+    try:
+        ilp = ilp_extract(view, costs, roots, first, first_cost, settings or ILPSettings(), left) if left > 0 else None
+    except OutOfMemory as exc:  # past the memory cap: the best answer so far is the start
+        ilp, stopped = None, str(exc)
     seconds_taken = time.perf_counter() - start
     if ilp is None or ilp.cost > first_cost + 1e-9:
-        status = "no solution within the time limit" if ilp is None else "worse than its start"
+        status = stopped or ("no solution within the time limit" if ilp is None else "worse than its start")
         method = "greedy" if first is choice else "hint"
         check_choice(view, costs, first, roots, first_cost)
         return Extraction(first, first_cost, greedy, method, None, status, seconds_taken,

@@ -28,12 +28,14 @@ cycle the solver's answer contains, then solves again. Measured numbers: docs/re
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from eqsat.egraph.limits import rss_gb
 from eqsat.egraph.prune import prune
 from eqsat.egraph.solvers import REL_GAP, Program, Solution, get_solver
 from eqsat.egraph.view import EGraphView, selection_cost
@@ -48,9 +50,16 @@ class OutOfTime(Exception):
     """The time limit passed while the program was being built (a million-node e-graph)."""
 
 
-def _check(deadline: float | None) -> None:
+class OutOfMemory(Exception):
+    """The process passed ``ILPSettings.memory_gb`` while the program was built or solved; the
+    message is the stop reason (the extractor answers with its greedy choice)."""
+
+
+def _check(deadline: float | None, memory_gb: float = math.inf) -> None:
     if deadline is not None and time.perf_counter() > deadline:
         raise OutOfTime
+    if memory_gb < math.inf and (used := rss_gb()) > memory_gb:
+        raise OutOfMemory(f"memory limit ({used:.2f} GB resident, cap {memory_gb:g} GB)")
 
 
 @dataclass(frozen=True)
@@ -66,10 +75,13 @@ class ILPSettings:
     acyclic: str = "exact"
     prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
     prune: bool = True  # drop e-nodes whose cost bound exceeds the start's cost (prune.py)
+    memory_gb: float = math.inf  # resident memory of this process, checked between the build's phases and solves
 
     def __post_init__(self) -> None:
         if self.acyclic not in ACYCLIC:
             raise ValueError(f"acyclic must be one of {', '.join(ACYCLIC)}, got {self.acyclic!r}")
+        if not self.memory_gb > 0:
+            raise ValueError(f"the extraction memory cap must be > 0 GB, got {self.memory_gb}")
 
 
 BASELINE = ILPSettings(solver="scipy", reduce=False, warm_start=False, acyclic="filter", prune=False)
@@ -108,11 +120,15 @@ class ILPResult:
     stats: dict[str, int]
 
 
-def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]]) -> set:
-    """Non-weight-only e-classes reachable from ``roots`` through ``candidates``."""
+def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]],
+              deadline: float | None = None) -> set:
+    """Non-weight-only e-classes reachable from ``roots`` through ``candidates``; :class:`OutOfTime`
+    past ``deadline`` (a million-node e-graph takes seconds)."""
     reach: set = set()
     stack = [r for r in roots if r not in view.const]
     while stack:
+        if not len(reach) & 4095:
+            _check(deadline)
         c = stack.pop()
         if c in reach:
             continue
@@ -128,7 +144,8 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
     :class:`OutOfTime` past ``deadline``."""
     cand = {c: [i for i in ns if i not in removed and c not in view.kids[i]]
             for c, ns in view.classes.items() if c not in view.const}
-    before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()})
+    before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()},
+                       deadline)
     _check(deadline)
     changed = True
     while changed:  # a node whose child e-class has no candidate left can never be picked
@@ -152,7 +169,7 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
                 else:
                     replacement[i] = dom
             cand[c] = kept
-    reach = reachable(view, roots, cand)
+    reach = reachable(view, roots, cand, deadline)
     cand = {c: ns for c, ns in cand.items() if c in reach}
     forced: set[int] = set()
     stack = [r for r in roots if r in cand and len(cand[r]) == 1]
@@ -350,7 +367,9 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
     the cut edge's source and the pass goes on from there.
     """
     edges: dict[Any, dict[Any, list[int]]] = {}
-    for c in reachable(view, roots, view.classes):
+    for k, c in enumerate(reachable(view, roots, view.classes, deadline)):
+        if not k & 4095:  # 1M e-nodes: this loop alone took 10 s at load 8, past a 1 s deadline
+            _check(deadline)
         out = edges.setdefault(c, {})
         for i in view.classes[c]:
             for d in view.kids[i]:
@@ -398,19 +417,19 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
            settings: ILPSettings, deadline: float) -> tuple:
     """The reduction, columns, levels, components, tie-break, program and chain bound (prune.py;
     -inf when not pruned or behind the filter) of :func:`ilp_extract`."""
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     removed = filter_cycles(view, greedy, roots, costs, deadline) if settings.acyclic == "filter" else set()
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     chain = -np.inf
     if settings.prune:
         pruned = prune(view, costs, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()
                                             if c not in view.const}, greedy_cost, deadline)
         removed |= pruned.removed
         chain = pruned.bound if settings.acyclic != "filter" else -np.inf  # the filter's is on what it keeps
-        _check(deadline)
+        _check(deadline, settings.memory_gb)
     red = reduce(view, costs, roots, removed, dominance=settings.reduce, deadline=deadline)
     cols = [i for ns in red.candidates.values() for i in ns]
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     comps = cycle_components(view, red.candidates) if settings.acyclic == "exact" else []
     levels = _levels(comps, len(cols))
     # the tie-break any solution pays is at most `tie` per e-class: TIE_BREAK of the greedy cost in all
@@ -418,7 +437,7 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     warm = settings.warm_start and get_solver(settings.solver).takes_start
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
     program, rows = _program(view, costs, roots, red, cols, cutoff, tie, levels, deadline)
-    _check(deadline)
+    _check(deadline, settings.memory_gb)
     return red, cols, levels, comps, tie, program, rows, chain
 
 
@@ -458,6 +477,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         remaining = seconds - (time.perf_counter() - began)
         if remaining <= 0:
             return None
+        _check(None, settings.memory_gb)
         solve_began = time.perf_counter() - began
         sol: Solution = solver.solve(program, remaining, start)
         rounds += 1

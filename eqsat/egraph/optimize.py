@@ -320,7 +320,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
 
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
-        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS)
+        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS, memory_gb=limits.memory_gb)
         roots = [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
                         min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[0] if hint else None)
@@ -343,7 +343,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged
     if extraction is None:
-        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS)
+        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS, memory_gb=limits.memory_gb)
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, settings,
                              hint[0] if hint else None)
     choice, greedy_us = extraction.choice, extraction.greedy_cost

@@ -45,6 +45,10 @@ class _Importer:
         return f"{self.path}: node {n.name or '?'} ({n.op_type})"
 
     def value(self, n: Any, name: str) -> Node:
+        if name not in self.values and name in self.consts:  # a constant the IR holds no data tensor for
+            raise OnnxError(f"{self.where(n)}: input {name!r} is a {self.consts[name].dtype.name} constant this "
+                            f"node reads as data, and the IR computes on float32, float16 and float64 data only; "
+                            f"cast it in the file")
         if name not in self.values:
             raise OnnxError(f"{self.where(n)}: input {name!r} is neither a graph input, an initializer "
                             f"nor the output of another node")

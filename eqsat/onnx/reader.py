@@ -31,6 +31,43 @@ def _topological_order(path: str, model: Any) -> list[int]:
         raise OnnxError(f"{path}: the graph has a cycle") from None
 
 
+READABLE_ELEM_TYPES = frozenset({1, 10, 11, 2, 3, 4, 5, 6, 7, 12, 13, 9})
+"""ONNX element types a graph input or output may have: float32, float16, float64 (computed on),
+the integer types and bool (carried through). bfloat16, float8, int4, strings and complex numbers
+have no numpy type the checks and the writer can use. (An initializer of another type is fine
+while only folded constants read it, e.g. through a Cast: see :meth:`_Importer.value`.)"""
+
+
+def elem_type_name(elem: int) -> str:
+    """``16`` -> ``"bfloat16"``: an ONNX element type as a message names it."""
+    names = _onnx().TensorProto.DataType
+    return names.Name(elem).lower() if elem in names.values() else f"element type {elem}"
+
+
+def check_interface(path: str, model: Any) -> None:
+    """Refuse, naming the tensor, a graph input or output whose element type this tool cannot
+    compute in (:data:`READABLE_ELEM_TYPES`), and a graph input with an axis of size 0 or less:
+    each surfaced later as a misleading "symbolic dimension" or missing-input message, or as
+    onnxruntime's own error after the whole search."""
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in inits]
+    for what, values in (("graph input", inputs), ("graph output", model.graph.output)):
+        for v in values:
+            elem = v.type.tensor_type.elem_type
+            if elem == 0:  # ONNX's checker allows it; onnxruntime refuses the file (after the whole search)
+                raise OnnxError(f"{path}: {what} {v.name!r} has no element type; declare one in the file")
+            if elem not in READABLE_ELEM_TYPES:
+                raise OnnxError(f"{path}: {what} {v.name!r} is {elem_type_name(elem)}, which this tool cannot "
+                                f"compute in (it reads float32, float16, float64, integer and bool tensors); "
+                                f"cast it in the file")
+    for v in inputs:
+        for axis, d in enumerate(v.type.tensor_type.shape.dim):
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                why = "an empty tensor has nothing to optimize" if d.dim_value == 0 else "which is not a size"
+                raise OnnxError(f"{path}: graph input {v.name!r} axis {axis} has size {d.dim_value}, {why}; "
+                                f"give the axis a size of at least 1, or a name to size it with --batch or --dim")
+
+
 def fix_input_dims(path: str, model: Any, batch: int, dims: Mapping[str, int]) -> None:
     """Give every symbolic dimension of the graph inputs a size, in place: a name in ``dims``
     takes that size; the first axis, and any dimension sharing its name, is the batch; any other
@@ -83,6 +120,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     except Exception as exc:
         raise OnnxError(f"{path}: not a valid ONNX model: {_first_line(exc)}") from None
     opset = _opset(path, model)
+    check_interface(path, model)
     fix_input_dims(path, model, batch, dims or {})
     imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}

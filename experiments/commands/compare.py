@@ -26,4 +26,4 @@ def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command("compare", "the main job: TENSAT-style e-graph vs TASO-style α search on the benchmark suite, "
                   "each on its own rules and both on the same rules",
-                  add_arguments, run)
+                  add_arguments, run, folder_args=("out",))

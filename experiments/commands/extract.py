@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 
 from eqsat.egraph.ilp import ACYCLIC
+from eqsat.egraph.limits import Limits
 from eqsat.egraph.solvers import DEFAULT_SOLVER, SOLVERS
-from experiments.command import Command, non_negative
+from experiments.command import Command, non_negative, number_in
 from experiments.output import write_json
 
 
@@ -22,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "cycle filter, then optimal only on what it keeps; lazy: cycle cuts added between solves")
     p.add_argument("--no-prune", dest="prune", action="store_false",
                    help="keep e-nodes that no term cheaper than the start can pick (default: drop them first)")
+    p.add_argument("--memory-gb", type=number_in(float, 0, 1e6, above=True), default=Limits.memory_gb,
+                   help="resident memory cap: past it the ILP stops and the greedy answer is kept, with the reason "
+                        f"(default {Limits.memory_gb:g}, as optimize's)")
     p.add_argument("--json", dest="json_out", help="write the result (cost, gap, chosen node per e-class) here")
 
 
@@ -40,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     view, costs, roots = read_json(args.file)
     try:
         result = extract(view, costs, roots, args.extractor, args.seconds,
-                         ILPSettings(solver=args.solver, acyclic=args.acyclic, prune=args.prune))
+                         ILPSettings(solver=args.solver, acyclic=args.acyclic, prune=args.prune,
+                                     memory_gb=args.memory_gb))
     except NoTermError as exc:
         raise NoTermError(f"{args.file}: {exc}") from None
     cost = selection_cost(view, costs, result.choice, roots)

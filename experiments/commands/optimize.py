@@ -53,7 +53,8 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
     ("--ilp-solver", EGRAPH, "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", EGRAPH, "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),
     ("--memory-gb", EGRAPH, "memory_gb", number_in(float, 0, 1e6, above=True),
-     "resident memory cap of the saturating process; the run stops with the best graph so far (preset 4)"),
+     "resident memory cap of the saturating process and of the extraction; each stops with the best graph so far "
+     "(preset 4)"),
     ("--beam", PET, "beam_width", positive_int, "beam width (preset 4)"),
     ("--depth", PET, "depth", positive_int, "conv layers transformed at most (preset: all)"),
     ("--candidates", PET, "max_candidates", positive_int, "transformations tried per conv layer (preset 8)"),

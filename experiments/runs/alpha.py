@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import (
+    Experiment,
+    add_models,
+    add_sweep_options,
+    list_of,
+    non_negative,
+    number_in,
+    split_list,
+    sweep_kwargs,
+)
 from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
 from experiments.searches import ALPHA
@@ -69,8 +78,9 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies")
-    p.add_argument("--budget", type=int, default=1000, help="α search budget")
-    p.add_argument("--alphas", default="", help="comma-separated α values (default 1.0 ... 2.0)")
+    p.add_argument("--budget", type=non_negative(int), default=1000, help="α search budget")
+    p.add_argument("--alphas", type=list_of(number_in(float, 0, 1e6, above=True), empty=True), default="",
+                   help="comma-separated α values (default 1.0 ... 2.0)")
     add_sweep_options(p, "results/alpha")
 
 

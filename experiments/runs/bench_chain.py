@@ -54,7 +54,5 @@ def run(world_name: str, max_k: int, workers: int, seed: int, out: Path) -> list
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.max_k < 2:
-        raise ValueError(f"--max-k {args.max_k}: the chain starts at k = 2")
     run(args.world, args.max_k, args.workers, args.seed, Path(args.out))
     return 0

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import argparse
 
-from experiments.command import Experiment, lazy
+from experiments.command import (
+    MAX_COUNT,
+    MAX_SECONDS,
+    Experiment,
+    lazy,
+    list_of,
+    non_negative,
+    number_in,
+    positive_int,
+    positive_seconds,
+    seconds,
+    seed_int,
+)
 
 
 def _out(p: argparse.ArgumentParser, name: str) -> None:
@@ -19,64 +31,70 @@ def _out(p: argparse.ArgumentParser, name: str) -> None:
 
 def _caps(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", default="", help="comma-separated models (default: the compare suite)")
-    p.add_argument("--nodes", default="1000,4000", help="node caps to try, time cap off (default 1000,4000)")
-    p.add_argument("--seconds", default="1,5", help="time caps to try, node cap off (default 1,5)")
-    p.add_argument("--k-multi", type=int, default=2, help="multi-pattern rules every K iterations (default 2)")
+    p.add_argument("--nodes", type=list_of(positive_int), default="1000,4000",
+                   help="node caps to try, time cap off (default 1000,4000)")
+    p.add_argument("--seconds", type=list_of(positive_seconds), default="1,5",
+                   help="time caps to try, node cap off (default 1,5)")
+    p.add_argument("--k-multi", type=non_negative(int), default=2,
+                   help="multi-pattern rules every K iterations (default 2)")
     _out(p, "caps")
 
 
 def _chain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
-    p.add_argument("--max-k", type=int, default=4, help="largest graph size, >= 2 (default 4)")
-    p.add_argument("--workers", type=int, default=2, help="generator processes (default 2)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-k", type=number_in(int, 2, MAX_COUNT), default=4, help="largest graph size, >= 2 (default 4)")
+    p.add_argument("--workers", type=positive_int, default=2, help="generator processes (default 2)")
+    p.add_argument("--seed", type=seed_int, default=0)
     _out(p, "chain")
 
 
 def _extraction(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", help="egraph-serialize JSON files (optimize --dump-egraph)")
-    p.add_argument("--seconds", type=float, default=60.0, help="time limit of each ILP run (default 60)")
+    p.add_argument("--seconds", type=seconds, default=60.0, help="time limit of each ILP run (default 60)")
     p.add_argument("--solvers", default="", help="comma-separated rows of eqsat.egraph.solvers (default: all)")
     _out(p, "extraction")
 
 
 def _fuzz(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
-    p.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (default 0: no limit)")
-    p.add_argument("--scale", type=int, default=20, help="times the CI's examples per test (default 20)")
-    p.add_argument("--first-seed", type=int, default=1, help="hypothesis seed of the first round (default 1)")
+    p.add_argument("--minutes", type=number_in(float, 0, MAX_SECONDS / 60, above=True), default=10.0,
+                   help="time budget (default 10)")
+    p.add_argument("--rounds", type=non_negative(int), default=0,
+                   help="stop after this many rounds (default 0: no limit)")
+    p.add_argument("--scale", type=positive_int, default=20, help="times the CI's examples per test (default 20)")
+    p.add_argument("--first-seed", type=seed_int, default=1, help="hypothesis seed of the first round (default 1)")
     p.add_argument("--select", default="", help="pytest -k expression: only these fuzz tests (default all)")
     _out(p, "fuzz")
 
 
 def _novelty(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
-    p.add_argument("--max-ops", type=int, default=4, help="graph size (default 4)")
+    p.add_argument("--max-ops", type=positive_int, default=4, help="graph size (default 4)")
     p.add_argument("--known", help="known rule set (default: WORLD-min)")
     p.add_argument("--full", action="store_true", help="also run the second step")
     p.add_argument("--step", choices=("root", "egraph"), default="root", help="the second step")
-    p.add_argument("--workers", type=int, default=1, help="processes of the root step")
+    p.add_argument("--workers", type=positive_int, default=1, help="processes of the root step")
     _out(p, "novelty")
 
 
 def _rulegen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worlds", default="", help="comma-separated worlds of taso_baseline.world (default: all)")
-    p.add_argument("--max-k", type=int, default=3, help="largest graph size (default 3)")
-    p.add_argument("--workers", type=int, default=2, help="generator processes (default 2)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-k", type=positive_int, default=3, help="largest graph size (default 3)")
+    p.add_argument("--workers", type=positive_int, default=2, help="generator processes (default 2)")
+    p.add_argument("--seed", type=seed_int, default=0)
     _out(p, "rulegen")
 
 
 def _soundness(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sets", default="", help="comma-separated shipped rule sets (default: the default sets)")
-    p.add_argument("--per-rule", type=int, default=6, help="corruptions tried per rule (0: all; default 6)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-rule", type=non_negative(int), default=6,
+                   help="corruptions tried per rule (0: all; default 6)")
+    p.add_argument("--seed", type=seed_int, default=0)
     _out(p, "soundness")
 
 
 def _walltime(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", default="squeezenet,bert", help="comma-separated models (default squeezenet,bert)")
-    p.add_argument("--runs", type=int, default=5, help="timed runs per model (default 5)")
+    p.add_argument("--runs", type=positive_int, default=5, help="timed runs per model (default 5)")
     _out(p, "walltime")
 
 
@@ -86,7 +104,8 @@ EXPERIMENTS = (
     Experiment("chain", "a world's rules from scratch to k ops, generated and minimized one size at a time", _chain,
                lazy("experiments.runs.bench_chain:main"), ("chain.csv", "chain.json", "k<k>.rules", "k<k>.min.rules")),
     Experiment("extraction", "greedy vs ILP extraction on dumped e-graphs: cost, bound, gap, seconds", _extraction,
-               lazy("experiments.runs.bench_extraction:main"), ("bench_extraction.csv", "bench_extraction.json")),
+               lazy("experiments.runs.bench_extraction:main"), ("bench_extraction.csv", "bench_extraction.json"),
+               input_args=("files",)),
     Experiment("fuzz", "the fuzz tests at scale with new seeds for a time budget (exit 1 on a failure)", _fuzz,
                lazy("experiments.runs.bench_fuzz:main"), ("fuzz.csv", "fuzz.json")),
     Experiment("novelty", "how far the incremental generator's e-graph step gets at a graph size", _novelty,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import Experiment, add_models, add_sweep_options, non_negative, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, EGRAPH
@@ -105,7 +105,8 @@ def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies")
     p.add_argument(
-        "--budget", type=int, default=1000, help="α search: largest budget (its trace gives the smaller ones)"
+        "--budget", type=non_negative(int), default=1000,
+        help="α search: largest budget (its trace gives the smaller ones)"
     )
     add_sweep_options(p, "results/budget")
 

@@ -21,6 +21,8 @@ from experiments.command import (
     add_models,
     add_sweep_options,
     device_help,
+    device_list,
+    non_negative,
     split_list,
     sweep_kwargs,
 )
@@ -113,8 +115,10 @@ def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEV
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies")
-    p.add_argument("--devices", default=",".join(DEVICES), help="comma-separated; " + device_help(",".join(DEVICES)))
-    p.add_argument("--k-multi", type=int, default=2, help="e-graph multi-pattern iterations (the case studies need 2)")
+    p.add_argument("--devices", type=device_list, default=",".join(DEVICES),
+                   help="comma-separated; " + device_help(",".join(DEVICES)))
+    p.add_argument("--k-multi", type=non_negative(int), default=2,
+                   help="e-graph multi-pattern iterations (the case studies need 2)")
     add_sweep_options(p, "results/hardware", device=False)
 
 

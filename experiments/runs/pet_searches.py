@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, HYPOGPU
-from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import Experiment, add_models, add_sweep_options, device_list, split_list, sweep_kwargs
 from experiments.output import write_table
 from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, EGRAPH, EGRAPH_PET, PET
@@ -99,7 +99,7 @@ def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PE
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "PET's models: " + "resnet18_stage4, csrnet_backend, inception_v3, bert, resnext50")
     p.add_argument("--searches", default=",".join(PET_SEARCHES), help="comma-separated searches")
-    p.add_argument("--devices", default=",".join(DEVICES),
+    p.add_argument("--devices", type=device_list, default=",".join(DEVICES),
                    help="comma-separated devices (a roofline, hypogpu[:...] tuned, ort-cpu measured)")
     p.add_argument("--quick", action="store_true", help="smoke presets on ResNet-18's last stage")
     add_sweep_options(p, "results/pet_searches", device=False)

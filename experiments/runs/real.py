@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
-from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs, thread_count
 from experiments.onnx_io import TOLERANCE, export_best
 from experiments.output import pyplot, save_figure, write_json, write_table
 from experiments.runs.compare import COMPARE_MODELS, check_models
@@ -235,7 +235,7 @@ def run(models: Sequence[str] | None, out: Path, *, seed: int = 0, quick: bool =
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the compare suite")
     p.add_argument("--quick", action="store_true", help="two small models, smoke-test search limits")
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1)")
+    p.add_argument("--threads", type=thread_count, default=1, help="onnxruntime intra-op threads (default 1)")
     add_sweep_options(p, "results/real", device=False)
 
 

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import HYPOGPU, HYPOGPU_ROOFLINE
-from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import (
+    Experiment,
+    add_models,
+    add_sweep_options,
+    device_arg,
+    non_negative,
+    split_list,
+    sweep_kwargs,
+)
 from experiments.output import write_table
 from experiments.runs.compare import TENSAT_SUITE, check_models
 from experiments.sweep import Cell, run_cells
@@ -81,10 +89,10 @@ def run(models: Sequence[str] | None, out: Path, *, roofline: str = ROOFLINE, tu
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_models(p, "the case studies and TENSAT's seven models")
-    p.add_argument("--roofline", default=ROOFLINE,
+    p.add_argument("--roofline", type=device_arg, default=ROOFLINE,
                    help=f"the roofline device (default: {ROOFLINE}, HypoGPU's datasheet)")
-    p.add_argument("--tuned", default=TUNED, help="the tuned device: hypogpu[:oracle|:TUNER@TRIALS]")
-    p.add_argument("--k-multi", type=int, default=2, help="e-graph multi-pattern iterations")
+    p.add_argument("--tuned", type=device_arg, default=TUNED, help="the tuned device: hypogpu[:oracle|:TUNER@TRIALS]")
+    p.add_argument("--k-multi", type=non_negative(int), default=2, help="e-graph multi-pattern iterations")
     add_sweep_options(p, "results/tuned_pricing", device=False)
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
 from experiments.sweep import Cell, run_cells
 
@@ -455,7 +455,7 @@ def run_scheduler(
 
 def _add_curve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", default=",".join(CURVE_SHAPES), help="comma-separated named shapes")
-    p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+    p.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
     add_sweep_options(p, "results/tuning", device=False, seed=False)
 
 
@@ -466,7 +466,7 @@ def _run_curves(args: argparse.Namespace) -> int:
 
 def _row(name: str, out: str, text: str, fn: Any, outputs: tuple[str, ...]) -> Experiment:
     def add(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
+        p.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
         add_sweep_options(p, out, device=False, seed=False)
 
     def go(args: argparse.Namespace) -> int:

@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import (
+    Experiment,
+    add_sweep_options,
+    count_list,
+    non_negative,
+    positive_int,
+    seed_int,
+    split_list,
+    sweep_kwargs,
+)
 from experiments.output import write_table
 from experiments.sweep import Cell, run_cells
 
@@ -108,11 +117,12 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuners", default=",".join(TUNERS), help="comma-separated tuner names (and the bound oracle)")
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated named shapes or MxNxK")
-    p.add_argument("--random-shapes", type=int, default=RANDOM_SHAPES, help="how many random shapes to add")
-    p.add_argument("--seeds", type=int, default=5, help="how many seeds per tuner and shape")
-    p.add_argument("--first-seed", type=int, default=0,
+    p.add_argument("--random-shapes", type=non_negative(int), default=RANDOM_SHAPES,
+                   help="how many random shapes to add")
+    p.add_argument("--seeds", type=positive_int, default=5, help="how many seeds per tuner and shape")
+    p.add_argument("--first-seed", type=seed_int, default=0,
                    help="seeds FIRST..FIRST+N-1 (e.g. 5 for a check on seeds the tuners were not tuned on)")
-    p.add_argument("--trials", default=",".join(map(str, CHECKPOINTS)), help="comma-separated budgets")
+    p.add_argument("--trials", type=count_list, default=",".join(map(str, CHECKPOINTS)), help="comma-separated budgets")
     add_sweep_options(p, "results/tuning_budget", device=False, seed=False)
 
 

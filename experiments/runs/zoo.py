@@ -33,7 +33,15 @@ from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from eqsat.files import write_atomic
-from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import (
+    Experiment,
+    add_sweep_options,
+    device_list,
+    positive_int,
+    positive_seconds,
+    split_list,
+    sweep_kwargs,
+)
 from experiments.onnx_io import TOLERANCE
 from experiments.output import write_table
 from experiments.sweep import Cell, run_cells
@@ -361,10 +369,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", help="a folder of .onnx files (default: the zoo's twelve models, generated into --out)")
     p.add_argument("--zoo", default="", help="comma-separated zoo models to generate and run (default all)")
     p.add_argument("--searches", default="", help="comma-separated searches (default: every registered search)")
-    p.add_argument("--devices", default=",".join(DEVICES),
+    p.add_argument("--devices", type=device_list, default=",".join(DEVICES),
                    help=f"comma-separated devices (default {','.join(DEVICES)})")
-    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"seconds per optimize run (default {TIMEOUT_S:g})")
-    p.add_argument("--runs", type=int,
+    p.add_argument("--timeout", type=positive_seconds, default=TIMEOUT_S,
+                   help=f"seconds per optimize run (default {TIMEOUT_S:g})")
+    p.add_argument("--runs", type=positive_int,
                    help=f"end-to-end runs of each file, at least (default {RUNS}; quick {QUICK_RUNS})")
     p.add_argument("--quick", action="store_true", help="two tiny zoo models, the quick search preset, few runs")
     add_sweep_options(p, "results/zoo", device=False)

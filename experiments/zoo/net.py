@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from eqsat.files import replace_atomic
+
 
 class Net:
     """An ONNX graph under construction: nodes, initializers and fresh names."""
@@ -122,5 +124,5 @@ class Net:
                              [h.make_tensor_value_info(k, fl, list(v)) for k, v in outputs.items()], self.inits)
         model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], producer_name="pytorch-shaped")
         self.onnx.checker.check_model(model)
-        self.onnx.save(model, str(path))
+        replace_atomic(path, lambda tmp: self.onnx.save(model, tmp))  # a killed run leaves no half model
         return Path(path)

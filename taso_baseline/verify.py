@@ -89,6 +89,13 @@ _ATTR_SAMPLES: dict[str, tuple[Any, ...]] = {
     "ints": ((0,), (1,)),
     "perm": (None,),
 }
+_OP_ATTR_SAMPLES: dict[tuple[str, str], tuple[Any, ...]] = {
+    # a reshape's target shape must keep the element count: shapes of 3, 9, 27 and 81 elements (a
+    # variable of rank 1 to 4 with the free sizes 3) in several ranks, so rules over reshape
+    # chains type-check at some of them
+    ("reshape", "shape"): ((3,), (1, 3), (9,), (3, 3), (1, 9), (3, 3, 1), (27,), (3, 9), (9, 3), (3, 3, 3),
+                           (1, 3, 9), (81,), (9, 9), (3, 27), (3, 3, 3, 3), (1, 9, 9)),
+}
 
 
 def _attr_kinds(rule: Rule) -> dict[str, tuple[Any, ...]]:
@@ -101,7 +108,8 @@ def _attr_kinds(rule: Rule) -> dict[str, tuple[Any, ...]]:
                     for spec_attr in get_op(p.op).attrs:
                         e = dict(p.attrs).get(spec_attr.name)
                         if isinstance(e, Var) and e.name not in out:
-                            samples = spec_attr.choices or _ATTR_SAMPLES.get(spec_attr.kind, (1,))
+                            samples = spec_attr.choices or _OP_ATTR_SAMPLES.get(
+                                (p.op, spec_attr.name), _ATTR_SAMPLES.get(spec_attr.kind, (1,)))
                             out[e.name] = tuple(samples)
     return out
 

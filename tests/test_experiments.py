@@ -27,12 +27,12 @@ def test_compare_quick_smoke(tmp_path, capsys):
     assert main(["compare", "--quick", "--models", "qkv,lora", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "Table 1 of 2 (compare), device h100: each search on its own default rules" in text
-    assert "TASO α search (taso): matrix conv epilogue (" in text
+    assert "TASO α search (taso): matrix conv epilogue folds (" in text
     assert "Table 2 of 2 (compare_same_rules), device h100: both searches on the same rules" in text
-    assert "TASO α search (taso): matrix-min conv-min epilogue (296 rules)" in text
+    assert "TASO α search (taso): matrix-min conv-min epilogue folds (334 rules)" in text
     assert text.count("geometric mean of the search-time ratio") == 2
     assert text.count("best cost, eqsat against taso: better on 1, equal on 1, worse on 0 of 2 models") == 2
-    for stem, taso_rules in (("compare", None), ("compare_same_rules", "matrix-min,conv-min,epilogue")):
+    for stem, taso_rules in (("compare", None), ("compare_same_rules", "matrix-min,conv-min,epilogue,folds")):
         rows = list(csv.DictReader(open(tmp_path / f"{stem}.csv")))
         assert [r["model"] for r in rows] == ["qkv", "lora"]
         data = json.loads((tmp_path / f"{stem}.json").read_text())

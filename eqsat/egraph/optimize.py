@@ -350,7 +350,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)
     best_us = model.graph_time_us(best)
-    if best_us > original:
+    if best_us >= original and best != graph:  # a rewrite that gains nothing (a free reshape removed) is a risk
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
     reached = _reached(view, choice, roots) if best is not graph else set()

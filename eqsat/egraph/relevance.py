@@ -16,6 +16,7 @@ from typing import Any
 from eqsat.egraph.infer import with_inferred_ranks
 from eqsat.egraph.language import Language
 from eqsat.egraph.rewrites import COMPILED, RuleBuilder, Unsupported, compile_rule, parse_vars
+from eqsat.errors import ShapeError
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbolic import Sym, Undecidable, recording
 from eqsat.rules.pattern import App, Pattern, Var, attr_bindings, attr_vars, bind_attrs, walk
@@ -131,7 +132,11 @@ def ground_rules(rules: Sequence[Rule], graph: Graph) -> list[Rule]:
             label = ",".join(f"{k}={_short(v)}" for k, v in key)
             ground = Rule(f"{rule.name}@{label}", tuple(bind_attrs(p, b) for p in rule.lhs),
                           tuple(bind_attrs(p, b) for p in rule.rhs), rule.bidirectional, rule.meta)
-            if not any(r.startswith("Undecidable") for r in compile_rule(ground).skipped):
+            try:
+                skipped = compile_rule(ground).skipped
+            except ShapeError:
+                continue  # attributes that cannot go together (a reshape of 16 columns into 1024): never matches
+            if not any(r.startswith("Undecidable") for r in skipped):
                 out.append(ground)
                 continue
             for shapes in sorted(shape_sets):

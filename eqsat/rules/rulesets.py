@@ -20,6 +20,7 @@ from eqsat.rules.rulefile import Rule, load_rules, merge_duplicates
 
 RULES_DIR = Path(__file__).parent
 EPILOGUE = "epilogue"  # the hand-written fusions, which code outside the searches also reads
+FOLD = "folds"  # the hand-written folds: LoRA adapters, scales into weights, reshape/transpose chains
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
     RuleSet("matrix", "matrix.rules", "generated: matrix world, graphs of up to 3 ops"),
     RuleSet("conv", "conv.rules", "generated: conv world, graphs of up to 3 ops"),
     RuleSet(EPILOGUE, "epilogue.rules", "hand-written: BN folding, bias and activation fusion"),
+    RuleSet(FOLD, "folds.rules", "hand-written: LoRA adapters and scales folded into weights, reshape and "
+                                "transpose chains removed"),
     RuleSet("matrix-min", "matrix.min.rules", "the matrix set less every rule the others derive (rules minimize)"),
     RuleSet("conv-min", "conv.min.rules", "the conv set less every rule the others derive (rules minimize)"),
     RuleSet("matrix4", "matrix4.rules", "generated: matrix world, graphs of 4 ops that matrix-min does not prove"),
@@ -46,8 +49,8 @@ RULE_SETS: dict[str, RuleSet] = {s.name: s for s in (
     RuleSet("matrix4-min", "matrix4.min.rules", "the matrix4 set less every rule matrix-min and the others derive"),
     RuleSet("conv4-min", "conv4.min.rules", "the conv4 set less every rule conv-min and the others derive"),
 )}
-DEFAULT_RULE_SETS = ("matrix-min", "conv-min", EPILOGUE)  # the e-graph's own: saturation re-derives the rest
-FULL_RULE_SETS = ("matrix", "conv", EPILOGUE)  # the generated sets before minimization: the α search's own
+DEFAULT_RULE_SETS = ("matrix-min", "conv-min", EPILOGUE, FOLD)  # the e-graph's own: saturation re-derives the rest
+FULL_RULE_SETS = ("matrix", "conv", EPILOGUE, FOLD)  # the generated sets before minimization: the α search's own
 
 
 @lru_cache(maxsize=16)

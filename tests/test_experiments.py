@@ -1,6 +1,7 @@
 """Experiments: the compare job, resumable cells, local/Ray executors, budget/alpha/hardware tables."""
 from __future__ import annotations
 
+import collections
 import csv
 import json
 
@@ -65,8 +66,7 @@ def test_compare_marks_time_limits_and_counts_best_costs():
     assert (s["better"], s["equal"], s["worse"], s["time_limit_cells"]) == (1, 1, 1, 2)
     assert s["geomean_time_ratio"] == pytest.approx(1.0)
     own = tables()[0]
-    text = format_table(own, 1, rows, "h100", {own.rules["taso"] or ("matrix", "conv", "epilogue"): 1,
-                                               ("matrix-min", "conv-min", "epilogue"): 1})
+    text = format_table(own, 1, rows, "h100", collections.defaultdict(lambda: 1))  # any rule sets: 1 rule
     lines = {line.split()[0]: line for line in text.splitlines()}
     assert "4.00 T" in lines["a"] and "1.00 T" not in lines["a"] and lines["a"].endswith("better")
     assert "2.00 T" in lines["c"] and lines["c"].endswith("worse") and " T" not in lines["b"]

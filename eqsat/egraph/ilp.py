@@ -417,6 +417,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     ``greedy_cost``) is the warm start and the upper bound, and fixes the weight-only e-classes."""
     began = time.perf_counter()
     solver = get_solver(settings.solver)
+    kept = None
     if settings.acyclic == "exact" and settings.warm_start and solver.takes_start:
         # the cycle filter's optimum (seconds, a tight relaxation) is a better start than the greedy one
         kept = ilp_extract(view, costs, roots, greedy, greedy_cost, replace(settings, acyclic="filter"),
@@ -429,7 +430,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         red, cols, levels, comps, tie, program, rows = _build(view, costs, roots, greedy, greedy_cost, settings,
                                                              began + seconds)
     except OutOfTime:
-        return None
+        return kept  # the filter's answer stands (None when there is none)
     col = {i: k for k, i in enumerate(cols)}
     warm = settings.warm_start and solver.takes_start
     start = _start(view, roots, red, greedy, cols, levels) if warm else None
@@ -439,7 +440,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     while True:
         remaining = seconds - (time.perf_counter() - began)
         if remaining <= 0:
-            return None
+            return kept
         solve_began = time.perf_counter() - began
         sol: Solution = solver.solve(program, remaining, start)
         rounds += 1
@@ -447,7 +448,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         if first is None and sol.first_incumbent_s is not None:
             first = 0.0 if warm else solve_began + sol.first_incumbent_s
         if sol.x is None:
-            return None
+            return kept
         choice = _decode(view, cols, sol.x, greedy)
         cycles = find_cycles(view, choice, roots)
         if not cycles:

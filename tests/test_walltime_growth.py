@@ -29,10 +29,13 @@ def test_the_fit_tells_linear_from_quadratic_growth():
     square = fit(layers, [n * n for n in layers])
     assert square is not None and square.curvature == pytest.approx(48 / 12) and "super-linear" in square.describe("s")
     assert fit([4, 8], [1.0, 2.0]) is None  # two depths fit any line
+    flat = fit(layers, [5.0, 4.0, 6.0, 10.0])
+    assert flat is not None and "no growth between the two shallowest" in flat.describe("s")
 
 
 def test_fits_are_per_model_and_search_and_skip_failed_cells():
-    rows = [{"model": "bert", "search": "eqsat", "layers": n, "wall_s": n, "cpu_s": n, "peak_mb": 100 + n}
-            for n in (4, 8, 16)] + [{"model": "bert", "search": "taso", "layers": 4, "error": "exit 2"}]
+    rows = [{"model": "bert", "search": "eqsat", "layers": n, "wall_s": n, "cpu_s": n, "peak_mb": 100 + n,
+             "stop": "time limit" if n == 16 else "saturated"} for n in (4, 8, 16)] + [{"model": "bert", "search": "taso", "layers": 4, "error": "exit 2"}]
     lines = fits(rows)
     assert len(lines) == 3 and all(line.startswith("bert, eqsat") for line in lines)
+    assert all("time limit at 1 of 3 depths" in line for line in lines)

@@ -31,7 +31,13 @@ class Fit:
     curvature: float
 
     def describe(self, unit: str) -> str:
-        shape = "linear" if self.curvature <= 1.5 else f"super-linear: a deep layer costs {self.curvature:.1f}x"
+        if not np.isfinite(self.curvature):
+            shape = "no growth between the two shallowest depths"
+        elif self.curvature <= 1.5:
+            shape = "linear"
+        else:
+            shape = (f"super-linear: a layer between the deepest two depths costs {self.curvature:.1f}x "
+                     "one between the shallowest")
         return f"{self.intercept:.2f} + {self.slope:.3f} {unit}/layer (R^2 {self.r2:.3f}; {shape})"
 
 
@@ -46,7 +52,7 @@ def fit(layers: Sequence[int], values: Sequence[float]) -> Fit | None:
     residual = float(np.sum((y - (intercept + slope * x)) ** 2))
     total = float(np.sum((y - y.mean()) ** 2))
     first, last = (y[1] - y[0]) / (x[1] - x[0]), (y[-1] - y[-2]) / (x[-1] - x[-2])
-    curvature = last / first if first > 0 else float("inf") if last > 0 else 1.0
+    curvature = last / first if first > 0 else float("nan")
     return Fit(float(slope), float(intercept), 1.0 - residual / total if total > 0 else 1.0, float(curvature))
 
 
@@ -66,7 +72,9 @@ def fits(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         for key, label in MEASURES:
             found = fit([r["layers"] for r in got], [r[key] for r in got])
             if found is not None:
-                lines.append(f"{model}, {search}, {label}: {found.describe(label.split()[-1])}")
+                capped = sum("time limit" in str(r.get("stop", "")) for r in got)
+                note = f" [the search stopped at its time limit at {capped} of {len(got)} depths]" if capped else ""
+                lines.append(f"{model}, {search}, {label}: {found.describe(label.split()[-1])}{note}")
     return lines
 
 

@@ -83,11 +83,11 @@ def _command(cell: Cell, search: str, device: str, work: Path, preset: str | Non
     """The ``eqsat-lab optimize`` command line of one run (a zoo model's ONNX file is written once)."""
     cmd = [sys.executable, "-m", "experiments.cli", "optimize"]
     if cell.zoo:
-        from experiments.zoo import ZOO
-
         path = work / f"{cell.label.replace(':', '.').replace('=', '')}.onnx"
-        if not path.exists():
-            ZOO[cell.model].build(path, 0, **dict(cell.params))
+        if not path.exists():  # in a child: Linux passes a parent's peak memory on to every later child it starts
+            build = (f"from experiments.zoo import ZOO; "
+                     f"ZOO[{cell.model!r}].build({str(path)!r}, 0, **{dict(cell.params)!r})")
+            subprocess.run([sys.executable, "-c", build], check=True)
         cmd += [str(path), "--out", str(work / f"{search}.opt.onnx")]
     else:
         cmd += [cell.model, *(f"--param={k}={v}" for k, v in cell.params)]

@@ -279,3 +279,15 @@ def test_a_million_nodes_end_within_their_seconds_with_a_bound(extractor: str) -
     assert took < 20.0 * 1.5, took
     if extractor == "ilp":
         assert result.status  # the ILP's bound when it ran, or why it did not: never a hang
+
+
+def test_an_exact_extraction_out_of_time_keeps_the_cycle_filters_answer() -> None:
+    """No time left for the whole-e-graph proof: the filter's answer stands (it fell back to greedy)."""
+    view = make_view([(0, ()), (1, (0,)), (1, (2,)), (2, (1,)), (2, (3,)), (3, (2,)), (3, (0,))])
+    costs = [0.0, 5.0, 0.0, 1.0, 1.0, 0.0, 5.0]
+    keep = greedy_dag(view, costs, [2])
+    start = selection_cost(view, costs, keep, [2])
+    filtered = ilp_extract(view, costs, [2], keep, start, ILPSettings(acyclic="filter"))
+    got = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_seconds=0.0))
+    assert filtered is not None and got is not None
+    assert got.cost == filtered.cost and not got.optimal and "cycle-filtered" in got.status

@@ -4,5 +4,5 @@
 subcommand, on :mod:`experiments.command`); ``runs/`` holds one module per experiment or
 benchmark; ``searches`` is the search registry; ``sweep`` runs an experiment's cells in parallel
 and resumes them, ``output`` writes its tables and figures; ``onnx_io``, ``exporter_models``,
-``cost_table`` and ``memory`` serve the commands.
+``cost_table``, ``memory`` and ``blas`` serve the commands.
 """

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import experiments.blas  # noqa: F401  (first: one BLAS thread, set before NumPy loads OpenBLAS)
 from experiments.command import Command, add_subcommands, check_paths
 from experiments.memory import reuse_large_blocks
 

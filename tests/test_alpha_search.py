@@ -117,7 +117,7 @@ def test_cli_optimize_json(tmp_path, capsys):
     assert main(["optimize", "lora", "--search", "taso", "--alpha", "1.3", "--budget", "100", "--no-multi",
                  "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "39.72 -> 21.37" in text and "verified against the input (mod 8388593)" in text
+    assert "39.72 -> 21.37" in text and "verified against the input (mod 1048573)" in text
     data = json.loads(out.read_text())
     assert {"original_us", "best_us", "search_s", "expanded", "path"} <= set(data)
     assert data["path"][0]["ratio_to_best"] == pytest.approx(1.27, abs=0.005)

@@ -295,3 +295,15 @@ def test_past_the_memory_cap_the_extractor_keeps_its_greedy_answer_and_says_why(
     assert "greedy cost" in out and "memory limit (" in out and "cap 1e-06 GB)" in out
     with pytest.raises(ValueError, match="memory cap must be > 0 GB"):
         ILPSettings(memory_gb=0)
+
+
+def test_an_exact_extraction_out_of_time_keeps_the_cycle_filters_answer() -> None:
+    """No time left for the whole-e-graph proof: the filter's answer stands (it fell back to greedy)."""
+    view = make_view([(0, ()), (1, (0,)), (1, (2,)), (2, (1,)), (2, (3,)), (3, (2,)), (3, (0,))])
+    costs = [0.0, 5.0, 0.0, 1.0, 1.0, 0.0, 5.0]
+    keep = greedy_dag(view, costs, [2])
+    start = selection_cost(view, costs, keep, [2])
+    filtered = ilp_extract(view, costs, [2], keep, start, ILPSettings(acyclic="filter"))
+    got = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_seconds=0.0))
+    assert filtered is not None and got is not None
+    assert got.cost == filtered.cost and not got.optimal and "cycle-filtered" in got.status

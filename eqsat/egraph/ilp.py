@@ -448,6 +448,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     ``greedy_cost``) is the warm start and the upper bound, and fixes the weight-only e-classes."""
     began = time.perf_counter()
     solver = get_solver(settings.solver)
+    kept = None
     if settings.acyclic == "exact" and settings.warm_start and solver.takes_start:
         # the cycle filter's optimum (seconds, a tight relaxation) is a better start than the greedy one
         kept = ilp_extract(view, costs, roots, greedy, greedy_cost, replace(settings, acyclic="filter"),
@@ -460,7 +461,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         red, cols, levels, comps, tie, program, rows, chain = _build(view, costs, roots, greedy, greedy_cost,
                                                                     settings, began + seconds)
     except OutOfTime:
-        return None
+        return kept  # the filter's answer stands (None when there is none)
     stats = red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)}
     if chain >= greedy_cost - REL_GAP * abs(greedy_cost):  # the start is proved optimal: nothing to solve
         cost = selection_cost(view, costs, greedy, roots)
@@ -476,7 +477,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     while True:
         remaining = seconds - (time.perf_counter() - began)
         if remaining <= 0:
-            return None
+            return kept
         _check(None, settings.memory_gb)
         solve_began = time.perf_counter() - began
         sol: Solution = solver.solve(program, remaining, start)
@@ -485,7 +486,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         if first is None and sol.first_incumbent_s is not None:
             first = 0.0 if warm else solve_began + sol.first_incumbent_s
         if sol.x is None:
-            return None
+            return kept
         choice = _decode(view, cols, sol.x, greedy)
         cycles = find_cycles(view, choice, roots)
         if not cycles:

@@ -17,7 +17,7 @@ import numpy as np
 
 from eqsat.errors import DomainError, ShapeError
 from eqsat.ir import folds
-from eqsat.ir.domains import FAST_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
+from eqsat.ir.domains import CHECK_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
 from eqsat.ir.graph import Graph, Node, leaf_shapes, leaves_of
 
 Values = Mapping[str, np.ndarray]
@@ -173,6 +173,9 @@ class LazyLeaves(Mapping[str, np.ndarray]):
         self.kinds = {n.attr("name"): n.op for n in graph.leaves()}
         self.seed, self.trial, self.domain = seed, trial, domain
 
+    def __contains__(self, name: object) -> bool:
+        return name in self.shapes  # Mapping's own would draw the value to answer
+
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self.fixed:  # an attribute-like constant keeps its value
             return np.asarray(self.fixed[name], dtype=np.float64)
@@ -213,8 +216,9 @@ def contraction_terms(graph: Graph) -> int:
 
 
 def exact_domain_for(*graphs: Graph) -> Domain | None:
-    """The fast GF(p) domain when every op of the graphs is a polynomial and int64 sums cannot overflow."""
-    domain = modp(FAST_PRIME)
+    """The fast GF(p) domain (p = :data:`~eqsat.ir.domains.CHECK_PRIME`) when every op of the graphs is a
+    polynomial and int64 sums cannot overflow."""
+    domain = modp(CHECK_PRIME)
     for g in graphs:
         if any(not n.is_leaf and not n.spec.defined_in(n.attr_dict, domain) for n in g.nodes()):
             return None
@@ -227,8 +231,9 @@ def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: 
                    exact: bool = True) -> Comparison:
     """Evaluate both graphs on the same random leaves and compare every output.
 
-    Polynomial graphs (no relu, max or sigmoid) are compared exactly in GF(p), p = 8,388,593
-    (Schwartz-Zippel: a wrong rewrite of degree d survives a trial with probability <= d/p), which
+    Polynomial graphs (no relu, max or sigmoid) are compared exactly in GF(p), p = 1,048,573
+    (Schwartz-Zippel: a wrong rewrite of degree d survives a trial with probability <= d/p per
+    output entry; below 2^20 so a matmul is one exact float64 BLAS product), which
     deep products such as an 8-layer attention stack need: in float64 they overflow. Other graphs
     are compared in float64, where the error of an output is ``max|x - y| / max(1, max|x|)`` and
     must be at most ``rtol``.

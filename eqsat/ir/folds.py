@@ -39,7 +39,7 @@ class Product:
 
 def matmul_in(domain: Domain) -> Contract:
     """A 2-D product computed and reduced in ``domain`` (what the op table's matmul does)."""
-    return lambda a, b: domain.reduce(domain.contract(np.matmul, a, b))
+    return lambda a, b: domain.reduce(domain.contract(np.matmul, a, b, terms=a.shape[-1]))
 
 
 def defer(op: str, attrs: dict[str, Any], xs: Sequence[Any], weight_only: bool) -> Product | None:

@@ -86,7 +86,7 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     ho, wo = win.shape[2:4]
     if kh == kw == 1 and (ho, wo) == x.shape[2:]:  # pointwise, stride 1, unpadded: one product per group
         flat = x.reshape(n, g, c // g, ho * wo)
-        out = domain.contract(np.matmul, w.reshape(1, g, o // g, c // g), flat)
+        out = domain.contract(np.matmul, w.reshape(1, g, o // g, c // g), flat, terms=c // g)
     elif g == c == o and g > 1:  # depthwise: one channel in, one out per group
         out = sum(tap * w[:, 0, i, j].reshape(1, o, 1, 1) for i, j, tap in _taps(win))  # int64-exact: < 2^46 each
         out = domain.reduce(out)
@@ -94,7 +94,7 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
         win = win.reshape(n, g, c // g, ho, wo, kh, kw)
         wg = w.reshape(g, o // g, c // g, kh, kw)
         out = domain.contract(lambda a, b: np.einsum("ngchwij,gocij->ngohw", a, b, optimize=not domain.object_arrays),
-                              win, wg)
+                              win, wg, terms=c // g * kh * kw)
     out = out.reshape(n, o, ho, wo)
     if len(xs) == 3:
         out = out + xs[2].reshape(1, o, 1, 1)

@@ -88,7 +88,8 @@ register(OpSpec(
     name="matmul", arity=2, attrs=(AttrSpec("act", "choice", "none", ACT_NAMES),),
     terms=lambda attrs, ins: ins[0][-1],
     shape=_matmul_shape, flops=_matmul_flops,
-    evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(domain.contract(np.matmul, xs[0], xs[1])),
+    evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(
+        domain.contract(np.matmul, xs[0], xs[1], terms=xs[0].shape[-1])),
     linear_in=(0, 1), merge_axes=((0, -1), (1, -2)), same_rank=True,
     doc="(Batched) matrix product with an optional fused activation.",
 ))

@@ -1,72 +1,178 @@
-"""``eqsat-lab experiment walltime``: the wall time a user waits for ``eqsat-lab optimize MODEL
---search eqsat``.
+"""``eqsat-lab experiment walltime``: the wall time, CPU time and peak memory a user's ``eqsat-lab
+optimize MODEL --search S`` costs, and how they grow with the model's depth.
 
 Each run is a fresh ``eqsat-lab`` process, as a user starts it: interpreter, imports, the model,
-the search, the check of the result and the exit. One warm-up run per model fills the disk caches
-(parsed and compiled rules), so the timed runs are second runs. Models are timed round-robin so a
-slow spell of the machine hits every model alike; the median and the spread of the runs are
-reported with the phase report of the median run, against the targets in ``TARGETS_S``.
+the search, the check of the result and the exit; its CPU seconds and peak resident memory come
+from the operating system (``wait4``), next to the load average when it started. One warm-up run
+per search fills the disk caches (parsed and compiled rules), so the timed runs are second runs.
+Cells are timed round-robin so a slow spell of the machine hits every cell alike.
+
+A model is a benchmark graph or a zoo architecture (written as ONNX into a temporary folder and
+optimized from the file), with builder sizes: ``bert:layers=4/8/16`` is three cells. Over the cells
+of one model and search that differ only in ``layers``, time and memory are fitted as a line in
+the layer count (:mod:`experiments.runs.growth`), and the table says where growth is not linear.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.command import split_list
+from experiments.command import parse_params, split_list
 from experiments.output import write_table
 from experiments.runs.compare import check_models
-from experiments.searches import EGRAPH
+from experiments.runs.growth import plot_growth, write_markdown
+from experiments.searches import EGRAPH, SEARCHES
 
-TARGETS_S = {"squeezenet": 2.0, "bert": 3.0}
+TARGETS_S = {("squeezenet", EGRAPH): 2.0, ("bert", EGRAPH): 3.0, ("bert:layers=32", EGRAPH): 6.0}
 
 
-def one_run(model: str, json_path: Path) -> tuple[float, dict[str, float]]:
-    """Wall seconds of one optimize process, and its phase report."""
+@dataclass(frozen=True)
+class Cell:
+    """One model at one size: ``label`` as written (``bert:layers=8``), the name and its sizes."""
+
+    label: str
+    model: str
+    params: tuple[tuple[str, Any], ...]
+
+    @property
+    def zoo(self) -> bool:
+        from experiments.zoo import ZOO
+
+        return self.model in ZOO
+
+    def layers(self) -> int | None:
+        return dict(self.params).get("layers")
+
+
+def parse_cells(text: str) -> list[Cell]:
+    """``bert:layers=4/8,squeezenet`` -> one cell per model and size (a ``/`` lists sizes)."""
+    from eqsat.models import MODELS
+    from experiments.zoo import ZOO
+
+    cells = []
+    for item in split_list(text):
+        name, *pairs = item.split(":")
+        if name not in MODELS and name not in ZOO:
+            raise ValueError(f"--models: unknown model {name!r}; choose from {', '.join([*MODELS, *ZOO])}")
+        expanded: list[list[str]] = [[]]
+        for pair in pairs:
+            key, _, values = pair.partition("=")
+            if not key or not values:
+                raise ValueError(f"--models {item!r}: expected NAME:KEY=VALUE[/VALUE...], got {pair!r}")
+            expanded = [done + [f"{key}={v}"] for done in expanded for v in values.split("/")]
+        for kv in expanded:
+            cells.append(Cell(":".join([name, *kv]), name, tuple(parse_params(kv).items())))
+    if not cells:
+        raise ValueError("--models: no model given")
+    check_models([c.model for c in cells if not c.zoo])
+    return cells
+
+
+def _command(cell: Cell, search: str, device: str, work: Path, preset: str | None = None) -> list[str]:
+    """The ``eqsat-lab optimize`` command line of one run (a zoo model's ONNX file is written once)."""
+    cmd = [sys.executable, "-m", "experiments.cli", "optimize"]
+    if cell.zoo:
+        path = work / f"{cell.label.replace(':', '.').replace('=', '')}.onnx"
+        if not path.exists():  # in a child: Linux passes a parent's peak memory on to every later child it starts
+            build = (f"from experiments.zoo import ZOO; "
+                     f"ZOO[{cell.model!r}].build({str(path)!r}, 0, **{dict(cell.params)!r})")
+            subprocess.run([sys.executable, "-c", build], check=True)
+        cmd += [str(path), "--out", str(work / f"{search}.opt.onnx")]
+    else:
+        cmd += [cell.model, *(f"--param={k}={v}" for k, v in cell.params)]
+    cmd += ["--search", search, "--device", device, "--json", str(work / "run.json")]
+    return cmd + (["--preset", preset] if preset else [])
+
+
+def one_run(cmd: list[str], json_path: Path, timeout_s: float) -> dict[str, Any]:
+    """Wall and CPU seconds, peak resident MB, the load average at the start and the phase report
+    of one process (a failure or a timeout is a row with its reason)."""
+    load = os.getloadavg()[0]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "experiments.cli", "optimize", model, "--search", EGRAPH,
-                           "--json", str(json_path)], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"optimize {model} failed: {done.stderr.strip()}")
-    return wall, json.loads(json_path.read_text())["phases"]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        log.seek(0)
+        tail = log.read().decode(errors="replace").strip().splitlines()[-1:]
+    row = {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024,
+           "load": load}
+    if proc.returncode != 0:
+        why = f"killed after {timeout_s:.0f} s" if not timer.is_alive() and wall >= timeout_s else " ".join(tail)
+        return row | {"error": f"exit {proc.returncode}: {why}"}
+    payload = json.loads(json_path.read_text())
+    return row | {"phases": payload["phases"], "stop": payload.get("stop", ""), "search_s": payload["search_s"],
+                  "speedup_pct": payload.get("speedup_pct")}
 
 
-def run(models: Sequence[str], runs: int, out: Path) -> list[dict[str, Any]]:
-    """The median wall time of ``runs`` optimize processes per model; writes ``bench_walltime.csv``/``.json``."""
-    check_models(models)
-    walls: dict[str, list[tuple[float, dict[str, float]]]] = {m: [] for m in models}
+def summarize(cell: Cell, search: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run of a cell (by wall time) with the spread of the others."""
+    ok = sorted((r for r in runs if "error" not in r), key=lambda r: r["wall_s"])
+    base = {"model": cell.model, "cell": cell.label, "layers": cell.layers(), "search": search,
+            "runs": len(runs), "load_min": round(min(r["load"] for r in runs), 1),
+            "load_max": round(max(r["load"] for r in runs), 1)}
+    if not ok:
+        return base | {"error": runs[-1]["error"]}
+    mid = ok[len(ok) // 2]
+    target = TARGETS_S.get((cell.label, search))
+    wall = statistics.median(r["wall_s"] for r in ok)
+    return base | {
+        "wall_s": round(wall, 2), "wall_min_s": round(ok[0]["wall_s"], 2), "wall_max_s": round(ok[-1]["wall_s"], 2),
+        "cpu_s": round(statistics.median(r["cpu_s"] for r in ok), 2),
+        "peak_mb": round(statistics.median(r["peak_mb"] for r in ok)),
+        "target_s": target, "meets": None if target is None else wall <= target,
+        "speedup_pct": mid["speedup_pct"], "search_s": round(mid["search_s"], 2), "stop": mid["stop"],
+        **{f"{k}_s": round(v, 2) for k, v in mid["phases"].items()}}
+
+
+def run(cells: Sequence[Cell], searches: Sequence[str], device: str, runs: int, out: Path,
+        timeout_s: float = 300.0) -> list[dict[str, Any]]:
+    """``runs`` timed processes per cell and search; writes ``bench_walltime.csv``/``.json``/``.md``
+    and, over depths, ``bench_walltime.png``."""
+    got: dict[tuple[str, str], list[dict[str, Any]]] = {(c.label, s): [] for c in cells for s in searches}
     with tempfile.TemporaryDirectory() as tmp:
-        for m in models:
-            one_run(m, Path(tmp) / "warm.json")  # fills the rule caches: the timed runs are second runs
+        work = Path(tmp)
+        for s in searches:  # fills the rule caches: the timed runs are second runs
+            one_run(_command(cells[0], s, device, work, preset="quick"), work / "run.json", timeout_s)
         for _ in range(runs):
-            for m in models:
-                walls[m].append(one_run(m, Path(tmp) / f"{m}.json"))
-    rows = []
-    for m in models:
-        ordered = sorted(walls[m], key=lambda r: r[0])
-        median_s = statistics.median(w for w, _ in ordered)
-        _, phases = ordered[len(ordered) // 2]
-        target = TARGETS_S.get(m)
-        rows.append({"model": m, "runs": len(ordered), "median_s": round(median_s, 3),
-                     "min_s": round(ordered[0][0], 3), "max_s": round(ordered[-1][0], 3), "target_s": target,
-                     "meets": None if target is None else median_s <= target,
-                     **{f"{k}_s": round(v, 3) for k, v in phases.items()}})
-        print(f"{m:12s} median {median_s:.2f} s (min {ordered[0][0]:.2f}, max {ordered[-1][0]:.2f}) "
-              f"target {target if target is not None else '-'}: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()), flush=True)
-    write_table(out, "bench_walltime", rows,
-                {"command": f"eqsat-lab optimize MODEL --search {EGRAPH}", "unit": "wall seconds"})
+            for c in cells:
+                for s in searches:
+                    got[c.label, s].append(one_run(_command(c, s, device, work), work / "run.json", timeout_s))
+                    r = got[c.label, s][-1]
+                    print(f"{c.label:24s} {s:6s} wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  "
+                          f"peak {r['peak_mb']:6.0f} MB  load {r['load']:.1f}  {r.get('error', '')}", flush=True)
+    rows = [summarize(c, s, got[c.label, s]) for c in cells for s in searches]
+    command = ("eqsat-lab experiment walltime --models " + ",".join(c.label for c in cells)
+               + f" --searches {','.join(searches)} --device {device} --runs {runs}")
+    write_table(out, "bench_walltime", rows, {"command": command, "unit": "seconds, MB (peak resident)"})
+    write_markdown(out / "bench_walltime.md", rows, command)
+    if any(r.get("layers") for r in rows):
+        plot_growth(out / "bench_walltime.png", rows)
     return rows
 
 
 def main(args: argparse.Namespace) -> int:
-    run(split_list(args.models), args.runs, Path(args.out))
+    if args.runs < 1:
+        raise ValueError(f"--runs {args.runs}: need at least one timed run")
+    searches = split_list(args.searches)
+    unknown = [s for s in searches if s not in SEARCHES]
+    if unknown or not searches:
+        raise ValueError(f"--searches: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(SEARCHES)}")
+    run(parse_cells(args.models), searches, args.device, args.runs, Path(args.out), args.timeout)
     return 0

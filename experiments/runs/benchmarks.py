@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 
+from eqsat.cost.devices import DEFAULT_DEVICE
 from experiments.command import (
     MAX_COUNT,
     MAX_SECONDS,
     Experiment,
+    device_arg,
     lazy,
     list_of,
     non_negative,
@@ -23,6 +25,7 @@ from experiments.command import (
     seconds,
     seed_int,
 )
+from experiments.searches import EGRAPH
 
 
 def _out(p: argparse.ArgumentParser, name: str) -> None:
@@ -93,8 +96,14 @@ def _soundness(p: argparse.ArgumentParser) -> None:
 
 
 def _walltime(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", default="squeezenet,bert", help="comma-separated models (default squeezenet,bert)")
-    p.add_argument("--runs", type=positive_int, default=5, help="timed runs per model (default 5)")
+    p.add_argument("--models", default="squeezenet,bert",
+                   help="comma-separated models, benchmark or zoo, with sizes: NAME[:KEY=V[/V...]] "
+                        "(bert:layers=4/8/16/32 is four cells; default squeezenet,bert)")
+    p.add_argument("--searches", default=EGRAPH, help=f"comma-separated searches (default {EGRAPH})")
+    p.add_argument("--device", type=device_arg, default=DEFAULT_DEVICE, help=f"device (default {DEFAULT_DEVICE})")
+    p.add_argument("--runs", type=positive_int, default=5, help="timed runs per cell (default 5)")
+    p.add_argument("--timeout", type=positive_seconds, default=300.0,
+                   help="seconds before a run is killed (default 300)")
     _out(p, "walltime")
 
 
@@ -114,6 +123,7 @@ EXPERIMENTS = (
                lazy("experiments.runs.bench_rulegen:main"), ("bench_rulegen.csv", "bench_rulegen.json")),
     Experiment("soundness", "corrupt every shipped rule: does rules verify reject the wrong ones?", _soundness,
                lazy("experiments.runs.bench_soundness:main"), ("bench_soundness.csv", "bench_soundness.json")),
-    Experiment("walltime", "the wall time of eqsat-lab optimize MODEL --search eqsat in fresh processes", _walltime,
-               lazy("experiments.runs.bench_walltime:main"), ("bench_walltime.csv", "bench_walltime.json")),
+    Experiment("walltime", "wall time, CPU time and peak memory of eqsat-lab optimize in fresh processes, and "
+               "their growth with depth", _walltime, lazy("experiments.runs.bench_walltime:main"),
+               ("bench_walltime.csv", "bench_walltime.json", "bench_walltime.md", "bench_walltime.png")),
 )

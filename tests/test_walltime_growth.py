@@ -1,0 +1,41 @@
+"""The walltime experiment's cells (models with sizes, zoo or benchmark) and its growth fit."""
+from __future__ import annotations
+
+import pytest
+
+from experiments.runs.bench_walltime import parse_cells
+from experiments.runs.growth import fit, fits
+
+
+def test_a_model_with_sizes_is_one_cell_per_size():
+    cells = parse_cells("bert:layers=4/8:hidden=128,gpt2:layers=2,squeezenet")
+    assert [c.label for c in cells] == ["bert:layers=4:hidden=128", "bert:layers=8:hidden=128", "gpt2:layers=2",
+                                        "squeezenet"]
+    assert [c.layers() for c in cells] == [4, 8, 2, None]
+    assert [c.zoo for c in cells] == [False, False, True, False]
+
+
+@pytest.mark.parametrize("text", ["nosuch", "bert:layers", "bert:=4", ""])
+def test_a_bad_model_list_is_one_clear_error(text):
+    with pytest.raises(ValueError, match="--models"):
+        parse_cells(text)
+
+
+def test_the_fit_tells_linear_from_quadratic_growth():
+    layers = [4, 8, 16, 32]
+    line = fit(layers, [1 + 0.5 * n for n in layers])
+    assert line is not None and line.slope == pytest.approx(0.5) and line.r2 == pytest.approx(1.0)
+    assert line.curvature == pytest.approx(1.0) and "linear" in line.describe("s")
+    square = fit(layers, [n * n for n in layers])
+    assert square is not None and square.curvature == pytest.approx(48 / 12) and "super-linear" in square.describe("s")
+    assert fit([4, 8], [1.0, 2.0]) is None  # two depths fit any line
+    flat = fit(layers, [5.0, 4.0, 6.0, 10.0])
+    assert flat is not None and "no growth between the two shallowest" in flat.describe("s")
+
+
+def test_fits_are_per_model_and_search_and_skip_failed_cells():
+    rows = [{"model": "bert", "search": "eqsat", "layers": n, "wall_s": n, "cpu_s": n, "peak_mb": 100 + n,
+             "stop": "time limit" if n == 16 else "saturated"} for n in (4, 8, 16)] + [{"model": "bert", "search": "taso", "layers": 4, "error": "exit 2"}]
+    lines = fits(rows)
+    assert len(lines) == 3 and all(line.startswith("bert, eqsat") for line in lines)
+    assert all("time limit at 1 of 3 depths" in line for line in lines)

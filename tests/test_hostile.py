@@ -282,6 +282,30 @@ def test_ctrl_c_stops_a_run_with_one_line_and_no_worker_traceback(tmp_path):
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "eqsat-lab: interrupted"
 
 
+def test_ctrl_c_during_an_ilp_solve_raises_and_stops_the_solve():
+    """HiGHS calls back into Python; a Ctrl-C raised there was swallowed and the run exited 0."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import numpy as np
+    from scipy.sparse import csr_matrix
+
+    from eqsat.egraph.solvers import Program, solve_highs
+
+    rng = np.random.default_rng(0)
+    n, m = 300, 150
+    dense = np.where(rng.random((m, n)) < 0.1, rng.random((m, n)) * 3, 0.0)
+    program = Program(-rng.random(n), csr_matrix(dense), np.full(m, -np.inf), np.full(m, 10.0), np.zeros(n, bool))
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    began = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        solve_highs(program, 20.0, None)
+    assert time.perf_counter() - began < 10  # cancelled, not run to its 20 s limit
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 # --------------------------------------------------------------------------- 7. measurement database
 def _db(path: Path):
     from eqsat.cost.measured.database import Context, MeasurementDB

@@ -1,30 +1,22 @@
 """Exact extraction as a 0/1 program: shrink the e-graph first, then solve, warm-started.
 
-One binary per candidate e-node (picked or not): every root e-class picks a node, a picked node
-needs a picked node in each child e-class, an e-class picks at most one. Shared e-classes count
-once, so the optimum is the cheapest DAG, not the cheapest tree. Weight-only e-classes fold (cost
-nothing whichever node computes them) and are not variables.
+One binary per candidate e-node: every root e-class picks a node, a picked node needs a picked
+node in each child e-class, an e-class picks at most one; shared e-classes count once, so the
+optimum is the cheapest DAG. Weight-only e-classes fold (cost nothing) and are not variables.
+Before solving, nodes whose cost bound exceeds the start's are pruned (:mod:`.prune`, whose
+roots' chain bound joins the solver's and can prove the start optimal with no solve), and
+:func:`reduce` drops, without losing any optimum, nodes that read their own e-class or an empty
+one, nodes *dominated* by a node of their e-class (no dearer, a subset of its children), and
+e-classes the roots no longer reach. Measured numbers: docs/results/extraction.
 
-Before solving, the e-graph is reduced without losing any optimum (:func:`reduce`): nodes that
-read their own e-class, nodes with a child e-class left empty, nodes *dominated* by another node
-of their e-class (which costs no more and needs a subset of its children: swapping it in keeps a
-solution feasible and acyclic and no dearer), and e-classes the roots no longer reach. Root
-e-classes left with one node are fixed, and so on down. First, nodes whose cost bound exceeds
-the start's cost are pruned (:mod:`.prune`); the roots' chain bound from it joins the solver's
-bound and, where it meets the start's cost, proves the start optimal with no solve at all.
-
-Acyclicity: ``acyclic="exact"`` (the default) is exact on the whole e-graph and acyclic by
-construction: each e-class inside a cycle of the (reduced) e-graph gets a level in ``[0, n-1]`` (n
-the size of its strongly connected component), and picking a node of e-class c that reads e-class
-d of the same component forces ``level[c] >= level[d] + 1``; e-classes in no cycle need no level.
-It starts from the cycle filter's optimum (found in a quarter of the time at most), so it is never
-dearer than the filter. Its relaxation is weak where cheap cycles (split/concat) abound (the
-level rows are big-M): on TENSAT's VGG e-graph the LP bound is 0.22 for a cost of 4.85, which
-the chain bound closes; on BERT's the pruning is what brings the cost to 0.7047 in 60 s.
-``"filter"`` is TENSAT's cycle filter: it deletes e-nodes until the e-graph below the roots is
-acyclic, keeping the greedy choice, so its answer is optimal only on what the filter keeps (no
-bound on the whole problem is claimed). ``"lazy"`` cuts every two-cycle up front and each further
-cycle the solver's answer contains, then solves again. Measured numbers: docs/results/extraction.
+Acyclicity: ``"exact"`` (the default) is exact on the whole e-graph and acyclic by construction:
+each e-class inside a cycle gets a level in ``[0, n-1]`` (n: its strongly connected component's
+size), and picking a node of c that reads d of the same component forces ``level[c] >= level[d]
++ 1``. It starts from the cycle filter's optimum, so it is never dearer than the filter; its
+relaxation is weak (big-M level rows) where cheap split/concat cycles abound. ``"filter"`` is
+TENSAT's cycle filter (deletes e-nodes until the e-graph is acyclic, keeping the greedy choice):
+optimal only on what it keeps, so no bound on the whole problem is claimed. ``"lazy"`` cuts every
+two-cycle up front and each cycle in the solver's answer, then solves again.
 """
 from __future__ import annotations
 
@@ -51,8 +43,7 @@ class OutOfTime(Exception):
 
 
 class OutOfMemory(Exception):
-    """The process passed ``ILPSettings.memory_gb`` while the program was built or solved; the
-    message is the stop reason (the extractor answers with its greedy choice)."""
+    """Past ``ILPSettings.memory_gb`` while building or solving; the message is the stop reason."""
 
 
 def _check(deadline: float | None, memory_gb: float = math.inf) -> None:
@@ -64,10 +55,8 @@ def _check(deadline: float | None, memory_gb: float = math.inf) -> None:
 
 @dataclass(frozen=True)
 class ILPSettings:
-    """How the exact extractor runs: the solver (a row of ``solvers.SOLVERS``), whether to reduce
-    the e-graph first, whether to start the solver from the greedy choice, the acyclicity
-    formulation, and (exact) how long the whole-e-graph proof may take after the filter's answer.
-    :data:`BASELINE` is the extractor before these were added."""
+    """How the exact extractor runs (the solver is a row of ``solvers.SOLVERS``); :data:`BASELINE`
+    is the extractor before the reduction, the warm start, the formulations and the pruning."""
 
     solver: str = "highs"
     reduce: bool = True
@@ -102,10 +91,9 @@ class Reduction:
 @dataclass(frozen=True)
 class ILPResult:
     """The exact extractor's answer: a node per e-class, its cost, the proved lower bound on the whole
-    (acyclic) problem and the relative gap from it (None for the cycle filter, whose bound is only
-    on what it keeps), whether the solver proved optimality of the whole problem, its status,
-    cycle cuts and solver rounds, seconds, seconds until the
-    first feasible solution (0 when started from the greedy one), and the reduction's sizes."""
+    (acyclic) problem and the gap from it (None for the cycle filter: its bound is on what it keeps),
+    whether optimality of the whole problem was proved, the status, cycle cuts and solver rounds,
+    seconds, seconds to the first feasible solution (0 from the greedy one), the reduction's sizes."""
 
     choice: dict[Any, int]
     cost: float

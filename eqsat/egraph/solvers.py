@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,22 @@ def _stdout_silenced() -> Iterator[None]:
         os.close(saved)
 
 
+def _run_interruptible(h: Any) -> None:
+    """``h.run()`` in highspy's solver thread while this thread waits, so that Ctrl-C reaches
+    Python here: the solve is cancelled and KeyboardInterrupt raised. Run in this thread, Python's
+    handler ran inside the first callback HiGHS made into Python and pybind11 swallowed it there:
+    the run went on and exited 0."""
+    h.HandleUserInterrupt = True  # the solver checks cancelSolve's flag
+    solver = h.startSolve()
+    try:
+        while solver.is_alive():
+            solver.join(0.1)
+    except KeyboardInterrupt:
+        h.cancelSolve()
+        solver.join()
+        raise
+
+
 def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
     """HiGHS through ``highspy``: warm-started from ``start``, first incumbent timed by callback."""
     import highspy
@@ -98,7 +115,7 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
         sol.value_valid = True
         h.setSolution(sol)
     h.cbMipImprovingSolution.subscribe(lambda *_: first or first.append(time.perf_counter() - began))
-    h.run()
+    _run_interruptible(h)
     status = h.getModelStatus()
     info = h.getInfo()
     solved = h.getSolution()

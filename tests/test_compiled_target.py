@@ -101,3 +101,54 @@ def test_tvm_llvm_builds_runs_and_checks_a_real_kernel(tmp_path):
         m.close()
     assert all(r.ok and 0 < r.time_us < 1e5 for r in results), [r.error for r in results]
     assert json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])["target"] == "tvm-llvm"
+
+
+KIND_SHAPES = ("40x24x72", "bmm3:40x24x16", "conv3x3:2x7x8x24", "conv3x3:1x8x16x16")
+KIND_CONFIGS = (cfg(), cfg(split_k=2, block_m=16, block_n=32, block_k=16, num_warps=2, num_stages=1, group_m=2),
+                cfg(split_k=4, block_m=256, block_n=256, block_k=256, num_warps=32, num_stages=7, group_m=32))
+
+
+def test_workload_kinds_parse_and_bad_ones_are_named():
+    from autotune.workload import get_workload
+
+    conv = get_workload("conv3x3:1x56x64x64")
+    assert (conv.M, conv.N, conv.K, conv.batch, conv.image) == (3136, 64, 576, 1, (1, 56, 64, 64))
+    assert conv.flops == 2 * 56 * 56 * 64 * 64 * 9 and conv.key == "conv3x3_3136x64x576"
+    bmm = get_workload("bmm8:256x256x256")
+    assert bmm.flops == 8 * 2 * 256**3 and bmm.key == "bmm8_256x256x256"
+    assert get_workload("512x512x512").key == "matmul_512x512x512"  # old records keep their key
+    with pytest.raises(ValueError, match="conv3x3:NxHxCxF"):
+        get_workload("conv3x3:1x56x64")
+    with pytest.raises(ValueError, match="square images"):
+        Workload(50, 8, 18, kind="conv3x3")
+
+
+def test_the_conv_reference_is_a_convolution():
+    """The numpy reference every conv build is checked against, against a direct loop nest."""
+    import numpy as np
+
+    from autotune.tvm_kernels import KERNELS, inputs
+    from autotune.workload import get_workload
+
+    w = get_workload("conv3x3:2x5x3x4")
+    x, k = inputs(w, seed=1)
+    got = KERNELS["conv3x3"].reference(w, [x, k])
+    pad = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros((2, 5, 5, 4))
+    for n, y, z, f in np.ndindex(want.shape):
+        want[n, y, z, f] = (pad[n, y:y + 3, z:z + 3, :] * k[:, :, :, f]).sum()
+    assert got.shape == KERNELS["conv3x3"].output(w) and np.allclose(got, want)
+
+
+@pytest.mark.parametrize("shape", KIND_SHAPES)
+def test_tvm_llvm_kernels_of_every_kind_match_numpy(tmp_path, shape):
+    """With the '.[tvm]' extra: each kind's builder under three configs (tiles that divide the
+    shape and tiles that do not), compiled, run and checked against numpy (``run`` raises on a
+    wrong result)."""
+    pytest.importorskip("tvm")
+    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.workload import get_workload
+
+    target, w = TvmLlvmTarget(threads=1), get_workload(shape)
+    for config in KIND_CONFIGS:
+        assert 0 < target.run(w, target.build(w, config, str(tmp_path)), 1, float("inf")) < 1e6

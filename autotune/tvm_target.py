@@ -53,7 +53,7 @@ class TvmLlvmTarget:
     def machine(self) -> str:
         return f"{_cpu_model()} x{os.cpu_count()}"
 
-    def _llvm(self) -> object:
+    def llvm(self) -> object:
         import tvm
         import tvm.target.codegen as codegen
 
@@ -64,7 +64,7 @@ class TvmLlvmTarget:
         """Floats per vector register on this CPU."""
         import tvm.target.codegen as codegen
 
-        avx512 = codegen.llvm_cpu_has_features(["avx512f"], self._llvm())
+        avx512 = codegen.llvm_cpu_has_features(["avx512f"], self.llvm())
         return 16 if avx512 else 8
 
     def function(self, workload: Workload) -> object:
@@ -104,7 +104,7 @@ class TvmLlvmTarget:
 
         name = hashlib.blake2b(f"{workload.key}|{config.as_tuple()}".encode(), digest_size=8).hexdigest()
         path = Path(folder) / f"{name}.so"
-        tvm.compile(self.schedule(workload, config), target=self._llvm()).export_library(str(path))
+        tvm.compile(self.schedule(workload, config), target=self.llvm()).export_library(str(path))
         return str(path)
 
     def run(self, workload: Workload, artifact: str, repeats: int, cutoff_us: float) -> float:

@@ -152,3 +152,31 @@ def test_tvm_llvm_kernels_of_every_kind_match_numpy(tmp_path, shape):
     target, w = TvmLlvmTarget(threads=1), get_workload(shape)
     for config in KIND_CONFIGS:
         assert 0 < target.run(w, target.build(w, config, str(tmp_path)), 1, float("inf")) < 1e6
+
+
+def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatch):
+    """MetaSchedule searches TVM's schedules: no knob-space session, only the tvm-llvm target, and
+    without the extra a clear message (CI has no TVM; here TVM is hidden to check that path too)."""
+    import sys
+
+    from autotune.budgets import checkpoints
+    from autotune.registry import OWN_SPACE_TUNERS, make_tuner
+
+    ms = make_tuner("metaschedule")
+    assert ms.own_space and "metaschedule" in OWN_SPACE_TUNERS
+    with pytest.raises(ValueError, match="own schedules"):
+        ms.tune(Workload(64, 64, 64), 8, None)
+    m = CompiledMeasurer(FakeCompiler(), None)
+    with pytest.raises(ValueError, match="needs the tvm-llvm target"):
+        checkpoints(ms, Workload(64, 64, 64), [8], m)
+
+    class NoTvm:
+        threads, name = 1, "tvm-llvm"
+
+        def function(self, workload):
+            raise AssertionError("never reached without TVM")
+
+    monkeypatch.setitem(sys.modules, "tvm", None)
+    m.target = NoTvm()
+    with pytest.raises(ValueError, match=r"optional extra: pip install '\.\[tvm\]'"):
+        checkpoints(ms, Workload(64, 64, 64), [8], m)

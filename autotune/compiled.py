@@ -191,3 +191,17 @@ class CompiledMeasurer:
 def gflops(workload: Workload, time_us: float) -> float:
     """Throughput of a measured time."""
     return workload.flops / (time_us * 1e3) if time_us > 0 else 0.0
+
+
+def _tvm_llvm(threads: int) -> Target:
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        raise ValueError("the tvm-llvm target needs the optional extra: pip install '.[tvm]'") from None
+    from autotune.tvm_target import TvmLlvmTarget
+
+    return TvmLlvmTarget(threads)
+
+
+TARGETS: dict[str, Callable[[int], Target]] = {"tvm-llvm": _tvm_llvm}
+"""Real kernel targets by name: threads -> a :class:`Target` (a test adds a fake compiler here)."""

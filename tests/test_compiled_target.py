@@ -180,3 +180,57 @@ def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatc
     m.target = NoTvm()
     with pytest.raises(ValueError, match=r"optional extra: pip install '\.\[tvm\]'"):
         checkpoints(ms, Workload(64, 64, 64), [8], m)
+
+
+class QuickFake:
+    """A compiler whose kernels take a time set by the config (block_k 256 fails to build)."""
+
+    name = "quick-fake"
+
+    def machine(self) -> str:
+        return "test-machine"
+
+    def build(self, workload: Workload, config: Config, folder: str) -> str:
+        if config.block_k == 256:
+            raise RuntimeError("out of registers")
+        path = Path(folder) / f"{abs(hash((workload.key, config.as_tuple())))}.json"
+        path.write_text(json.dumps(config.as_dict()))
+        return str(path)
+
+    def run(self, workload: Workload, artifact: str, repeats: int, cutoff_us: float) -> float:
+        c = json.loads(Path(artifact).read_text())
+        return workload.flops / 1e4 / (c["block_m"] * c["num_warps"]) + c["block_k"]
+
+
+def test_the_tvm_llvm_experiment_quick_mode_runs_on_a_fake_compiler(tmp_path, monkeypatch, capsys):
+    """The experiment row end to end without TVM: every tuner at the quick budgets, bests
+    re-measured, MetaSchedule a row saying why it was skipped, the table, curve and verdicts
+    written, and a second run reads every cell back."""
+    from autotune import compiled
+    from experiments.cli import main
+
+    monkeypatch.setitem(compiled.TARGETS, "quick-fake", lambda threads: QuickFake())
+    argv = ["experiment", "tvm-llvm", "--quick", "--target", "quick-fake", "--tuners", "random,metaschedule",
+            "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = json.loads((tmp_path / "tvm_llvm.json").read_text())["rows"]
+    measured = [r for r in rows if not r["skipped"]]
+    assert {(r["tuner"], r["trials"]) for r in measured} == {(t, n) for t in ("random",) for n in (8, 16)}
+    assert len({r["shape"] for r in measured}) == 3 and all(r["best_gflops"] > 0 and r["wall_s"] > 0 for r in measured)
+    assert all(r["loadavg_start"] >= 0 and r["openblas_gflops"] is None for r in measured)  # no BLAS on a fake
+    skipped = [r for r in rows if r["skipped"]]
+    assert len(skipped) == 3 and all("tvm-llvm target" in r["skipped"] or "'.[tvm]'" in r["skipped"]
+                                     for r in skipped)
+    assert (tmp_path / "tvm_llvm.png").stat().st_size > 0 and "@16: ours" in (tmp_path / "tvm_llvm.md").read_text()
+    records = list((tmp_path / "records").glob("random-*.jsonl"))
+    assert len(records) == 3 and all(json.loads(line)["target"] == "quick-fake"
+                                     for f in records for line in f.read_text().splitlines())
+    capsys.readouterr()
+    assert main(argv) == 0 and "skipped" in capsys.readouterr().out  # resumed: every cell read back
+
+
+def test_the_tvm_llvm_experiment_refuses_an_unknown_target_in_one_sentence(tmp_path):
+    from experiments.cli import main
+
+    assert main(["experiment", "tvm-llvm", "--quick", "--target", "cuda", "--out", str(tmp_path)]) == 2
+    assert not any(tmp_path.iterdir())

@@ -234,3 +234,10 @@ def test_the_tvm_llvm_experiment_refuses_an_unknown_target_in_one_sentence(tmp_p
 
     assert main(["experiment", "tvm-llvm", "--quick", "--target", "cuda", "--out", str(tmp_path)]) == 2
     assert not any(tmp_path.iterdir())
+
+
+def test_tune_refuses_a_conv_on_a_matmul_measurer_in_one_sentence(capsys):
+    from experiments.cli import main
+
+    assert main(["tune", "--shape", "conv3x3:1x8x8x8", "--trials", "4"]) == 2
+    assert "compiles only on --measurer tvm-llvm" in capsys.readouterr().err

@@ -11,9 +11,9 @@ The seven knobs of :mod:`autotune.space` map onto a CPU schedule of the kernel's
   the innermost j3 is one vector (``lanes`` = 8 floats for AVX2, 16 for AVX-512) and is vectorized;
 - ``group_m``: 1 runs the i0 tiles (and batches) in parallel; more fuses i0 and j0 into one parallel loop;
 - ``split_k``: 1 accumulates in C; more accumulates each tile in a local buffer written back once
-  (``cache_write``), so 2, 4, 8 and 16 build the same schedule (a conv whose output pixels the row
-  tile does not divide accumulates in C: TVM 0.27 writes that local buffer back wrong, as the numpy
-  check showed);
+  (``cache_write``), so 2, 4, 8 and 16 build the same schedule (a conv always accumulates in C: TVM
+  0.27 writes a local tile over its fused output pixels back wrong, as the numpy check showed, at 7x7
+  and at 56x56 images even when the tiles divide the pixels);
 
 Every build is checked against numpy before it is timed (a wrong schedule can run fast and compute
 garbage). TVM runs ``TVM_NUM_THREADS`` threads (set here to the target's ``threads``).
@@ -89,8 +89,7 @@ class TvmLlvmTarget:
         j0, j1, j2, j3 = sch.split(g.j, [None, max(bn // (rj * lanes), 1), rj, lanes])
         k0, k1 = sch.split(g.k, [None, bk])
         sch.reorder(*g.outer, i0, j0, *g.window, k0, i1, j1, k1, i2, j2, j3)
-        even_rows = M % (max(bm // ri, 1) * ri) == 0  # TVM 0.27 writes a conv's unevenly split rows back wrong
-        if config.split_k > 1 and (even_rows or not g.window):
+        if config.split_k > 1 and not g.window:  # a conv's local tile over fused pixels: TVM 0.27 writes it back wrong
             local = sch.cache_write(block, 0, "local")
             sch.reverse_compute_at(local, j1)
         sch.parallel(sch.fuse(*g.outer, i0, j0) if config.group_m > 1 else sch.fuse(*g.outer, i0) if g.outer else i0)

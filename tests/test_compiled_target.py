@@ -105,7 +105,9 @@ def test_tvm_llvm_builds_runs_and_checks_a_real_kernel(tmp_path):
 
 KIND_SHAPES = ("40x24x72", "bmm3:40x24x16", "conv3x3:2x7x8x24", "conv3x3:1x56x8x64")
 KIND_CONFIGS = (cfg(), cfg(split_k=2, block_m=16, block_n=32, block_k=16, num_warps=2, num_stages=1, group_m=2),
-                cfg(split_k=4, block_m=256, block_n=256, block_k=256, num_warps=32, num_stages=7, group_m=32))
+                cfg(split_k=4, block_m=256, block_n=256, block_k=256, num_warps=32, num_stages=7, group_m=32),
+                cfg(split_k=2, block_m=64, block_n=64, block_k=16, num_warps=16, num_stages=1, group_m=8))
+# the last one computed garbage on the 56x56 conv when a conv used the local accumulator
 
 
 def test_workload_kinds_parse_and_bad_ones_are_named():

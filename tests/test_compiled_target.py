@@ -243,3 +243,11 @@ def test_tune_refuses_a_conv_on_a_matmul_measurer_in_one_sentence(capsys):
 
     assert main(["tune", "--shape", "conv3x3:1x8x8x8", "--trials", "4"]) == 2
     assert "compiles only on --measurer tvm-llvm" in capsys.readouterr().err
+
+
+def test_the_tvm_llvm_experiment_names_a_bad_budget_list(tmp_path, capsys):
+    from experiments.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["experiment", "tvm-llvm", "--trials", "abc", "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "--trials" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.files import write_atomic
-from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
+from experiments.command import Experiment, add_sweep_options, count_list, positive_int, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
 from experiments.sweep import Cell, run_cells
 
@@ -190,7 +190,7 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuners", default=",".join(TUNERS), help="comma-separated tuner names")
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated MxNxK, bmmB:MxNxK, conv3x3:NxHxCxF")
-    p.add_argument("--trials", default=",".join(map(str, BUDGETS)), help="comma-separated budgets")
+    p.add_argument("--trials", type=count_list, default=",".join(map(str, BUDGETS)), help="comma-separated budgets")
     p.add_argument("--full-shapes", default=None,
                    help="comma-separated shapes that get every budget; the others get the smallest (default: all)")
     p.add_argument("--threads", type=positive_int, default=2, help="threads of every kernel (TVM_NUM_THREADS)")

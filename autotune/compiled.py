@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -136,8 +137,10 @@ class CompiledMeasurer:
             pool.terminate()
 
     def close(self) -> None:
+        """Stop the pools and delete the artifacts (a run left one folder in /tmp per measurer)."""
         for kind in list(self._pools):
             self._restart(kind)
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     @property
     def folder(self) -> str:

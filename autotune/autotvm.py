@@ -170,7 +170,8 @@ class AutoTVM(IncrementalTuner):
                 if rec["workload"] != target.key:
                     by_key.setdefault(rec["workload"], []).append(rec)
             for gi, recs in enumerate(by_key.values(), start=len(groups)):
-                w = Workload(recs[0]["M"], recs[0]["N"], recs[0]["K"], recs[0].get("epilogue", "none"))
+                w = Workload(recs[0]["M"], recs[0]["N"], recs[0]["K"], recs[0].get("epilogue", "none"),
+                             kind=recs[0].get("kind", "matmul"), batch=recs[0].get("batch", 1))
                 cfg = np.array([Config.from_dict(r["config"]).as_tuple() for r in recs])
                 t = np.array([np.inf if r["time_us"] is None else r["time_us"] for r in recs])
                 X.append(featurize(self.features, w, cfg))

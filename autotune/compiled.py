@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,7 +44,7 @@ class Target(Protocol):
 class Built:
     """A build's outcome: the artifact's path, or the error."""
 
-    config: Config
+    config: Config | None  # None: a module another tuner scheduled
     artifact: str
     error: str
     build_s: float
@@ -136,28 +137,52 @@ class CompiledMeasurer:
             pool.terminate()
 
     def close(self) -> None:
+        """Stop the pools and delete the artifacts (a run left one folder in /tmp per measurer)."""
         for kind in list(self._pools):
             self._restart(kind)
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    @property
+    def folder(self) -> str:
+        """Where the artifacts go (a fresh temporary folder)."""
+        return self._folder
 
     def _build_all(self, workload: Workload, configs: Sequence[Config]) -> list[Built]:
-        if not configs:
+        return self.build_tasks([(_build, (self.target, workload, c, self._folder)) for c in configs])
+
+    def build_tasks(self, tasks: Sequence[tuple[Callable[..., Built], tuple[Any, ...]]]) -> list[Built]:
+        """``fn(*args)`` for each task in the build pool, under the build timeout (a hung one is
+        a timeout record and restarts the pool): also how another tuner's modules get built."""
+        if not tasks:
             return []
         pool = self._pool("build", self.build_workers)
-        pending = [pool.apply_async(_build, (self.target, workload, c, self._folder)) for c in configs]
-        deadline = time.perf_counter() + self.build_timeout_s * -(-len(configs) // self.build_workers)
+        pending = [pool.apply_async(fn, args) for fn, args in tasks]
+        deadline = time.perf_counter() + self.build_timeout_s * -(-len(tasks) // self.build_workers)
         done, hung = [], False
-        for c, job in zip(configs, pending):
+        for (_, args), job in zip(tasks, pending):
             try:
                 done.append(job.get(timeout=max(deadline - time.perf_counter(), 0.01)))
             except multiprocessing.TimeoutError:
                 hung = True
-                done.append(Built(c, "", f"build timeout: not built within {self.build_timeout_s:g} s", 0.0))
+                config = next((a for a in args if isinstance(a, Config)), None)
+                done.append(Built(config, "", f"build timeout: not built within {self.build_timeout_s:g} s", 0.0))
         if hung:
             self._restart("build")
         return done
 
-    def _run_one(self, workload: Workload, artifact: str) -> tuple[float, str]:
-        cutoff_us = self.cutoff * self.best_us.get(workload.key, float("inf"))
+    def remeasure(self, workload: Workload, config: Config) -> tuple[float, str]:
+        """``config`` built and timed afresh with every repeat (no cutoff, not recorded): how a
+        tuner's best is re-measured."""
+        built = self._build_all(workload, [config])[0]
+        return (float("inf"), built.error) if built.error else self.time_artifact(workload, built.artifact)
+
+    def time_artifact(self, workload: Workload, artifact: str) -> tuple[float, str]:
+        """An artifact built by anyone, checked and timed by this measurer's runner with every repeat."""
+        return self._run_one(workload, artifact, float("inf"))
+
+    def _run_one(self, workload: Workload, artifact: str, cutoff_us: float | None = None) -> tuple[float, str]:
+        if cutoff_us is None:
+            cutoff_us = self.cutoff * self.best_us.get(workload.key, float("inf"))
         job = self._pool("run", 1).apply_async(_run, (self.target, workload, artifact, self.repeats, cutoff_us))
         try:
             return job.get(timeout=self.run_timeout_s)
@@ -169,3 +194,17 @@ class CompiledMeasurer:
 def gflops(workload: Workload, time_us: float) -> float:
     """Throughput of a measured time."""
     return workload.flops / (time_us * 1e3) if time_us > 0 else 0.0
+
+
+def _tvm_llvm(threads: int) -> Target:
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        raise ValueError("the tvm-llvm target needs the optional extra: pip install '.[tvm]'") from None
+    from autotune.tvm_target import TvmLlvmTarget
+
+    return TvmLlvmTarget(threads)
+
+
+TARGETS: dict[str, Callable[[int], Target]] = {"tvm-llvm": _tvm_llvm}
+"""Real kernel targets by name: threads -> a :class:`Target` (a test adds a fake compiler here)."""

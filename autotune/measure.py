@@ -51,7 +51,7 @@ class Measurer(Protocol):
 
 def _record(workload: Workload, r: MeasureResult, measurer: str, wall_s: float) -> dict[str, Any]:
     return {"workload": workload.key, "M": workload.M, "N": workload.N, "K": workload.K,
-            "epilogue": workload.epilogue, "config": r.config.as_dict(),
+            "epilogue": workload.epilogue, "kind": workload.kind, "batch": workload.batch, "config": r.config.as_dict(),
             "time_us": None if not np.isfinite(r.time_us) else r.time_us, "error": r.error,
             "clock_s": r.clock_s, "wall_s": wall_s, "measurer": measurer}
 

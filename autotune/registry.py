@@ -37,11 +37,20 @@ def _robust(**kwargs: Any) -> Any:
     return RobustTuner(**kwargs)
 
 
+def _metaschedule(**kwargs: Any) -> Any:
+    from autotune.metaschedule import MetaSchedule
+
+    return MetaSchedule(**kwargs)
+
+
 TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
                                          "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
-                                         "robust": _robust}
+                                         "robust": _robust, "metaschedule": _metaschedule}
 """Every tuner: each proposes configs through ``start(workload, seed)`` sessions (see
-:mod:`autotune.tuners`). The oracle is a bound, not a tuner: :data:`autotune.evaluate.BOUNDS`."""
+:mod:`autotune.tuners`), except one with ``own_space`` (MetaSchedule: TVM's schedules, the
+``tvm-llvm`` target only), which :func:`autotune.budgets.checkpoints` calls through its own method.
+The oracle is a bound, not a tuner: :data:`autotune.evaluate.BOUNDS`."""
+OWN_SPACE_TUNERS = ("metaschedule",)  # the rows above that search their own space (no sessions, no HypoGPU)
 
 
 def make_tuner(name: str, **kwargs: Any) -> Any:

@@ -1,15 +1,19 @@
-"""``tvm-llvm``: the tuners' knobs as a TIR schedule of a matmul, compiled by TVM's LLVM backend for
-this CPU and timed with TVM's evaluator (the optional extra: ``pip install '.[tvm]'``).
+"""``tvm-llvm``: the tuners' knobs as a TIR schedule of a matmul, a batched matmul or a 3x3 conv
+(the rows of :data:`autotune.tvm_kernels.KERNELS`), compiled by TVM's LLVM backend for this CPU and
+timed with TVM's evaluator (the optional extra: ``pip install '.[tvm]'``).
 
-The seven knobs of :mod:`autotune.space` map onto a CPU schedule of ``C[M, N] = A[M, K] B[K, N]``:
+The seven knobs of :mod:`autotune.space` map onto a CPU schedule of the kernel's GEMM
+``C[M, N] = A[M, K] B[K, N]`` (a batch loop and a conv's 3x3 window sit outside the tiles):
 
 - ``block_m``, ``block_n``, ``block_k``: the cache tile of i, j and k (loop order i0 j0 k0 i1 j1 k1 i2 j2 j3);
 - ``num_warps``: the register tile's rows (i2, unrolled), at most ``block_m``;
 - ``num_stages``: the register tile's columns in vectors (j2, unrolled), at most ``block_n / lanes``;
   the innermost j3 is one vector (``lanes`` = 8 floats for AVX2, 16 for AVX-512) and is vectorized;
-- ``group_m``: 1 runs the i0 tiles in parallel; more fuses i0 and j0 into one parallel loop;
+- ``group_m``: 1 runs the i0 tiles (and batches) in parallel; more fuses i0 and j0 into one parallel loop;
 - ``split_k``: 1 accumulates in C; more accumulates each tile in a local buffer written back once
-  (``cache_write``), so 2, 4, 8 and 16 build the same schedule.
+  (``cache_write``), so 2, 4, 8 and 16 build the same schedule (a conv always accumulates in C: TVM
+  0.27 writes a local tile over its fused output pixels back wrong, as the numpy check showed, at 7x7
+  and at 56x56 images even when the tiles divide the pixels);
 
 Every build is checked against numpy before it is timed (a wrong schedule can run fast and compute
 garbage). TVM runs ``TVM_NUM_THREADS`` threads (set here to the target's ``threads``).
@@ -25,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from autotune.space import Config
+from autotune.tvm_kernels import inputs, kernel
 from autotune.workload import Workload
 
 
@@ -48,7 +53,7 @@ class TvmLlvmTarget:
     def machine(self) -> str:
         return f"{_cpu_model()} x{os.cpu_count()}"
 
-    def _llvm(self) -> object:
+    def llvm(self) -> object:
         import tvm
         import tvm.target.codegen as codegen
 
@@ -59,34 +64,35 @@ class TvmLlvmTarget:
         """Floats per vector register on this CPU."""
         import tvm.target.codegen as codegen
 
-        avx512 = codegen.llvm_cpu_has_features(["avx512f"], self._llvm())
+        avx512 = codegen.llvm_cpu_has_features(["avx512f"], self.llvm())
         return 16 if avx512 else 8
+
+    def function(self, workload: Workload) -> object:
+        """The unscheduled TIR module of ``workload`` (its kind's row of :data:`autotune.tvm_kernels.KERNELS`)."""
+        from tvm import te
+
+        return te.create_prim_func(kernel(workload).compute(workload))
 
     def schedule(self, workload: Workload, config: Config) -> object:
         """The scheduled TIR module of ``workload`` under ``config``."""
         import tvm.s_tir as s_tir
-        from tvm import te
 
-        M, N, K = workload.M, workload.N, workload.K
-        a, b = te.placeholder((M, K), name="A"), te.placeholder((K, N), name="B")
-        k = te.reduce_axis((0, K), name="k")
-        c = te.compute((M, N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-        sch = s_tir.Schedule(te.create_prim_func([a, b, c]))
+        sch = s_tir.Schedule(self.function(workload))
         block = sch.get_sblock("C")
+        g = kernel(workload).gemm_loops(sch, block)
+        M, N, K = (int(sch.get(loop).extent) for loop in (g.i, g.j, g.k))
         lanes = self.lanes()
         bm, bn, bk = min(config.block_m, M), min(config.block_n, max(N, lanes)), min(config.block_k, K)
         ri = max(1, min(config.num_warps, bm))
         rj = max(1, min(config.num_stages, bn // lanes))
-        i, j, kk = sch.get_loops(block)
-        i0, i1, i2 = sch.split(i, [None, max(bm // ri, 1), ri])
-        j0, j1, j2, j3 = sch.split(j, [None, max(bn // (rj * lanes), 1), rj, lanes])
-        k0, k1 = sch.split(kk, [None, bk])
-        sch.reorder(i0, j0, k0, i1, j1, k1, i2, j2, j3)
-        if config.split_k > 1:
+        i0, i1, i2 = sch.split(g.i, [None, max(bm // ri, 1), ri])
+        j0, j1, j2, j3 = sch.split(g.j, [None, max(bn // (rj * lanes), 1), rj, lanes])
+        k0, k1 = sch.split(g.k, [None, bk])
+        sch.reorder(*g.outer, i0, j0, *g.window, k0, i1, j1, k1, i2, j2, j3)
+        if config.split_k > 1 and not g.window:  # a conv's local tile over fused pixels: TVM 0.27 writes it back wrong
             local = sch.cache_write(block, 0, "local")
             sch.reverse_compute_at(local, j1)
-        outer = sch.fuse(i0, j0) if config.group_m > 1 else i0
-        sch.parallel(outer)
+        sch.parallel(sch.fuse(*g.outer, i0, j0) if config.group_m > 1 else sch.fuse(*g.outer, i0) if g.outer else i0)
         sch.unroll(i2)
         sch.unroll(j2)
         sch.vectorize(j3)
@@ -97,7 +103,7 @@ class TvmLlvmTarget:
 
         name = hashlib.blake2b(f"{workload.key}|{config.as_tuple()}".encode(), digest_size=8).hexdigest()
         path = Path(folder) / f"{name}.so"
-        tvm.compile(self.schedule(workload, config), target=self._llvm()).export_library(str(path))
+        tvm.compile(self.schedule(workload, config), target=self.llvm()).export_library(str(path))
         return str(path)
 
     def run(self, workload: Workload, artifact: str, repeats: int, cutoff_us: float) -> float:
@@ -105,36 +111,35 @@ class TvmLlvmTarget:
         import tvm
 
         dev = tvm.cpu()
-        rng = np.random.default_rng(0)
-        a = rng.standard_normal((workload.M, workload.K), dtype=np.float32)
-        b = rng.standard_normal((workload.K, workload.N), dtype=np.float32)
+        arrays = inputs(workload)
         mod = tvm.runtime.load_module(artifact)
-        ta, tb = tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)
-        tc = tvm.runtime.tensor(np.zeros((workload.M, workload.N), np.float32), dev)
-        mod["main"](ta, tb, tc)
-        want = a.astype(np.float64) @ b.astype(np.float64)
-        err = float(np.abs(tc.numpy() - want).max() / max(np.abs(want).max(), 1.0))
+        args = [tvm.runtime.tensor(a, dev) for a in arrays]
+        args.append(tvm.runtime.tensor(np.zeros(kernel(workload).output(workload), np.float32), dev))
+        mod["main"](*args)
+        want = kernel(workload).reference(workload, arrays)
+        err = float(np.abs(args[-1].numpy() - want).max() / max(np.abs(want).max(), 1.0))
         if not err < 1e-4:
             raise ValueError(f"wrong result: max relative difference {err:.3g} against numpy")
-        first = mod.time_evaluator("main", dev, number=1, repeat=1)(ta, tb, tc).median * 1e6
+        first = mod.time_evaluator("main", dev, number=1, repeat=1)(*args).median * 1e6
         if first > cutoff_us:
             return first
         number = max(1, int(2e4 // max(first, 1.0)))  # about 20 ms a repeat
         timer = mod.time_evaluator("main", dev, number=number, repeat=repeats)
-        return float(np.median(timer(ta, tb, tc).results)) * 1e6
+        return float(np.median(timer(*args).results)) * 1e6
 
 
-def openblas_us(workload: Workload, repeats: int = 10) -> float:
-    """numpy's matmul (OpenBLAS) on the same float32 problem: the reference a tuner should reach."""
+def openblas_us(workload: Workload, repeats: int = 10) -> float | None:
+    """numpy's matmul (OpenBLAS) on the same float32 problem: the reference a tuner should reach
+    (None for a kind numpy does not run as one BLAS call)."""
     import time
 
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((workload.M, workload.K), dtype=np.float32)
-    b = rng.standard_normal((workload.K, workload.N), dtype=np.float32)
-    a @ b
+    if not kernel(workload).blas:
+        return None
+    a, b = inputs(workload)
+    np.matmul(a, b)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        a @ b
+        np.matmul(a, b)
         times.append(time.perf_counter() - start)
     return float(np.median(times)) * 1e6

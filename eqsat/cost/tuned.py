@@ -51,11 +51,12 @@ def parse_source(device: str) -> str | None:
     if source == "oracle":
         return source
     tuner, _, trials = source.partition("@")
-    from autotune.registry import TUNERS
+    from autotune.registry import OWN_SPACE_TUNERS, TUNERS
 
-    if tuner not in TUNERS:
+    knob_tuners = [t for t in TUNERS if t not in OWN_SPACE_TUNERS]  # HypoGPU prices configs of the knob space
+    if tuner not in knob_tuners:
         raise ValueError(f"device {device!r}: unknown tuner {tuner!r}; use {PREFIX}:oracle or "
-                         f"{PREFIX}:TUNER@TRIALS with a tuner from {', '.join(TUNERS)}")
+                         f"{PREFIX}:TUNER@TRIALS with a tuner from {', '.join(knob_tuners)}")
     if not trials.isdigit() or not 1 <= int(trials) <= 4096:
         raise ValueError(f"device {device!r}: the trials after '@' must be a whole number from 1 to 4096")
     return f"{tuner}@{int(trials)}"

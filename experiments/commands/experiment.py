@@ -20,6 +20,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.real",
     "experiments.runs.tuning",
     "experiments.runs.tuning_budget",
+    "experiments.runs.tvm_llvm",
     "experiments.runs.benchmarks",
     "experiments.runs.zoo",
 ]

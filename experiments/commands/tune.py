@@ -14,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("action", nargs="?", choices=list(ACTIONS), default="run",
                    help="; ".join(f"{k}: {text}" for k, (_, text) in ACTIONS.items()) + " (default run)")
-    p.add_argument("--shape", default="square", help="named shape (square, decode, wgrad, ...) or MxNxK[+relu]")
+    p.add_argument("--shape", default="square", help="named shape (square, decode, wgrad, ...) or MxNxK[+relu]; "
+                   "with --measurer tvm-llvm also bmmB:MxNxK or conv3x3:NxHxCxF")
     p.add_argument("--tuner", default="random",
                    help=f"one of {', '.join(TUNERS)}, or the bound oracle (curves: comma-separated)")
     p.add_argument("--trials", type=count_list, default="256",

@@ -49,6 +49,9 @@ MEASURERS: dict[str, Any] = {  # name -> (seed, records) -> a Measurer
 
 def run_tune(args: argparse.Namespace) -> int:
     workload = get_workload(args.shape)
+    if workload.kind != "matmul" and args.measurer != "tvm-llvm":
+        raise ValueError(f"--shape {args.shape}: a {workload.kind} compiles only on --measurer tvm-llvm "
+                         f"({args.measurer} times matmuls)")
     tuner = _tuner(args.tuner)
     trials = int(args.trials)
     measurer = MEASURERS[args.measurer](args.seed, args.records)
@@ -71,9 +74,11 @@ def run_tune(args: argparse.Namespace) -> int:
         from autotune.compiled import gflops
         from autotune.tvm_target import openblas_us
 
+        blas = openblas_us(workload)  # None: numpy runs no single BLAS call for this kind (a conv)
         payload |= {"best_gflops": gflops(workload, best.time_us),
-                    "openblas_gflops": gflops(workload, openblas_us(workload))}
-        line += f"; {payload['best_gflops']:.1f} GFLOP/s (OpenBLAS {payload['openblas_gflops']:.1f})"
+                    "openblas_gflops": None if blas is None else gflops(workload, blas)}
+        line += f"; {payload['best_gflops']:.1f} GFLOP/s" + (
+            "" if blas is None else f" (OpenBLAS {payload['openblas_gflops']:.1f})")
     print(line)
     if args.reselect:
         chosen = reselect(result, measurer, top_k=args.reselect, repeats=5)

@@ -1,0 +1,55 @@
+"""A tuner at several trial budgets on a compiled target, each budget's best re-measured afresh.
+
+:func:`checkpoints` is what a comparison of tuners on real kernels reads: for each budget, the
+best time the tuner saw, that best re-measured by the measurer's own evaluator with every repeat
+(so every tuner's best is judged by one clock), and the wall time it took to get there. A tuner of
+the knob space runs once to the largest budget and is read at each; a tuner that searches its
+own space (MetaSchedule) implements ``checkpoints`` itself and is called through it.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.workload import Workload
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A tuner's state after ``trials`` trials (``trials_run`` may be fewer when it ran out)."""
+
+    trials: int
+    trials_run: int
+    tuned_us: float  # the best as the tuner measured it (inf: nothing ran)
+    remeasured_us: float  # that best built and timed again by the measurer (inf: it failed)
+    wall_s: float  # from the tuner's start to its last trial within the budget
+    best: str  # the best schedule, readable
+    errors: int  # trials that failed to build, run or match numpy
+    error: str = ""  # why the re-measurement failed
+
+    def as_dict(self) -> dict[str, Any]:
+        finite = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in vars(self).items()}
+        return finite
+
+
+def checkpoints(tuner: Any, workload: Workload, budgets: Sequence[int], measurer: Any,
+                seed: int = 0) -> list[Checkpoint]:
+    """``tuner`` on ``workload`` read after each of ``budgets`` trials (see the module's docstring)."""
+    own = getattr(tuner, "checkpoints", None)
+    if own is not None:
+        return own(workload, budgets, measurer, seed)
+    result = tuner.tune(workload, max(budgets), measurer, seed=seed)
+    out = []
+    for n in sorted(budgets):
+        ran = result.history[:n]
+        best = result.best_after(n)
+        if best is None:
+            remeasured, error = float("inf"), "no config ran without error"
+        else:
+            remeasured, error = measurer.remeasure(workload, best.config)
+        out.append(Checkpoint(n, len(ran), float("inf") if best is None else best.time_us, remeasured,
+                              ran[-1].clock_s if ran else 0.0, "" if best is None else str(best.config),
+                              sum(not r.ok for r in ran), error))
+    return out

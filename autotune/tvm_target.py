@@ -128,13 +128,33 @@ class TvmLlvmTarget:
         return float(np.median(timer(*args).results)) * 1e6
 
 
-def openblas_us(workload: Workload, repeats: int = 10) -> float | None:
-    """numpy's matmul (OpenBLAS) on the same float32 problem: the reference a tuner should reach
-    (None for a kind numpy does not run as one BLAS call)."""
-    import time
+def openblas_us(workload: Workload, repeats: int = 10, threads: int = 2) -> float | None:
+    """numpy's matmul (OpenBLAS) on the same float32 problem with ``threads`` BLAS threads: the
+    reference a tuner should reach (None for a kind numpy does not run as one BLAS call). It runs
+    in a child process, because BLAS reads its thread count once, when NumPy loads, and the
+    ``eqsat-lab`` process keeps one (experiments/blas.py)."""
+    import json
+    import subprocess
+    import sys
+    from dataclasses import asdict
 
     if not kernel(workload).blas:
         return None
+    code = ("import json, sys; from autotune.workload import Workload; from autotune.tvm_target import _blas_us; "
+            "print(_blas_us(Workload(**json.loads(sys.argv[1])), int(sys.argv[2])))")
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads), PYTHONPATH=path)
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(workload)), str(repeats)],
+                          capture_output=True, text=True, env=env, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def _blas_us(workload: Workload, repeats: int) -> float:
+    """The median of ``repeats`` timed numpy matmuls after one warm-up (in the child of :func:`openblas_us`)."""
+    import time
+
     a, b = inputs(workload)
     np.matmul(a, b)
     times = []

@@ -251,3 +251,23 @@ def test_the_tvm_llvm_experiment_names_a_bad_budget_list(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["experiment", "tvm-llvm", "--trials", "abc", "--out", str(tmp_path)])
     assert exit_.value.code == 2 and "--trials" in capsys.readouterr().err
+
+
+def test_the_openblas_reference_runs_in_a_child_with_the_kernels_thread_count(monkeypatch):
+    """The CLI process keeps one BLAS thread (experiments/blas.py); the reference must not inherit it."""
+    import subprocess
+
+    from autotune.tvm_target import openblas_us
+    from autotune.workload import get_workload
+
+    seen = {}
+    real = subprocess.run
+
+    def spy(cmd, **kw):
+        seen["threads"] = kw["env"]["OPENBLAS_NUM_THREADS"]
+        return real(cmd, **kw)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    us = openblas_us(get_workload("64x64x64"), repeats=3, threads=2)
+    assert seen["threads"] == "2" and us is not None and us > 0
+    assert openblas_us(get_workload("conv3x3:1x8x8x8")) is None  # no single BLAS call for a conv

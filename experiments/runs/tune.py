@@ -72,9 +72,10 @@ def run_tune(args: argparse.Namespace) -> int:
                  f"= {100 * payload['fraction_of_optimum']:.1f}% of optimum")
     if args.measurer == "tvm-llvm":
         from autotune.compiled import gflops
-        from autotune.tvm_target import openblas_us
+        from autotune.tvm_target import TvmLlvmTarget, openblas_us
 
-        blas = openblas_us(workload)  # None: numpy runs no single BLAS call for this kind (a conv)
+        # None: numpy runs no single BLAS call for this kind (a conv)
+        blas = openblas_us(workload, threads=TvmLlvmTarget().threads)
         payload |= {"best_gflops": gflops(workload, best.time_us),
                     "openblas_gflops": None if blas is None else gflops(workload, blas)}
         line += f"; {payload['best_gflops']:.1f} GFLOP/s" + (

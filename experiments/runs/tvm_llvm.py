@@ -62,9 +62,9 @@ def reference_cell(shape: str, target: str) -> dict[str, Any]:
     workload, load = get_workload(shape), _load()
     us = None
     if target == "tvm-llvm" and kernel(workload).blas:
-        from autotune.tvm_target import openblas_us
+        from autotune.tvm_target import TvmLlvmTarget, openblas_us
 
-        us = openblas_us(workload)
+        us = openblas_us(workload, threads=TvmLlvmTarget().threads)  # as many BLAS threads as the tuned kernels
     return {"shape": shape, "openblas_gflops": None if us is None else round(gflops(workload, us), 2),
             "loadavg": load}
 

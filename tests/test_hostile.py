@@ -274,7 +274,9 @@ def test_ctrl_c_stops_a_run_with_one_line_and_no_worker_traceback(tmp_path):
 
     run = subprocess.Popen([sys.executable, "-m", "experiments.cli", "optimize", "nasrnn", "--search", "eqsat"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])})
+                           env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])},
+                           # a pytest-xdist worker ignores SIGINT, and an ignored signal stays ignored across exec
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3)
     os.killpg(run.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
     _, err = run.communicate(timeout=30)
@@ -298,11 +300,15 @@ def test_ctrl_c_during_an_ilp_solve_raises_and_stops_the_solve():
     n, m = 300, 150
     dense = np.where(rng.random((m, n)) < 0.1, rng.random((m, n)) * 3, 0.0)
     program = Program(-rng.random(n), csr_matrix(dense), np.full(m, -np.inf), np.full(m, 10.0), np.zeros(n, bool))
-    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-    began = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        solve_highs(program, 20.0, None)
-    assert time.perf_counter() - began < 10  # cancelled, not run to its 20 s limit
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker ignores SIGINT
+    try:
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        began = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            solve_highs(program, 20.0, None)
+        assert time.perf_counter() - began < 10  # cancelled, not run to its 20 s limit
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 

@@ -190,7 +190,8 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
     measured model, raised to the noise measured on the input by a calibration): a rewrite the
     measurements cannot show pays is not taken. A model that can time whole graphs
     (``end_to_end_us``) then decides on the two graphs timed end to end: both the predicted and
-    the measured gain must exceed the resolution."""
+    the measured gain must exceed the resolution, and where they cannot be run end to end (prices
+    that no end-to-end time calibrated or confirms) the input is kept."""
     resolution = cost_model.resolution
     if resolution <= 0 or result.best == graph:
         return result
@@ -199,13 +200,13 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
         return replace(result, best=graph, best_us=result.original_us,
                        stop=f"{result.stop}; input kept: predicted {predicted:.3f}x, "
                             f"not faster by the cost model's resolution ({resolution:.1%})")
-    basis = "measured end to end"
     try:
         timed = cost_model.end_to_end_us(graph, result.best)
-    except Exception as exc:  # onnxruntime's errors have no common base: decide on the prices, and say so
-        basis, timed = f"priced (end-to-end timing failed: {' '.join(str(exc).split())})", None
-    if timed is None:
-        basis = "priced" if basis == "measured end to end" else basis
+    except Exception as exc:  # onnxruntime's errors have no common base: a gain no run can show is not taken
+        return replace(result, best=graph, best_us=result.original_us,
+                       stop=f"{result.stop}; input kept: the gain cannot be measured end to end "
+                            f"({' '.join(str(exc).split())})")
+    basis = "measured end to end" if timed is not None else "priced"
     before, after = timed if timed is not None else (result.original_us, result.best_us)
     if after < before * (1 - resolution):
         return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if basis != "priced" else result

@@ -63,7 +63,7 @@ class RooflineCost:
 
     # A formula tells every difference apart, but it is a model of a device, not the device: a gain
     # under 1% is inside its error, and taking one rewrites the whole file for nothing a runtime
-    # shows (GPT-2's attention scale moved onto Q: +0.1% priced, the file measured slower)
+    # shows (measured in docs/results/zoo: a tiny priced gain on GPT-2 wrote a slower file)
     resolution = 0.01
 
     @property

@@ -28,3 +28,15 @@ def test_dynamo_shaped_models_import_evaluate_and_write_back_equal(tmp_path, nam
         assert float(np.abs(np.asarray(g) - w).max()) / max(float(np.abs(w).max()), 1e-6) < 1e-5
     eo.save(imported, imported.graph, tmp_path / "back.onnx")
     assert eo.max_difference(path, tmp_path / "back.onnx") < 1e-5
+
+
+def test_gpt2_is_timed_end_to_end_with_its_int64_token_ids(tmp_path):
+    """The measured device's calibration writes the IR graph for timing; GPT-2's ids reach their
+    Gather through a reshape, and were declared float there, so onnxruntime refused the file."""
+    from eqsat.cost.measured.timer import export_for_timing
+
+    path = ZOO["gpt2"].write(tmp_path / "gpt2.onnx", seed=0, small=True)
+    written = export_for_timing(eo.load(path).graph, tmp_path / "timed.onnx")
+    session = ort.InferenceSession(str(written), providers=["CPUExecutionProvider"])
+    assert [i.type for i in session.get_inputs()] == ["tensor(int64)"]
+    session.run(None, eo.random_feeds(session, seed=0))

@@ -253,17 +253,30 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     replace_atomic(path, lambda tmp: onnx.save(model, tmp))
 
 
+_LAYOUT_ONLY = ("reshape", "transpose")  # ops that move a tensor's elements and keep their type
+
+
+def _source_input(x: Node) -> Node | None:
+    """The graph input ``x`` is, through layout-only ops (GPT-2's token ids are reshaped before
+    their Gather), else None."""
+    while x.op in _LAYOUT_ONLY:
+        x = x.inputs[0]
+    return x if x.op == "input" else None
+
+
 def _stored_input_types(onnx: Any, graph: Graph) -> dict[str, int]:
-    """Graph input name -> the element type an opaque node reading it declares for that input."""
+    """Graph input name -> the element type an opaque node reading it (directly or through
+    layout-only ops) declares for that input."""
     out: dict[str, int] = {}
     for n in graph.nodes():
-        if n.op != "opaque" or not any(x.op == "input" for x in n.inputs):
+        sources = [_source_input(x) for x in n.inputs] if n.op == "opaque" else []
+        if not any(sources):
             continue
         stored = onnx.GraphProto()
         stored.ParseFromString(bytes.fromhex(n.attr("node")))
-        for x, vi in zip(n.inputs, stored.input):
-            if x.op == "input":
-                out.setdefault(x.attr("name"), vi.type.tensor_type.elem_type)
+        for source, vi in zip(sources, stored.input):
+            if source is not None:
+                out.setdefault(source.attr("name"), vi.type.tensor_type.elem_type)
     return out
 
 

@@ -7,8 +7,8 @@ per budget, since its search plans by the budget), with its own evolutionary sea
 and runner, seeded; its best schedule is compiled and re-measured by the measurer's own runner,
 the evaluator that re-measures our tuners' bests. Its candidates are built in the measurer's build
 pool: MetaSchedule's own builder starts a fresh process pool for every batch, and each new worker
-imports TVM's tensor intrinsics (95 s measured on this machine under load), so most of the first
-batch timed out (16 trials took 582 s). It needs the ``tvm`` extra and the ``tvm-llvm`` target.
+imports TVM's tensor intrinsics first, so on a busy 2-core machine most of its first batch timed
+out (docs/results/tvm_llvm). It needs the ``tvm`` extra and the ``tvm-llvm`` target.
 """
 from __future__ import annotations
 

@@ -38,8 +38,9 @@ TARGETS_S = {("squeezenet", EGRAPH): 2.0, ("bert", EGRAPH): 3.0, ("bert:layers=3
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One model at one size: ``label`` as written (``bert:layers=8``), the name and its sizes."""
+class SizedModel:
+    """One model at one size: ``label`` as written (``bert:layers=8``), the name and its sizes. Not a
+    :class:`experiments.sweep.Cell`: each is timed as processes of its own, one at a time."""
 
     label: str
     model: str
@@ -55,7 +56,7 @@ class Cell:
         return dict(self.params).get("layers")
 
 
-def parse_cells(text: str) -> list[Cell]:
+def parse_cells(text: str) -> list[SizedModel]:
     """``bert:layers=4/8,squeezenet`` -> one cell per model and size (a ``/`` lists sizes)."""
     from eqsat.models import MODELS
     from experiments.zoo import ZOO
@@ -72,14 +73,14 @@ def parse_cells(text: str) -> list[Cell]:
                 raise ValueError(f"--models {item!r}: expected NAME:KEY=VALUE[/VALUE...], got {pair!r}")
             expanded = [done + [f"{key}={v}"] for done in expanded for v in values.split("/")]
         for kv in expanded:
-            cells.append(Cell(":".join([name, *kv]), name, tuple(parse_params(kv).items())))
+            cells.append(SizedModel(":".join([name, *kv]), name, tuple(parse_params(kv).items())))
     if not cells:
         raise ValueError("--models: no model given")
     check_models([c.model for c in cells if not c.zoo])
     return cells
 
 
-def _command(cell: Cell, search: str, device: str, work: Path, preset: str | None = None) -> list[str]:
+def _command(cell: SizedModel, search: str, device: str, work: Path, preset: str | None = None) -> list[str]:
     """The ``eqsat-lab optimize`` command line of one run (a zoo model's ONNX file is written once)."""
     cmd = [sys.executable, "-m", "experiments.cli", "optimize"]
     if cell.zoo:
@@ -120,7 +121,7 @@ def one_run(cmd: list[str], json_path: Path, timeout_s: float) -> dict[str, Any]
                   "speedup_pct": payload.get("speedup_pct")}
 
 
-def summarize(cell: Cell, search: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(cell: SizedModel, search: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median run of a cell (by wall time) with the spread of the others."""
     ok = sorted((r for r in runs if "error" not in r), key=lambda r: r["wall_s"])
     base = {"model": cell.model, "cell": cell.label, "layers": cell.layers(), "search": search,
@@ -140,7 +141,7 @@ def summarize(cell: Cell, search: str, runs: list[dict[str, Any]]) -> dict[str, 
         **{f"{k}_s": round(v, 2) for k, v in mid["phases"].items()}}
 
 
-def run(cells: Sequence[Cell], searches: Sequence[str], device: str, runs: int, out: Path,
+def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs: int, out: Path,
         timeout_s: float = 300.0) -> list[dict[str, Any]]:
     """``runs`` timed processes per cell and search; writes ``bench_walltime.csv``/``.json``/``.md``
     and, over depths, ``bench_walltime.png``."""

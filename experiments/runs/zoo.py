@@ -286,8 +286,9 @@ def prediction_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
     priced = [r for r in rows if is_measured(r["device"]) and r["status"] == "ok" and r.get("input_ms")]
     if not priced:
         return []
-    offs = [abs(v) for r in priced for v in (_off(priced_latencies(r)[0], r["input_ms"]),
-                                             _off(priced_latencies(r)[1], r.get("output_ms"))) if v is not None]
+    pairs = [(priced_latencies(r), r) for r in priced]
+    offs = [abs(v) for (input_us, written_us), r in pairs
+            for v in (_off(input_us, r["input_ms"]), _off(written_us, r.get("output_ms"))) if v is not None]
     if not offs:
         return []
     within = sum(v <= PREDICTION_BOUND for v in offs)

@@ -36,12 +36,9 @@ QUICK_MODELS = ("resnet18_stage4",)
 
 
 def pet_choices(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The PET transformations a result row chose: PET's own, a graph-level rewrite's (TENSAT or
-    TASO with PET inside), or a pipeline's PET stage's."""
-    if "chosen" in row:
-        return row["chosen"]
-    stages = [s for s in row.get("stages", ()) if s.get("search") == PET]
-    return stages[-1]["chosen"] if stages else []
+    """The PET transformations a result row chose: PET's own, or a graph-level rewrite's (TENSAT or
+    TASO with PET inside)."""
+    return row.get("chosen", [])
 
 
 def table_row(row: dict[str, Any], device: str) -> dict[str, Any]:

@@ -101,56 +101,6 @@ class Search(Protocol):
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult: ...
 
 
-@dataclass(frozen=True)
-class PipelineWork:
-    """The stages of a pipeline, each a whole result of its own search."""
-
-    stages: tuple[SearchResult, ...]
-
-    def summary(self) -> str:
-        return " then ".join(f"{r.search}: {r.work.summary()} ({r.original_us:.2f} -> {r.best_us:.2f} µs)"
-                             for r in self.stages)
-
-    def detail_lines(self) -> list[str]:
-        return [f"[{r.search}] {line}" for r in self.stages for line in r.work.detail_lines()]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"stages": [{k: v for k, v in r.to_dict().items() if k != "verified"} for r in self.stages]}
-
-
-class Pipeline:
-    """Searches run one after another, each on the best graph of the one before (TENSAT's e-graph,
-    then PET on what it found). A preset name picks each stage's preset of that name, or the
-    stage's default; the limits are one value per stage."""
-
-    def __init__(self, stages: Sequence[Search]):
-        self.stages = tuple(stages)
-        self.name = "+".join(s.name for s in self.stages)
-        self.presets = {name: None for s in self.stages for name in s.presets}
-        self.default_preset = self.stages[0].default_preset
-        self.default_rule_sets = tuple(dict.fromkeys(r for s in self.stages for r in s.default_rule_sets))
-
-    def limits(self, preset: str, model: str = "") -> tuple[Any, ...]:
-        return tuple(s.limits(preset if preset in s.presets else s.default_preset, model) for s in self.stages)
-
-    def warm(self) -> None:
-        for s in self.stages:
-            s.warm()
-
-    def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Sequence[Any]) -> SearchResult:
-        results: list[SearchResult] = []
-        for stage, stage_limits in zip(self.stages, limits):
-            results.append(stage.run(results[-1].best if results else graph, rules, cost_model, stage_limits))
-        first, last = results[0], results[-1]
-        timings: dict[str, float] = {}
-        for r in results:
-            for k, v in r.timings.items():
-                timings[k] = timings.get(k, 0.0) + v
-        return SearchResult(self.name, first.model, first.device, first.original_us, last.best_us, last.best,
-                            sum(r.search_s for r in results), "; ".join(f"{r.search}: {r.stop}" for r in results),
-                            PipelineWork(tuple(results)), timings)
-
-
 class WithGraphRewrites:
     """A search that also applies graph-level rewrites (:mod:`eqsat.graph_rewrite`) through its
     limits' ``graph_rewrites``: TENSAT with PET's transformations inside its e-graph, the α search

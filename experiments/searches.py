@@ -30,7 +30,7 @@ class SearchRow:
     names costs nothing), the label reports print, and the graph-level rewrites (rows of
     :data:`GRAPH_REWRITES`) it applies beside its rules."""
 
-    target: str | tuple[str, ...]  # or a pipeline: the names of searches run one after another
+    target: str
     label: str
     graph_rewrites: tuple[str, ...] = ()
 
@@ -57,10 +57,6 @@ def get_search(name: str) -> Search:
     if name not in SEARCHES:
         raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}")
     row = SEARCHES[name]
-    if isinstance(row.target, tuple):
-        from eqsat.search import Pipeline
-
-        return Pipeline([get_search(stage) for stage in row.target])
     engine = _value(row.target)()
     if row.graph_rewrites:
         from eqsat.search import WithGraphRewrites

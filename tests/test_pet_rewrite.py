@@ -92,9 +92,13 @@ def test_the_four_searches_run_from_one_command_in_quick_mode(tmp_path):
 
     from experiments.cli import main
 
-    assert main(["experiment", "pet-searches", "--quick", "--devices", "h100", "--out", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "pet_searches.json").read_text())["rows"]
+    assert main(["experiment", "pet-searches", "--quick", "--devices", "h100", "--alpha-time-limit", "30",
+                 "--out", str(tmp_path)]) == 0
+    table = json.loads((tmp_path / "pet_searches.json").read_text())
+    rows = table["rows"]
     assert [r["search"] for r in rows] == ["taso", "eqsat", "pet", "eqsat+pet"]
+    capped = [json.loads(p.read_text())["params"] for p in (tmp_path / "cells" / "pet-searches").iterdir()]
+    assert sorted(c["search"] for c in capped if c.get("time_limit") == 30.0) == ["taso"]  # only the α search
     inside = rows[-1]
     assert inside["closest_pet"] and inside["closest_pet_us"] > inside["closest_conv_us"]
 
@@ -109,3 +113,40 @@ def test_a_search_with_pet_inside_takes_its_own_search_s_flags(tmp_path):
     row = json.loads(out.read_text())
     assert row["search"] == "taso+pet" and row["budget"] == 1 and row["alternatives_offered"] > 0
     assert main(["optimize", "csrnet_backend", "--search", "taso+pet", "--nodes", "5"]) == 2
+
+
+
+class FusedReluIsSlowToo(OddWidthsAreSlow):
+    """:class:`OddWidthsAreSlow`, and a conv with its ReLU fused costs 50 µs more than the two
+    apart, so a rule that unfuses the ReLU pays wherever it applies."""
+
+    def op_cost(self, op, attrs, in_shapes, out_shapes, is_const, dtype="bf16"):
+        found = super().op_cost(op, attrs, in_shapes, out_shapes, is_const, dtype)
+        if op == "conv2d" and dict(attrs).get("act") == "relu" and not is_const:
+            return type(found)(**{**found.__dict__, "time_us": found.time_us + 50.0})
+        return found
+
+
+def test_the_taken_column_finds_a_pet_alternative_the_rules_rewrote_after_it_was_taken():
+    from eqsat.rules.rulefile import parse_rules
+    from experiments.runs.pet_searches import table_row
+    from experiments.searches import result_row
+
+    unfuse = parse_rules("conv-bias-act-relu: (conv2d :stride ?s :pad ?p :groups ?g :dilation ?d :act relu ?X ?W ?B) "
+                         "<=> (relu (conv2d :stride ?s :pad ?p :groups ?g :dilation ?d ?X ?W ?B)) ; "
+                         "op=conv2d vars=X:?x?x?x?,W:?x?x?x?,B:? weights=W,B")
+    one, conv = conv_model()
+    (split,) = [a for a in pet_alternatives(conv) if a.name == "pet:split-W-2"]
+    # the e-graph grounds rules on the input's shapes: a second conv shaped like the split's
+    # batched conv lets the rule unfuse that conv's ReLU inside the alternative too
+    twin = node("conv2d", input_("y", split.mark.inputs[0].shape), *conv.inputs[1:], **conv.attr_dict)
+    graph = Graph((one.outputs[0], twin), name="convnet")
+    search = get_search("eqsat+pet")
+    result = run_verified(search, graph, unfuse, FusedReluIsSlowToo("h100"), search.limits("quick"))
+    best = set(result.best.nodes())
+    assert split.mark not in best and split.replacement not in best  # the rules rewrote what was taken
+    assert not any(n.op == "conv2d" and n.attr("act") == "relu" and n.shape == split.mark.shape for n in best)
+    assert result.verified.equal and result.best_us < result.original_us
+    row = table_row(result_row(result, graph) | {"model": "convnet"}, "odd-widths-slow")
+    assert row["pet_transformations"] == "conv2d 0: split-W-2"
+    assert row["corrected_share"] == pytest.approx(dict(split.facts)["overhead"], abs=1e-4)

@@ -99,20 +99,3 @@ def test_pet_optimize_takes_an_onnx_file_and_writes_a_checked_model(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), src)
     assert main(["pet", "optimize", str(src), "--out", str(out), "--json", str(report)]) == 0
     assert out.exists() and '"search": "pet"' in report.read_text()
-
-
-def test_a_pipeline_of_searches_keeps_each_stage_s_record():
-    from eqsat.search import Pipeline
-    from experiments.runs.pet_searches import pet_choices, table_row
-    from experiments.searches import result_row
-
-    pipeline = Pipeline([get_search("eqsat"), get_search("pet")])
-    limits = pipeline.limits("quick")
-    assert limits[1] == PetSearch.presets["quick"]
-    graph, _ = conv_model()
-    result = run_verified(pipeline, graph, [], OddWidthsAreSlow("h100"), limits)
-    first, second = result.work.stages
-    assert (first.search, second.search) == ("eqsat", "pet") and second.original_us == pytest.approx(first.best_us)
-    assert result.best_us == second.best_us < result.original_us and result.verified.equal
-    row = result_row(result, graph) | {"model": "convnet"}
-    assert pet_choices(row) and table_row(row, "odd")["pet_transformations"].startswith("layer 0: ")

@@ -135,17 +135,14 @@ def limits_from(args: argparse.Namespace) -> Any:
         if getattr(args, _dest(f)) is not None
     }
     given |= {f: (search, field, value) for f, search, field, value, _ in SWITCHES if getattr(args, _dest(f))}
-    stages = [getattr(s, "search", s).name for s in getattr(engine, "stages", (engine,))]  # eqsat+pet: eqsat's flags
-    wrong = [f for f, (search, _, _) in given.items() if search not in stages]
+    own = getattr(engine, "search", engine).name  # eqsat+pet takes eqsat's flags
+    wrong = [f for f, (search, _, _) in given.items() if search != own]
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
     if "--k-multi" in given and "--multi-by-need" not in given:  # a fixed k_multi, as TENSAT ran it
         given["--multi-by-need"] = (EGRAPH, "multi_by_need", 0)
     base = preset_limits(engine, args.preset or engine.default_preset, Path(args.model).stem)
-    per_stage = base if len(stages) > 1 else (base,)
-    changed = tuple(replace(lim, **{field: value for search, field, value in given.values() if search == name})
-                    for name, lim in zip(stages, per_stage))
-    return changed if len(stages) > 1 else changed[0]
+    return replace(base, **{field: value for _, field, value in given.values()})
 
 
 def run(args: argparse.Namespace) -> int:

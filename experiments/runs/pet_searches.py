@@ -16,10 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, HYPOGPU
-from experiments.command import Experiment, add_models, add_sweep_options, device_list, split_list, sweep_kwargs
+from experiments.command import (
+    Experiment,
+    add_models,
+    add_sweep_options,
+    device_list,
+    positive_seconds,
+    split_list,
+    sweep_kwargs,
+)
 from experiments.output import write_table
 from experiments.runs.compare import check_models
-from experiments.searches import ALPHA, EGRAPH, EGRAPH_PET, PET
+from experiments.searches import ALPHA, ALPHA_PET, EGRAPH, EGRAPH_PET, PET, SEARCHES
 from experiments.sweep import Cell, run_cells
 
 PET_SEARCHES = (ALPHA, EGRAPH, PET, EGRAPH_PET)
@@ -28,12 +36,9 @@ QUICK_MODELS = ("resnet18_stage4",)
 
 
 def pet_choices(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The PET transformations a result row chose: PET's own, a graph-level rewrite's (TENSAT or
-    TASO with PET inside), or a pipeline's PET stage's."""
-    if "chosen" in row:
-        return row["chosen"]
-    stages = [s for s in row.get("stages", ()) if s.get("search") == PET]
-    return stages[-1]["chosen"] if stages else []
+    """The PET transformations a result row chose: PET's own, or a graph-level rewrite's (TENSAT or
+    TASO with PET inside)."""
+    return row.get("chosen", [])
 
 
 def table_row(row: dict[str, Any], device: str) -> dict[str, Any]:
@@ -75,8 +80,11 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PET_SEARCHES,
-        devices: Sequence[str] = DEVICES, quick: bool = False, seed: int = 0, workers: int = 1,
-        executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        devices: Sequence[str] = DEVICES, quick: bool = False, seed: int = 0, alpha_time_limit: float | None = None,
+        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+    """Every search on every model for every device; ``alpha_time_limit`` caps each α search
+    (``taso``, ``taso+pet``) at that many seconds instead of its preset's 120 s, so the whole table
+    fits a shorter run (the cap is part of the cell, so a capped cell is never mistaken for a full one)."""
     from eqsat.cost.roofline import check_device
     from eqsat.models import PET_MODELS
     from experiments.searches import get_search
@@ -86,11 +94,15 @@ def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PE
         get_search(s)  # unknown names fail here, before any cell runs
     for d in devices:
         check_device(d)
+    def capped(search: str) -> dict[str, float]:
+        alpha = SEARCHES[search].target == SEARCHES[ALPHA].target
+        return {"time_limit": alpha_time_limit} if alpha and alpha_time_limit is not None else {}
+
     cells = [Cell.of("pet-searches", "experiments.searches:run_search", model=m, search=s, device=d, seed=seed,
-                     quick=quick) for d in devices for m in models for s in searches]
+                     quick=quick, **capped(s)) for d in devices for m in models for s in searches]
     results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="pet-searches")
     rows = [table_row(r, c.kwargs["device"]) for r, c in zip(results, cells)]
-    write_table(out, "pet_searches", rows, {"command": command, "quick": quick})
+    write_table(out, "pet_searches", rows, {"command": command, "quick": quick, "alpha_time_limit": alpha_time_limit})
     print(format_tables(rows))
     print(f"wrote {out / 'pet_searches.csv'} and {out / 'pet_searches.json'}")
     return rows
@@ -102,12 +114,15 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", type=device_list, default=",".join(DEVICES),
                    help="comma-separated devices (a roofline, hypogpu[:...] tuned, ort-cpu measured)")
     p.add_argument("--quick", action="store_true", help="smoke presets on ResNet-18's last stage")
+    p.add_argument("--alpha-time-limit", type=positive_seconds, default=None,
+                   help=f"seconds each α search ({ALPHA}, {ALPHA_PET}) may run (default: its preset's cap, 120 s)")
     add_sweep_options(p, "results/pet_searches", device=False)
 
 
 def _run(args: argparse.Namespace) -> int:
     run(split_list(args.models) or None, Path(args.out), searches=split_list(args.searches),
-        devices=split_list(args.devices), quick=args.quick, seed=args.seed, **sweep_kwargs(args))
+        devices=split_list(args.devices), quick=args.quick, seed=args.seed, alpha_time_limit=args.alpha_time_limit,
+        **sweep_kwargs(args))
     return 0
 
 

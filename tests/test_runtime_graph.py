@@ -71,7 +71,7 @@ def test_the_experiment_lists_each_model_beside_the_zoos_cells(tmp_path, capsys)
                  "--out", str(out)]) == 0
     [row] = json.loads((out / "zoo_runtime.json").read_text())["rows"]
     assert row["model"] == "tiny" and row["removed"] == {"Conv": 1, "Relu": 1}
-    assert row["zoo_cells"] == ("eqsat/h100 1.200 -> 0.990; taso/ort-cpu 1.000 -> 1.000 "
+    assert row["zoo_cells"] == ("eqsat h100: 1.200 -> 0.990; taso ort-cpu: 1.000 -> 1.000 "
                                 "(kept: measured end to end 0.98x)")
     assert "| tiny | 2 | " in (out / "zoo_runtime.md").read_text()
 

@@ -30,18 +30,18 @@ def runtime_cell(path: str, digest: str) -> dict[str, Any]:
 
 
 def zoo_cells(results: Sequence[Mapping[str, Any]], model: str) -> str:
-    """The zoo's cells of ``model`` in one line: ``search/device predicted -> measured``, and the
+    """The zoo's cells of ``model`` in one line: ``search device: predicted -> measured``, and the
     reason when the input was kept."""
     parts = []
     for r in results:
         if r.get("model") != model:
             continue
         if r.get("status") != "ok":
-            parts.append(f"{r['search']}/{r['device']} {r.get('status')}")
+            parts.append(f"{r['search']} {r['device']}: {r.get('status')}")
             continue
         why = r.get("stop", "").split("input kept: ", 1)
         kept = f" (kept: {why[1].split(',')[0]})" if len(why) > 1 else (" (kept)" if not r.get("changed") else "")
-        parts.append(f"{r['search']}/{r['device']} {r.get('predicted_gain', 1.0):.3f} -> "
+        parts.append(f"{r['search']} {r['device']}: {r.get('predicted_gain', 1.0):.3f} -> "
                      f"{r.get('measured_ratio', 1.0):.3f}{kept}")
     return "; ".join(parts) or "-"
 

@@ -83,3 +83,44 @@ def test_a_mobilenet_v3_block_on_h100_is_written_as_the_input_file(tmp_path, cap
     assert payload["onnx"]["input_copied"] and out.read_bytes() == src.read_bytes()
     assert payload["best_us"] == payload["original_us"] and "beyond onnxruntime's own fusions" in payload["stop"]
     assert payload["onnx"]["written_agrees"], capsys.readouterr().out
+
+
+def conv_matmul_relu(path):
+    """Conv -> Relu -> Flatten -> MatMul -> Relu: onnxruntime fuses the first Relu itself; the
+    second fuses only in its own kernel (FusedGemm), which a standard file cannot hold."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"]), helper.make_node("MatMul", ["f", "m"], ["p"]),
+             helper.make_node("Relu", ["p"], ["y"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal((144, 10)).astype(np.float32), "m")]
+    graph = helper.make_graph(nodes, "cg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("onnx_ops", ["standard", "onnxruntime"])
+def test_a_file_that_cannot_hold_the_gain_is_the_input(tmp_path, capsys, onnx_ops):
+    """The best fuses MatMul+Relu (a gain beyond onnxruntime's fusions, priced): written with
+    onnxruntime's kernels the file holds it and is written; as standard ONNX it is MatMul then
+    Relu again, runs as the input does, and the input is written instead."""
+    pytest.importorskip("onnxruntime")
+    from experiments.cli import main
+
+    src = conv_matmul_relu(tmp_path / "cg.onnx")
+    out, js = tmp_path / "cg.opt.onnx", tmp_path / "cg.json"
+    assert main(["optimize", str(src), "--search", "eqsat", "--device", "h100", "--preset", "quick", "--out",
+                 str(out), "--json", str(js), "--onnx-ops", onnx_ops]) == 0
+    payload = json.loads(js.read_text())
+    assert payload["onnx"]["written_agrees"]
+    if onnx_ops == "onnxruntime":
+        assert not payload["onnx"]["input_copied"] and payload["best_us"] < payload["runtime"]["runtime_us"]
+    else:
+        assert payload["onnx"]["input_copied"] and out.read_bytes() == src.read_bytes()
+        assert "input written: the file as written is 1.000x" in payload["stop"]
+        assert payload["onnx"]["written_us"] == pytest.approx(payload["runtime"]["runtime_us"])

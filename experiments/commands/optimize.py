@@ -194,6 +194,19 @@ def run(args: argparse.Namespace) -> int:
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
         payload["onnx"] |= price_written(args, best_us, model)
+        written_us = payload["onnx"]["written_us"]
+        if runtime is not None and not payload["onnx"]["input_copied"] and \
+                not written_us < runtime["runtime_us"] * (1 - model.resolution):
+            # the file as written (a standard file cannot hold every fusion the search priced) runs no
+            # faster than the input as onnxruntime runs it: the input is the file
+            gain = runtime["runtime_us"] / written_us if written_us > 0 else 1.0
+            print(f"the written file is {gain:.3f}x the input as onnxruntime runs it, not faster by the cost "
+                  f"model's resolution ({model.resolution:.0%}): the input is written instead")
+            result = replace(result, best=graph, best_us=result.original_us,
+                             stop=f"{result.stop}; input written: the file as written is {gain:.3f}x")
+            payload |= result.to_dict()
+            payload["onnx"] = write_optimized(imported, graph, args.model, args.out, writes_contrib(args))
+            payload["onnx"] |= price_written(args, runtime["runtime_us"], model)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0

@@ -167,11 +167,12 @@ def test_cli_optimizes_an_onnx_file(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("onnx_ops", ["standard", "onnxruntime"])
-def test_a_fused_activation_is_written_and_the_file_costs_what_was_reported(tmp_path, capsys, onnx_ops):
+def test_a_gain_of_fused_activations_alone_writes_the_input_which_costs_what_was_reported(tmp_path, capsys,
+                                                                                         onnx_ops):
     """The phantom-gain regression: conv+relu fusion written back as Conv and Relu used to be
-    priced unfused, at the input's price. By default the file is standard ONNX (Conv then Relu),
-    priced after the fusions every runtime performs; with ``--onnx-ops onnxruntime`` the pair is
-    onnxruntime's FusedConv. Either way the written file costs the search's best."""
+    priced unfused, at the input's price. On h100 the ResNet block's whole gain is fusions
+    onnxruntime makes itself, so either kind of file is the input (``FusedConv`` writing:
+    tests/test_onnx_robust.py), priced after onnxruntime's fusions: what the report says."""
     import json
 
     from experiments.cli import main
@@ -182,16 +183,11 @@ def test_a_fused_activation_is_written_and_the_file_costs_what_was_reported(tmp_
                  str(report), "--onnx-ops", onnx_ops]) == 0
     assert "agrees" in capsys.readouterr().out
     payload = json.loads(report.read_text())
-    assert payload["onnx"]["written_agrees"] and payload["onnx"]["written_us"] == pytest.approx(payload["best_us"],
-                                                                                               rel=0.01)
+    assert payload["runtime"]["runtime_fusions"] and payload["onnx"]["input_copied"]
+    assert out.read_bytes() == src.read_bytes() and "beyond onnxruntime's own fusions" in payload["stop"]
+    assert payload["onnx"]["written_agrees"] and payload["onnx"]["written_us"] == pytest.approx(
+        payload["runtime"]["runtime_us"], rel=0.01)
     assert payload["onnx"]["onnx_ops"] == onnx_ops
-    model = onnx.load(str(out))
-    fused = [n for n in model.graph.node if n.op_type == "FusedConv" and n.domain == "com.microsoft"]
-    relus = lambda m: sum(n.op_type == "Relu" for n in m.graph.node)  # noqa: E731
-    if onnx_ops == "onnxruntime":
-        assert fused and relus(model) < relus(onnx.load(str(src)))  # the relus after convs went into them
-    else:
-        assert not fused and {d.domain for d in model.opset_import} == {""}
 
 
 def _vec(name, c, lo=-1.0, hi=1.0):
@@ -374,9 +370,13 @@ def test_relu6_clip_with_rank0_bounds_optimizes_and_exports(tmp_path, as_constan
     src = _model(nodes, [x], [y], inits, tmp_path / "relu6.onnx")
     out = tmp_path / "relu6.opt.onnx"
     assert main(["optimize", "--device", "h100", str(src), "--search", "eqsat", "--out", str(out), "--preset", "quick",
-                 "--onnx-ops", "onnxruntime"]) == 0
+                 "--onnx-ops", "onnxruntime"]) == 0  # its gain is onnxruntime's own fusion: the input is written
     assert eo.max_difference(src, out) < 1e-4
-    assert eo.load(str(src)).opaque == []  # Clip(0, 6) is the op table's relu6, not an opaque node
+    imp = eo.load(str(src))
+    assert imp.opaque == []  # Clip(0, 6) is the op table's relu6, not an opaque node
+    best = optimize(imp.graph, default_rules(), "h100", Limits()).best
+    eo.save(imp, best, out, contrib=True)  # the fused conv as onnxruntime's kernel
+    assert eo.max_difference(src, out) < 1e-4
     fused = [n for n in onnx.load(str(out)).graph.node if n.op_type == "FusedConv"]
     attrs = {a.name: helper.get_attribute_value(a) for a in fused[0].attribute} if fused else {}
     assert len(fused) == 1 and attrs["activation"] == b"Clip" and list(attrs["activation_params"]) == [0.0, 6.0]

@@ -23,6 +23,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.tvm_llvm",
     "experiments.runs.benchmarks",
     "experiments.runs.zoo",
+    "experiments.runs.zoo_runtime",
 ]
 
 

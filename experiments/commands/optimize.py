@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
     from experiments.onnx_io import check_out_path, price_written, write_optimized
-    from experiments.runs.runtime_baseline import describe, runtime_baseline
+    from experiments.runs.runtime_baseline import describe, keep_runtime_gain, runtime_baseline
     from experiments.searches import get_search
 
     if args.model.endswith(".onnx"):
@@ -168,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     if calibration is not None:
         print(f"{model.name}: {calibration.summary()}")
     result = run_verified(get_search(args.search), graph, rules, model, limits, args.seed)
+    runtime = runtime_baseline(graph, model) if model.latency_us(graph) is None else None
+    if imported is not None and runtime is not None:  # a file for onnxruntime: only a gain beyond its own fusions
+        result = keep_runtime_gain(graph, result, model, runtime)
     print(result.summary())
     print(f"priced on {result.device} ({device_why})")
     for line in result.work.detail_lines():
@@ -178,14 +181,29 @@ def run(args: argparse.Namespace) -> int:
     payload = result.to_dict() | {"device_chosen_by": device_why}
     if calibration is not None:
         payload["calibration"] = calibration.to_dict()
-    if model.latency_us(graph) is None:  # a model of the runtime itself already prices the runtime's fusions
-        payload["runtime"] = runtime_baseline(graph, model)
-        print(describe(payload["runtime"], result.best_us))
+    best_us = result.best_us  # the best as the runtime runs it: after its own fusions, for a model of kernels alone
+    if runtime is not None:  # a model of the runtime itself already prices the runtime's fusions
+        best_us = runtime_baseline(result.best, model)["runtime_us"]
+        payload["runtime"] = runtime
+        print(describe(runtime, best_us))
     payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
     print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
-        payload["onnx"] |= price_written(args, result.best_us, model)
+        payload["onnx"] |= price_written(args, best_us, model)
+        written_us = payload["onnx"]["written_us"]
+        if runtime is not None and not payload["onnx"]["input_copied"] and \
+                not written_us < runtime["runtime_us"] * (1 - model.resolution):
+            # the file as written (a standard file cannot hold every fusion the search priced) runs no
+            # faster than the input as onnxruntime runs it: the input is the file
+            gain = runtime["runtime_us"] / written_us if written_us > 0 else 1.0
+            print(f"the written file is {gain:.3f}x the input as onnxruntime runs it, not faster by the cost "
+                  f"model's resolution ({model.resolution:.0%}): the input is written instead")
+            result = replace(result, best=graph, best_us=result.original_us,
+                             stop=f"{result.stop}; input written: the file as written is {gain:.3f}x")
+            payload |= result.to_dict()
+            payload["onnx"] = write_optimized(imported, graph, args.model, args.out, writes_contrib(args))
+            payload["onnx"] |= price_written(args, runtime["runtime_us"], model)
     if args.json_out:
         write_json(args.json_out, payload)
     return 0

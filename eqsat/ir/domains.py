@@ -97,9 +97,10 @@ class Domain:
             return fn(a, b)
         p = self.modulus
         width = limb_bits(p, terms)
-        bf = b.astype(np.float64)
+        bf = np.asarray(b, dtype=np.float64)  # no copy of a factor kept in float64 (folds.py concatenates so)
         if width >= p.bit_length():
-            return fn(a.astype(np.float64), bf).astype(np.int64) % p
+            return fn(np.asarray(a, dtype=np.float64), bf).astype(np.int64) % p
+        a = np.asarray(a, dtype=np.int64)  # limbs are cut from integers
         out = np.zeros((), dtype=np.int64)
         mask = (1 << width) - 1
         for shift in range(0, p.bit_length(), width):

@@ -439,10 +439,9 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     solver = get_solver(settings.solver)
     kept = None
     if settings.acyclic == "exact" and settings.warm_start and solver.takes_start:
-        if not settings.filtered:
-            # the cycle filter's optimum (seconds, a tight relaxation) is a better start than the greedy one
-            kept = ilp_extract(view, costs, roots, greedy, greedy_cost, replace(settings, acyclic="filter"),
-                               seconds * FILTER_SHARE)
+        # the cycle filter's optimum (seconds, a tight relaxation) is a better start than the greedy one
+        kept = None if settings.filtered else ilp_extract(view, costs, roots, greedy, greedy_cost,
+                                                          replace(settings, acyclic="filter"), seconds * FILTER_SHARE)
         if kept is not None and kept.cost < greedy_cost:
             greedy, greedy_cost = kept.choice, kept.cost
         if settings.prove_seconds is not None:  # a caller that cannot wait (optimize's merge judges)

@@ -97,10 +97,9 @@ class Domain:
             return fn(a, b)
         p = self.modulus
         width = limb_bits(p, terms)
-        bf = np.asarray(b, dtype=np.float64)  # no copy of a factor kept in float64 (folds.py concatenates so)
+        bf = b.astype(np.float64)
         if width >= p.bit_length():
-            return fn(np.asarray(a, dtype=np.float64), bf).astype(np.int64) % p
-        a = np.asarray(a, dtype=np.int64)  # limbs are cut from integers
+            return fn(a.astype(np.float64), bf).astype(np.int64) % p
         out = np.zeros((), dtype=np.int64)
         mask = (1 << width) - 1
         for shift in range(0, p.bit_length(), width):

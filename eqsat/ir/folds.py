@@ -74,18 +74,10 @@ def rewrite(op: str, attrs: dict[str, Any], xs: Sequence[Any], contract: Contrac
     if op == "concat" and all(isinstance(x, Product) for x in xs):
         axis = attrs["axis"]
         if axis == 1 and all(x.left is xs[0].left for x in xs):
-            return Product(xs[0].left, _factor_concat([x.right for x in xs], axis=1))
+            return Product(xs[0].left, np.concatenate([x.right for x in xs], axis=1))
         if axis == 0 and all(x.right is xs[0].right for x in xs):
-            return Product(_factor_concat([x.left for x in xs], axis=0), xs[0].right)
+            return Product(np.concatenate([x.left for x in xs], axis=0), xs[0].right)
     return None
-
-
-def _factor_concat(parts: Sequence[np.ndarray], axis: int) -> np.ndarray:
-    """Factors concatenated for a BLAS product, straight into float64 (one pass, where
-    concatenating and then converting for the product took two): exact for floats and for
-    int64 residues (below 2^23); Python ints (object arrays) stay as they are."""
-    exact_ints = any(p.dtype == object for p in parts)
-    return np.concatenate(parts, axis=axis, dtype=None if exact_ints else np.float64)
 
 
 def materialize(value: Any, contract: Contract) -> Any:

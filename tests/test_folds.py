@@ -4,13 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eqsat.ir.domains import FAST_PRIME, FLOAT, modp
+from eqsat.ir.domains import CHECK_PRIME, FAST_PRIME, FLOAT, modp
 from eqsat.ir.evaluate import evaluate, evaluate_nodes, random_leaves
 from eqsat.ir.folds import Product
 from eqsat.ir.graph import Graph, input_, node, weight
 
 X = input_("x", (4, 16))
 A, B, C = weight("a", (16, 32)), weight("b", (32, 16)), weight("c", (32, 8))
+D = weight("d", (8, 32))
 
 
 def folded_graphs() -> dict[str, Graph]:
@@ -21,6 +22,8 @@ def folded_graphs() -> dict[str, Graph]:
         "transposed fold": Graph((node("matmul", node("transpose", ab, perm=(1, 0)), node("transpose", X, perm=(1, 0))),)),
         "fold read by an elementwise op": Graph((node("ewadd", node("matmul", X, ab), X),
                                                  node("ewadd", ab, ab))),
+        "shared right factor concatenated, read from the left": Graph((node(
+            "matmul", node("concat", ab, node("matmul", D, B), axis=0), node("transpose", X, perm=(1, 0))),)),
         "fold as an output": Graph((ab,)),
         "fold of a fold": Graph((node("matmul", X, node("matmul", ab, ab)),)),
     }
@@ -32,7 +35,8 @@ def eager(graph: Graph, values, domain) -> tuple[np.ndarray, ...]:
 
 
 @pytest.mark.parametrize("name", list(folded_graphs()))
-@pytest.mark.parametrize("domain", [FLOAT, modp(FAST_PRIME)], ids=["float64", "mod p"])
+@pytest.mark.parametrize("domain", [FLOAT, modp(FAST_PRIME), modp(CHECK_PRIME)],
+                         ids=["float64", "mod p (limbs)", "mod the check's p"])
 def test_factored_evaluation_gives_the_graphs_values(name, domain):
     graph = folded_graphs()[name]
     values = random_leaves(graph, 0, domain)

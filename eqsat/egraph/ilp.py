@@ -63,6 +63,7 @@ class ILPSettings:
     warm_start: bool = True
     acyclic: str = "exact"
     prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
+    filtered: bool = False  # exact: the start is the cycle filter's optimum already (a merge judge solved it)
     prune: bool = True  # drop e-nodes whose cost bound exceeds the start's cost (prune.py)
     memory_gb: float = math.inf  # resident memory of this process, checked between the build's phases and solves
 
@@ -439,8 +440,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     kept = None
     if settings.acyclic == "exact" and settings.warm_start and solver.takes_start:
         # the cycle filter's optimum (seconds, a tight relaxation) is a better start than the greedy one
-        kept = ilp_extract(view, costs, roots, greedy, greedy_cost, replace(settings, acyclic="filter"),
-                           seconds * FILTER_SHARE)
+        kept = None if settings.filtered else ilp_extract(view, costs, roots, greedy, greedy_cost,
+                                                          replace(settings, acyclic="filter"), seconds * FILTER_SHARE)
         if kept is not None and kept.cost < greedy_cost:
             greedy, greedy_cost = kept.choice, kept.cost
         if settings.prove_seconds is not None:  # a caller that cannot wait (optimize's merge judges)

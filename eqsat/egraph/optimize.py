@@ -315,7 +315,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     rewrite_s = time.perf_counter() - start - compile_s
 
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
-    seen: list[tuple[EGraphView, Extraction | None]] = []  # each judge's e-graph and exact answer, in order
+    seen: list[tuple[EGraphView, Extraction, Graph]] = []  # each judge's e-graph, answer and its graph, in order
 
     hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
 
@@ -327,8 +327,8 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         roots = [view.lets[r] for r in lets]
         found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
                         min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[0] if hint else None)
-        seen.append((view, found if found.exact else None))
         hint[:] = [to_graph(view, found.choice, roots, leaves, graph)]
+        seen.append((view, found, hint[0]))
         return found.cost, hint[0]
 
     if worker is not None:
@@ -336,17 +336,22 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     else:
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum, alternatives=pairs)
     t1 = time.perf_counter()
-    judged = None
+    judged, filtered = None, False
     if report.final_judged is not None:  # this run's judges are the last report.judges entries (a replay adds its own)
-        seen_view, judged = seen[len(seen) - report.judges + report.final_judged]
+        seen_view, found, found_graph = seen[len(seen) - report.judges + report.final_judged]
         view = view if view is not None else seen_view
+        judged = found if found.exact else None
+        # the judge's answer is the cycle filter's optimum of this very e-graph: the proof starts there
+        filtered = view is seen_view and found.method == "ilp" and found.status.startswith("Optimal")
+        hint[:] = [found_graph] if filtered else hint
     roots = [view.lets[r] for r in roots_let]
     costs = node_costs(view, model, graph.dtype, prices)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged
     if extraction is None:
-        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS, memory_gb=limits.memory_gb)
+        settings = ILPSettings(solver=limits.ilp_solver, prove_seconds=PROVE_SECONDS, memory_gb=limits.memory_gb,
+                               filtered=filtered)
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, settings,
                              hint[0] if hint else None)
     choice, greedy_us = extraction.choice, extraction.greedy_cost

@@ -22,18 +22,21 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autotune.measure import MeasureResult, RecordLog, _record
-from autotune.space import Config
+from autotune.space import Config, Space
 from autotune.workload import Workload
 
 
 class Target(Protocol):
     """A real kernel target: ``build`` writes an artifact under ``folder`` and returns its path
     (raising on a failure); ``run`` returns the median time in µs of ``repeats`` runs of the
-    artifact, stopping after one run when it exceeds ``cutoff_us``, and raises on a wrong result."""
+    artifact, stopping after one run when it exceeds ``cutoff_us``, and raises on a wrong result;
+    ``space`` is the knob space worth searching on it for a workload (its restriction of the knobs)."""
 
     name: str
 
     def machine(self) -> str: ...
+
+    def space(self, workload: Workload) -> Space: ...
 
     def build(self, workload: Workload, config: Config, folder: str) -> str: ...
 

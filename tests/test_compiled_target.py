@@ -9,7 +9,7 @@ import pytest
 
 from autotune.compiled import CompiledMeasurer
 from autotune.measure import best_from_records
-from autotune.space import Config
+from autotune.space import SPACE, Config, Space
 from autotune.workload import Workload
 
 
@@ -22,6 +22,9 @@ class FakeCompiler:
 
     def machine(self) -> str:
         return "test-machine"
+
+    def space(self, workload: Workload) -> Space:
+        return SPACE
 
     def build(self, workload: Workload, config: Config, folder: str) -> str:
         if config.block_m == 16:
@@ -156,6 +159,29 @@ def test_tvm_llvm_kernels_of_every_kind_match_numpy(tmp_path, shape):
         assert 0 < target.run(w, target.build(w, config, str(tmp_path)), 1, float("inf")) < 1e6
 
 
+@pytest.mark.parametrize("shape", KIND_SHAPES + ("bmm2:32x48x96",))
+def test_tvm_llvm_configs_of_the_restricted_space_match_numpy(tmp_path, shape):
+    """With the '.[tvm]' extra: seeded configs the tuners may propose on this CPU (packed right
+    operand, register tile, k unroll; k tiles below K and the whole K) compiled, run and checked
+    against numpy for each kind."""
+    pytest.importorskip("tvm")
+    import numpy as np
+
+    from autotune.resources import allowed
+    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.workload import get_workload
+
+    target, w = TvmLlvmTarget(threads=1), get_workload(shape)
+    space = target.space(w)
+    pool = space.values(np.flatnonzero(allowed(space, space.all_values())))
+    k_tiled = pool[:, 3] < w.K
+    rng = np.random.default_rng(0)
+    picks = [pool[rng.choice(np.flatnonzero(side))] for side in (k_tiled, ~k_tiled) if side.any()]
+    for values in picks:
+        config = Config(*(int(v) for v in values))
+        assert 0 < target.run(w, target.build(w, config, str(tmp_path)), 1, float("inf")) < 1e6, config
+
+
 def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatch):
     """MetaSchedule searches TVM's schedules: no knob-space session, only the tvm-llvm target, and
     without the extra a clear message (CI has no TVM; here TVM is hidden to check that path too)."""
@@ -191,6 +217,9 @@ class QuickFake:
 
     def machine(self) -> str:
         return "test-machine"
+
+    def space(self, workload: Workload) -> Space:
+        return SPACE
 
     def build(self, workload: Workload, config: Config, folder: str) -> str:
         if config.block_k == 256:

@@ -150,6 +150,15 @@ def _plot(rows: Sequence[dict[str, Any]], shapes: Sequence[str], path: Path) -> 
     plt.close(fig)
 
 
+def _cell_budgets(tuner: str, budgets: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """A knob-space tuner runs once to the largest budget and is read at each; a tuner that plans
+    by its budget (MetaSchedule: one ``tune_tir`` per budget) is one cell per budget, so a long
+    run splits into invocations that each finish cells."""
+    from autotune.registry import OWN_SPACE_TUNERS
+
+    return [(n,) for n in budgets] if tuner in OWN_SPACE_TUNERS else [budgets]
+
+
 def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SHAPES,
         budgets: Sequence[int] = BUDGETS, full_shapes: Sequence[str] | None = None, seed: int = 0,
         threads: int = 2, target: str = "tvm-llvm", workers: int = 1, executor: str = "local",
@@ -170,10 +179,10 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
     refs = {r["shape"]: r for r in run_cells(
         [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:reference_cell", shape=s, target=target) for s in shapes],
         out, workers=1, progress=progress, desc="openblas")}
-    cells = [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:tune_cell", tuner=t, shape=s, budgets=plan[s], seed=seed,
+    cells = [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:tune_cell", tuner=t, shape=s, budgets=b, seed=seed,
                      threads=threads, target=target,
                      records=str(out / "records" / f"{t}-{s.replace(':', '_')}.jsonl"))
-             for s in shapes for t in tuners]
+             for s in shapes for t in tuners for b in _cell_budgets(t, plan[s])]
     results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="tvm-llvm")
     rows = table_rows(results, refs)
     verdict = verdicts(rows)

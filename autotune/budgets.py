@@ -9,11 +9,14 @@ own space (MetaSchedule) implements ``checkpoints`` itself and is called through
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from autotune.workload import Workload
+
+TOP_K = 3  # configs re-measured per budget on a contended machine
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Checkpoint:
     best: str  # the best schedule, readable
     errors: int  # trials that failed to build, run or match numpy
     error: str = ""  # why the re-measurement failed
+    loadavg: float = 0.0  # the 1-minute load average after the re-measurement
+    contended: bool = False  # the load moved during the run: the top configs were re-measured
 
     def as_dict(self) -> dict[str, Any]:
         finite = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in vars(self).items()}
@@ -42,14 +47,18 @@ def checkpoints(tuner: Any, workload: Workload, budgets: Sequence[int], measurer
         return own(workload, budgets, measurer, seed)
     result = tuner.tune(workload, max(budgets), measurer, seed=seed)
     out = []
+    contended = bool(measurer.contended)
     for n in sorted(budgets):
         ran = result.history[:n]
         best = result.best_after(n)
-        if best is None:
-            remeasured, error = float("inf"), "no config ran without error"
-        else:
-            remeasured, error = measurer.remeasure(workload, best.config)
+        remeasured, error, shown = float("inf"), "no config ran without error", ""
+        ok = sorted((r for r in ran if r.ok), key=lambda r: r.time_us)
+        top = list(dict.fromkeys(r.config for r in ok))[:TOP_K if contended else 1]
+        for config in top:
+            us, why = measurer.remeasure(workload, config)
+            if us < remeasured or not shown:
+                remeasured, error, shown = us, why, str(config)
         out.append(Checkpoint(n, len(ran), float("inf") if best is None else best.time_us, remeasured,
-                              ran[-1].clock_s if ran else 0.0, "" if best is None else str(best.config),
-                              sum(not r.ok for r in ran), error))
+                              ran[-1].clock_s if ran else 0.0, shown, sum(not r.ok for r in ran), error,
+                              round(os.getloadavg()[0], 2), contended))
     return out

@@ -104,5 +104,5 @@ class MetaSchedule:
                     remeasured, error = measurer.time_artifact(workload, path)
                     best = f"MetaSchedule's best of {len(ok)}"
                 out.append(Checkpoint(n, len(runs), min(ok, default=math.inf) * 1e6, remeasured, wall, best,
-                                      len(runs) - len(ok), error))
+                                      len(runs) - len(ok), error, round(os.getloadavg()[0], 2)))
         return out

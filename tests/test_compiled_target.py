@@ -300,3 +300,34 @@ def test_the_openblas_reference_runs_in_a_child_with_the_kernels_thread_count(mo
     us = openblas_us(get_workload("64x64x64"), repeats=3, threads=2)
     assert seen["threads"] == "2" and us is not None and us > 0
     assert openblas_us(get_workload("conv3x3:1x8x8x8")) is None  # no single BLAS call for a conv
+
+
+def test_a_contended_run_re_measures_each_budgets_top_configs_and_says_so(monkeypatch, tmp_path):
+    """The load moving by more than 20% marks the measurer contended; then every budget's three
+    best configs are re-measured (the fastest re-measured is the best) and the checkpoint says so."""
+    import itertools
+    import os
+
+    from autotune.budgets import TOP_K, checkpoints
+    from autotune.registry import make_tuner
+
+    w = Workload(64, 64, 64)
+    for loads, contended in (((1.0,), False), ((1.0, 1.1), False), ((1.0, 1.5), True)):
+        cycle = itertools.cycle(loads)
+        monkeypatch.setattr(os, "getloadavg", lambda cycle=cycle: (next(cycle), 0.0, 0.0))
+        m = CompiledMeasurer(QuickFake(), None)
+        calls: list[Config] = []
+        remeasure = m.remeasure
+        m.remeasure = lambda workload, config, remeasure=remeasure, calls=calls: (
+            calls.append(config), remeasure(workload, config))[1]
+        try:
+            points = checkpoints(make_tuner("random"), w, [8, 16], m, seed=3)
+        finally:
+            m.close()
+        assert m.contended == contended and all(p.contended == contended for p in points)
+        assert len(calls) == (2 * TOP_K if contended else 2), (loads, calls)
+        for p in points:  # the best is the fastest of the re-measured configs
+            assert p.best and p.loadavg in loads and p.remeasured_us == min(
+                QuickFake().run(w, QuickFake().build(w, c, str(tmp_path)), 1, 0.0) for c in calls[:TOP_K if contended else 1])
+            calls = calls[TOP_K if contended else 1:]
+

@@ -88,6 +88,7 @@ def table_rows(results: Sequence[dict[str, Any]], refs: dict[str, dict[str, Any]
                          "trials_run": p["trials_run"], "best_gflops": _rate(r["flops"], p["remeasured_us"]),
                          "tuned_gflops": _rate(r["flops"], p["tuned_us"]), "wall_s": round(p["wall_s"], 1),
                          "errors": p["errors"], "best": p["best"], "remeasure_error": p["error"],
+                         "contended": p.get("contended", False), "loadavg_remeasured": p.get("loadavg"),
                          "openblas_gflops": blas, "loadavg_start": r["loadavg_start"],
                          "loadavg_end": r["loadavg_end"], "skipped": ""})
     return rows
@@ -119,7 +120,7 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def markdown(rows: Sequence[dict[str, Any]], verdict: Sequence[str]) -> str:
     cols = ("shape", "tuner", "trials", "best_gflops", "tuned_gflops", "wall_s", "errors", "openblas_gflops",
-            "loadavg_start", "loadavg_end", "best")
+            "loadavg_start", "loadavg_end", "loadavg_remeasured", "contended", "best")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         if r["skipped"]:

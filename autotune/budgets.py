@@ -39,12 +39,26 @@ class Checkpoint:
         return finite
 
 
-def checkpoints(tuner: Any, workload: Workload, budgets: Sequence[int], measurer: Any,
+def target_tuner(name: str, workload: Workload, measurer: Any) -> Any:
+    """The tuner row ``name`` for ``measurer``'s compiled target: a knob-space tuner searches the
+    target's restriction of the knobs for ``workload``; an own-space tuner (the registry's
+    ``OWN_SPACE_TUNERS``) is built as it is."""
+    from autotune.registry import OWN_SPACE_TUNERS, make_tuner
+
+    if name in OWN_SPACE_TUNERS:
+        return make_tuner(name)
+    return make_tuner(name, space=measurer.target.space(workload))
+
+
+def checkpoints(name: str, workload: Workload, budgets: Sequence[int], measurer: Any,
                 seed: int = 0) -> list[Checkpoint]:
-    """``tuner`` on ``workload`` read after each of ``budgets`` trials (see the module's docstring)."""
-    own = getattr(tuner, "checkpoints", None)
-    if own is not None:
-        return own(workload, budgets, measurer, seed)
+    """The tuner row ``name`` on ``workload`` read after each of ``budgets`` trials (see the
+    module's docstring); an own-space tuner reads itself through its ``checkpoints`` method."""
+    from autotune.registry import OWN_SPACE_TUNERS
+
+    tuner = target_tuner(name, workload, measurer)
+    if name in OWN_SPACE_TUNERS:
+        return tuner.checkpoints(workload, budgets, measurer, seed)
     result = tuner.tune(workload, max(budgets), measurer, seed=seed)
     out = []
     contended = bool(measurer.contended)

@@ -196,7 +196,7 @@ def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatc
         ms.tune(Workload(64, 64, 64), 8, None)
     m = CompiledMeasurer(FakeCompiler(), None)
     with pytest.raises(ValueError, match="needs the tvm-llvm target"):
-        checkpoints(ms, Workload(64, 64, 64), [8], m)
+        checkpoints("metaschedule", Workload(64, 64, 64), [8], m)
 
     class NoTvm:
         threads, name = 1, "tvm-llvm"
@@ -207,7 +207,7 @@ def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatc
     monkeypatch.setitem(sys.modules, "tvm", None)
     m.target = NoTvm()
     with pytest.raises(ValueError, match=r"optional extra: pip install '\.\[tvm\]'"):
-        checkpoints(ms, Workload(64, 64, 64), [8], m)
+        checkpoints("metaschedule", Workload(64, 64, 64), [8], m)
 
 
 class QuickFake:
@@ -309,7 +309,6 @@ def test_a_contended_run_re_measures_each_budgets_top_configs_and_says_so(monkey
     import os
 
     from autotune.budgets import TOP_K, checkpoints
-    from autotune.registry import make_tuner
 
     w = Workload(64, 64, 64)
     for loads, contended in (((1.0,), False), ((1.0, 1.1), False), ((1.0, 1.5), True)):
@@ -321,7 +320,7 @@ def test_a_contended_run_re_measures_each_budgets_top_configs_and_says_so(monkey
         m.remeasure = lambda workload, config, remeasure=remeasure, calls=calls: (
             calls.append(config), remeasure(workload, config))[1]
         try:
-            points = checkpoints(make_tuner("random"), w, [8, 16], m, seed=3)
+            points = checkpoints("random", w, [8, 16], m, seed=3)
         finally:
             m.close()
         assert m.contended == contended and all(p.contended == contended for p in points)
@@ -331,3 +330,22 @@ def test_a_contended_run_re_measures_each_budgets_top_configs_and_says_so(monkey
                 QuickFake().run(w, QuickFake().build(w, c, str(tmp_path)), 1, 0.0) for c in calls[:TOP_K if contended else 1])
             calls = calls[TOP_K if contended else 1:]
 
+
+
+def test_tune_on_a_compiled_target_runs_any_tuner_row_through_its_checkpoint(monkeypatch, tmp_path, capsys):
+    """``eqsat-lab tune --measurer tvm-llvm`` (here on a fake compiler): a knob tuner's best
+    re-measured against OpenBLAS, written as JSON; MetaSchedule goes through the same path and,
+    on a target TVM does not compile, fails in one sentence."""
+    from experiments.cli import main
+    from experiments.runs import tune
+
+    monkeypatch.setitem(tune.MEASURERS, "tvm-llvm", lambda seed, records: CompiledMeasurer(QuickFake(), records))
+    out = tmp_path / "t.json"
+    assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "random", "--shape", "64x64x64", "--trials", "8",
+                 "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["trials_run"] == 8 and got["best_gflops"] > 0 and got["openblas_gflops"] > 0 and got["best"]
+    assert "GFLOP/s (OpenBLAS" in capsys.readouterr().out
+    assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "metaschedule", "--shape", "64x64x64",
+                 "--trials", "8"]) == 2
+    assert "needs the tvm-llvm target" in capsys.readouterr().err

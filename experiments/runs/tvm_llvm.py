@@ -37,15 +37,12 @@ def tune_cell(tuner: str, shape: str, budgets: Sequence[int], seed: int, threads
     """One tuner on one kernel, read at every budget (a tuner that cannot run here says why)."""
     from autotune.budgets import checkpoints
     from autotune.compiled import TARGETS, CompiledMeasurer
-    from autotune.registry import OWN_SPACE_TUNERS, make_tuner
     from autotune.workload import get_workload
 
     workload, load = get_workload(shape), _load()
-    compiled = TARGETS[target](threads)
-    measurer = CompiledMeasurer(compiled, records or None, resume=False)
-    kwargs = {} if tuner in OWN_SPACE_TUNERS else {"space": compiled.space(workload)}  # the target's knobs
+    measurer = CompiledMeasurer(TARGETS[target](threads), records or None, resume=False)
     try:
-        points = [p.as_dict() for p in checkpoints(make_tuner(tuner, **kwargs), workload, budgets, measurer, seed)]
+        points = [p.as_dict() for p in checkpoints(tuner, workload, budgets, measurer, seed)]
         skipped = ""
     except ValueError as exc:  # a tuner this target cannot run (MetaSchedule without TVM): a row, not a crash
         points, skipped = [], str(exc)

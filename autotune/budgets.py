@@ -4,39 +4,21 @@
 best time the tuner saw, that best re-measured by the measurer's own evaluator with every repeat
 (so every tuner's best is judged by one clock), and the wall time it took to get there. A tuner of
 the knob space runs once to the largest budget and is read at each; a tuner that searches its
-own space (MetaSchedule) implements ``checkpoints`` itself and is called through it.
+own space (MetaSchedule) implements ``checkpoints`` itself and is called through it. When the
+machine's load moved during the run (``measurer.contended``), a knob tuner's ``TOP_K`` best
+configs are re-measured and the fastest re-measured one is its best: under contention the order
+of the tuner's own timings is partly the load's.
 """
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from autotune.checkpoint import Checkpoint
 from autotune.workload import Workload
 
 TOP_K = 3  # configs re-measured per budget on a contended machine
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A tuner's state after ``trials`` trials (``trials_run`` may be fewer when it ran out)."""
-
-    trials: int
-    trials_run: int
-    tuned_us: float  # the best as the tuner measured it (inf: nothing ran)
-    remeasured_us: float  # that best built and timed again by the measurer (inf: it failed)
-    wall_s: float  # from the tuner's start to its last trial within the budget
-    best: str  # the best schedule, readable
-    errors: int  # trials that failed to build, run or match numpy
-    error: str = ""  # why the re-measurement failed
-    loadavg: float = 0.0  # the 1-minute load average after the re-measurement
-    contended: bool = False  # the load moved during the run: the top configs were re-measured
-
-    def as_dict(self) -> dict[str, Any]:
-        finite = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in vars(self).items()}
-        return finite
 
 
 def target_tuner(name: str, workload: Workload, measurer: Any) -> Any:

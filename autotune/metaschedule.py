@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.budgets import Checkpoint
+from autotune.checkpoint import Checkpoint
 from autotune.compiled import Built
 from autotune.workload import Workload
 

@@ -256,6 +256,12 @@ def test_the_tvm_llvm_experiment_quick_mode_runs_on_a_fake_compiler(tmp_path, mo
     records = list((tmp_path / "records").glob("random-*.jsonl"))
     assert len(records) == 3 and all(json.loads(line)["target"] == "quick-fake"
                                      for f in records for line in f.read_text().splitlines())
+    # --finished-only: the table of what has run; a tuner that has not is a row saying so, and nothing tunes
+    assert main(argv[:-4] + ["--tuners", "random,ansor", "--out", str(tmp_path), "--finished-only"]) == 0
+    rows = json.loads((tmp_path / "tvm_llvm.json").read_text())["rows"]
+    assert {r["tuner"] for r in rows if not r["skipped"]} == {"random"}
+    assert sum("not run yet" in r["skipped"] for r in rows if r["tuner"] == "ansor") == 3
+    assert not list((tmp_path / "records").glob("ansor-*"))
     capsys.readouterr()
     assert main(argv) == 0 and "skipped" in capsys.readouterr().out  # resumed: every cell read back
 

@@ -19,7 +19,7 @@ from typing import Any
 from eqsat.files import write_atomic
 from experiments.command import Experiment, add_sweep_options, count_list, positive_int, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, load_finished, run_cells
 
 TUNERS = ("random", "autotvm", "ansor", "metaschedule")
 SHAPES = ("512x512x512", "1024x1024x1024", "bmm8:256x256x256", "conv3x3:1x56x64x64")
@@ -160,8 +160,10 @@ def _cell_budgets(tuner: str, budgets: tuple[int, ...]) -> list[tuple[int, ...]]
 def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SHAPES,
         budgets: Sequence[int] = BUDGETS, full_shapes: Sequence[str] | None = None, seed: int = 0,
         threads: int = 2, target: str = "tvm-llvm", workers: int = 1, executor: str = "local",
-        progress: bool = True, command: str = "") -> list[dict[str, Any]]:
-    """Every tuner on every shape; shapes not in ``full_shapes`` (default: all) get the smallest budget only."""
+        progress: bool = True, command: str = "", finished_only: bool = False) -> list[dict[str, Any]]:
+    """Every tuner on every shape; shapes not in ``full_shapes`` (default: all) get the smallest budget only.
+    ``finished_only``: tune nothing, write the table of the cells already finished under ``out`` (a run
+    split over locked invocations), the others a row saying they have not run."""
     from autotune.compiled import TARGETS
     from autotune.registry import make_tuner
     from autotune.workload import get_workload
@@ -181,7 +183,10 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
                      threads=threads, target=target,
                      records=str(out / "records" / f"{t}-{s.replace(':', '_')}.jsonl"))
              for s in shapes for t in tuners for b in _cell_budgets(t, plan[s])]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="tvm-llvm")
+    done = [c for c in cells if not finished_only or load_finished(c, out) is not None]
+    results = run_cells(done, out, workers=workers, executor=executor, progress=progress, desc="tvm-llvm")
+    results += [{"tuner": c.kwargs["tuner"], "shape": c.kwargs["shape"], "skipped": "not run yet (budgets "
+                 f"{', '.join(map(str, c.kwargs['budgets']))}; --finished-only)"} for c in cells if c not in done]
     rows = table_rows(results, refs)
     verdict = verdicts(rows)
     write_table(out, "tvm_llvm", rows, {"command": command, "threads": threads, "target": target, "seed": seed,
@@ -204,6 +209,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated shapes that get every budget; the others get the smallest (default: all)")
     p.add_argument("--threads", type=positive_int, default=2, help="threads of every kernel (TVM_NUM_THREADS)")
     p.add_argument("--target", default="tvm-llvm", help="the compiled target (tvm-llvm)")
+    p.add_argument("--finished-only", action="store_true",
+                   help="tune nothing: the table of the cells already finished in --out (a run split over invocations)")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: {', '.join(QUICK_SHAPES)} at {QUICK_BUDGETS} trials")
     add_sweep_options(p, "results/tvm_llvm", device=False)
@@ -217,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--trials: expected comma-separated integers >= 1, got {args.trials!r}")
     run(Path(args.out), tuners=split_list(args.tuners), shapes=shapes, budgets=budgets,
         full_shapes=None if args.full_shapes is None else split_list(args.full_shapes), seed=args.seed,
-        threads=args.threads, target=args.target, **sweep_kwargs(args))
+        threads=args.threads, target=args.target, finished_only=args.finished_only, **sweep_kwargs(args))
     return 0
 
 

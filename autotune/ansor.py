@@ -35,7 +35,7 @@ import numpy as np
 from autotune.analytic import estimate_us
 from autotune.cost_model import XGBCostModel, normalized_throughput
 from autotune.features import featurize
-from autotune.resources import legal
+from autotune.resources import allowed
 from autotune.sketch import Compute, Sketch, generate_sketches, sketch_space
 from autotune.space import COLUMN, SPACE, Config, Space, knob_distance
 from autotune.tuners import IncrementalTuner, IndexSession, unvisited
@@ -58,7 +58,7 @@ def allowed_configs(workload: Workload, variant: str = "full", space: Space = SP
         sketches = [s for s in sketches if "split_k" not in s.holes]
     allv = space.all_values()
     idx = sketch_space(sketches, allv)
-    idx = idx[legal(allv[idx])]
+    idx = idx[allowed(space, allv[idx])]
     if variant == "limited":
         v = allv[idx]
         ok = np.ones(len(idx), dtype=bool)

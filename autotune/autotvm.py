@@ -21,7 +21,7 @@ import numpy as np
 from autotune.cost_model import XGBCostModel, normalized_throughput
 from autotune.features import featurize
 from autotune.measure import read_records
-from autotune.resources import legal
+from autotune.resources import allowed
 from autotune.space import COLUMN, SPACE, Config, Space
 from autotune.tuners import IncrementalTuner, IndexSession, Trials, unvisited
 from autotune.workload import Workload
@@ -234,7 +234,7 @@ class AutoTVMSession(IndexSession):
         self.rng = np.random.default_rng(seed)
         space = tuner.space
         allv = space.all_values()
-        ok = legal(allv) & ((allv[:, COLUMN["split_k"]] == 1) if tuner.no_rfactor else True)
+        ok = allowed(space, allv) & ((allv[:, COLUMN["split_k"]] == 1) if tuner.no_rfactor else True)
         self.pool = np.flatnonzero(ok)
         self.base = tuner.global_model(workload, seed) if tuner.transfer else None
         self.sa = SimulatedAnnealing(space, tuner.n_chains, tuner.sa_steps, tuner.early_stop, tuner.temperature)

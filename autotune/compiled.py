@@ -22,18 +22,23 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autotune.measure import MeasureResult, RecordLog, _record
-from autotune.space import Config
+from autotune.space import Config, Space
 from autotune.workload import Workload
+
+CONTENTION = 0.2  # a load average moving by more than this fraction (of at least 1) is a busy machine
 
 
 class Target(Protocol):
     """A real kernel target: ``build`` writes an artifact under ``folder`` and returns its path
     (raising on a failure); ``run`` returns the median time in µs of ``repeats`` runs of the
-    artifact, stopping after one run when it exceeds ``cutoff_us``, and raises on a wrong result."""
+    artifact, stopping after one run when it exceeds ``cutoff_us``, and raises on a wrong result;
+    ``space`` is the knob space worth searching on it for a workload (its restriction of the knobs)."""
 
     name: str
 
     def machine(self) -> str: ...
+
+    def space(self, workload: Workload) -> Space: ...
 
     def build(self, workload: Workload, config: Config, folder: str) -> str: ...
 
@@ -85,10 +90,17 @@ class CompiledMeasurer:
         self.count: dict[tuple[str, tuple[int, ...]], int] = {}
         self.best_us: dict[str, float] = {}
         self.measured = 0
+        self.loads: list[float] = []  # the 1-minute load average at each fresh measurement
         self._start = time.perf_counter()
         self._folder = tempfile.mkdtemp(prefix=f"{target.name}-")
         self._context = multiprocessing.get_context("spawn")
         self._pools: dict[str, Any] = {}
+
+    @property
+    def contended(self) -> bool:
+        """The machine's load moved by more than :data:`CONTENTION` during the run (a busy machine
+        moves timings by up to 2x, so the tuners' best times are not comparable with each other)."""
+        return bool(self.loads) and max(self.loads) - min(self.loads) > CONTENTION * max(min(self.loads), 1.0)
 
     @property
     def clock_s(self) -> float:
@@ -112,6 +124,7 @@ class CompiledMeasurer:
         for (i, c), b in zip(todo, built):
             start = time.perf_counter()
             load = os.getloadavg()[0]
+            self.loads.append(load)
             time_us, error = (float("inf"), b.error) if b.error else self._run_one(workload, b.artifact)
             if time_us < self.best_us.get(workload.key, float("inf")):
                 self.best_us[workload.key] = time_us

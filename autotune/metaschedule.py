@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.budgets import Checkpoint
+from autotune.checkpoint import Checkpoint
 from autotune.compiled import Built
 from autotune.workload import Workload
 
@@ -104,5 +104,5 @@ class MetaSchedule:
                     remeasured, error = measurer.time_artifact(workload, path)
                     best = f"MetaSchedule's best of {len(ok)}"
                 out.append(Checkpoint(n, len(runs), min(ok, default=math.inf) * 1e6, remeasured, wall, best,
-                                      len(runs) - len(ok), error))
+                                      len(runs) - len(ok), error, round(os.getloadavg()[0], 2)))
         return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autotune.space import column
+from autotune.space import Space, column
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ def legal(configs: np.ndarray, limits: Limits = A100_LIMITS) -> np.ndarray:
             & (accumulators_per_thread(configs) <= 2 * limits.max_regs_per_thread)
             & (block_registers(configs, limits) <= limits.regs_per_sm)
             & (tile >= w * limits.mma_tile))
+
+
+def allowed(space: Space, configs: np.ndarray) -> np.ndarray:
+    """The configs of ``space`` a tuner may propose: the space's own restriction (a real target's,
+    :class:`autotune.cpu_tiles.CpuTiles`) where it has one, else :func:`legal`."""
+    return legal(configs) if space.restriction is None else np.asarray(space.restriction(configs), dtype=bool)
 
 
 def why_illegal(configs: np.ndarray, limits: Limits = A100_LIMITS) -> list[str]:

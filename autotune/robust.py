@@ -52,7 +52,7 @@ import numpy as np
 from autotune.analytic import estimate_us
 from autotune.cost_model import XGBCostModel, normalized_throughput
 from autotune.features import featurize
-from autotune.resources import legal
+from autotune.resources import allowed
 from autotune.space import SPACE, Config, Space, knob_distance
 from autotune.tuners import IncrementalTuner, IndexSession
 from autotune.workload import Workload
@@ -149,7 +149,7 @@ class RobustSession(IndexSession):
         self.tuner, self.workload, self.seed = tuner, workload, seed
         self.rng = np.random.default_rng(seed)
         space = tuner.space
-        self.pool = np.flatnonzero(legal(space.all_values()))
+        self.pool = np.flatnonzero(allowed(space, space.all_values()))
         self.values = space.values(self.pool)
         self.features = featurize(tuner.features, workload, self.values)
         self.log_estimate = None

@@ -7,7 +7,7 @@ once; :class:`Config` is the readable single-config form. The space is the full 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,8 +78,12 @@ class Config:
 class Space:
     """The product of the knobs' values, addressed by a flat index in lexicographic order."""
 
-    def __init__(self, knobs: Sequence[Knob] = KNOBS):
-        self.knobs = tuple(knobs)
+    def __init__(self, knobs: Sequence[Knob] = KNOBS,
+                 restriction: Callable[[np.ndarray], np.ndarray] | None = None):
+        """``restriction``: a target's mask of the configs worth measuring (an ``(n, 7)`` array of
+        values to a boolean per row), which tuners use instead of HypoGPU's resource legality
+        (:func:`autotune.resources.allowed`); None keeps that legality."""
+        self.knobs, self.restriction = tuple(knobs), restriction
         self.sizes = np.array([len(k.values) for k in self.knobs], dtype=np.int64)
         self.tables = [np.array(k.values, dtype=np.int64) for k in self.knobs]
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from autotune.measure import Measurer, MeasureResult
-from autotune.resources import legal
+from autotune.resources import allowed
 from autotune.space import SPACE, Config, Space
 from autotune.workload import Workload
 
@@ -221,7 +221,7 @@ class GridSearch(IncrementalTuner):
     def start(self, workload: Workload, seed: int = 0) -> Session:
         order = np.arange(len(self.space))
         if self.skip_illegal:
-            order = order[legal(self.space.all_values())]
+            order = order[allowed(self.space, self.space.all_values())]
         return ListSession(_Indexed(self.space, order), self.batch)
 
 
@@ -236,7 +236,7 @@ class RandomSearch(IncrementalTuner):
     def start(self, workload: Workload, seed: int = 0) -> Session:
         pool = np.arange(len(self.space))
         if self.skip_illegal:
-            pool = pool[legal(self.space.all_values())]
+            pool = pool[allowed(self.space, self.space.all_values())]
         return ListSession(_Indexed(self.space, np.random.default_rng(seed).permutation(pool)), self.batch)
 
 

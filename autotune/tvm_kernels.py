@@ -42,6 +42,7 @@ class TirKernel:
     compute: Callable[[Workload], list[Any]]
     gemm_loops: Callable[[Any, Any], GemmLoops]
     blas: bool  # numpy runs it as one BLAS call (the OpenBLAS reference exists)
+    pack: bool  # the right operand's (k, j) axes are packed into panels (a conv's weights are contiguous in j)
 
 
 def _matmul_compute(w: Workload) -> list[Any]:
@@ -103,13 +104,13 @@ def _conv_reference(w: Workload, arrays: Sequence[np.ndarray]) -> np.ndarray:
 KERNELS: dict[str, TirKernel] = {
     "matmul": TirKernel(lambda w: [(w.M, w.K), (w.K, w.N)], lambda w: (w.M, w.N),
                         lambda w, a: a[0].astype(np.float64) @ a[1].astype(np.float64),
-                        _matmul_compute, _matmul_loops, True),
+                        _matmul_compute, _matmul_loops, True, True),
     "bmm": TirKernel(lambda w: [(w.batch, w.M, w.K), (w.batch, w.K, w.N)], lambda w: (w.batch, w.M, w.N),
                      lambda w, a: np.matmul(a[0].astype(np.float64), a[1].astype(np.float64)),
-                     _bmm_compute, _bmm_loops, True),
+                     _bmm_compute, _bmm_loops, True, True),
     "conv3x3": TirKernel(lambda w: [(w.image[0], w.image[1], w.image[1], w.image[2]), (3, 3, w.image[2], w.N)],
                          lambda w: (w.image[0], w.image[1], w.image[1], w.N),
-                         _conv_reference, _conv_compute, _conv_loops, False),
+                         _conv_reference, _conv_compute, _conv_loops, False, False),
 }
 
 

@@ -2,18 +2,25 @@
 (the rows of :data:`autotune.tvm_kernels.KERNELS`), compiled by TVM's LLVM backend for this CPU and
 timed with TVM's evaluator (the optional extra: ``pip install '.[tvm]'``).
 
-The seven knobs of :mod:`autotune.space` map onto a CPU schedule of the kernel's GEMM
-``C[M, N] = A[M, K] B[K, N]`` (a batch loop and a conv's 3x3 window sit outside the tiles):
+The seven knobs of :mod:`autotune.space` map onto the classic CPU schedule of the kernel's GEMM
+``C[M, N] = A[M, K] B[K, N]`` (a batch loop and a conv's 3x3 window sit outside the tiles), read by
+:meth:`autotune.cpu_tiles.CpuTiles.tiles`:
 
-- ``block_m``, ``block_n``, ``block_k``: the cache tile of i, j and k (loop order i0 j0 k0 i1 j1 k1 i2 j2 j3);
-- ``num_warps``: the register tile's rows (i2, unrolled), at most ``block_m``;
-- ``num_stages``: the register tile's columns in vectors (j2, unrolled), at most ``block_n / lanes``;
-  the innermost j3 is one vector (``lanes`` = 8 floats for AVX2, 16 for AVX-512) and is vectorized;
-- ``group_m``: 1 runs the i0 tiles (and batches) in parallel; more fuses i0 and j0 into one parallel loop;
-- ``split_k``: 1 accumulates in C; more accumulates each tile in a local buffer written back once
-  (``cache_write``), so 2, 4, 8 and 16 build the same schedule (a conv always accumulates in C: TVM
-  0.27 writes a local tile over its fused output pixels back wrong, as the numpy check showed, at 7x7
-  and at 56x56 images even when the tiles divide the pixels);
+- the right operand is packed into panels ``[N / width, K, width]`` (``width`` = the register
+  tile's width) so the register tile reads it contiguously (matmul and bmm; a conv's weights are
+  already contiguous in the output channel);
+- ``num_warps`` x ``num_stages``: the register tile, rows x vectors (``lanes`` floats each, 8 for
+  AVX2, 16 for AVX-512), accumulated in registers (a local buffer) and written back once (a conv
+  accumulates in C: TVM 0.27 writes a local tile over its fused output pixels back wrong, as the
+  numpy check showed at 7x7 and 56x56 images even when the tiles divide the pixels);
+- ``block_m``, ``block_n``: the cache tile of rows and columns; ``block_k``: the k tile (below K the
+  accumulators become a ``block_m`` x ``block_n`` local tile kept across k tiles);
+- ``split_k``: the k loop inside the register tile unrolled by this factor;
+- ``group_m``: 1 runs the row tiles (and batches) in parallel; more fuses rows and columns into
+  one parallel loop.
+
+:meth:`TvmLlvmTarget.space` restricts the knobs to register tiles that fit this CPU's register
+file and tiles without predicated tails (:meth:`autotune.cpu_tiles.CpuTiles.space`).
 
 Every build is checked against numpy before it is timed (a wrong schedule can run fast and compute
 garbage). TVM runs ``TVM_NUM_THREADS`` threads (set here to the target's ``threads``).
@@ -28,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.space import Config
+from autotune.cpu_tiles import CpuTiles
+from autotune.space import Config, Space
 from autotune.tvm_kernels import inputs, kernel
 from autotune.workload import Workload
 
@@ -60,12 +68,20 @@ class TvmLlvmTarget:
         cpu = codegen.llvm_get_system_cpu()
         return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": self.threads})
 
-    def lanes(self) -> int:
-        """Floats per vector register on this CPU."""
+    def cpu(self) -> CpuTiles:
+        """This CPU's vector register file (AVX-512: 32 registers of 16 floats; else AVX2's 16 of 8)."""
         import tvm.target.codegen as codegen
 
         avx512 = codegen.llvm_cpu_has_features(["avx512f"], self.llvm())
-        return 16 if avx512 else 8
+        return CpuTiles(16, 32) if avx512 else CpuTiles(8, 16)
+
+    def lanes(self) -> int:
+        """Floats per vector register on this CPU."""
+        return self.cpu().lanes
+
+    def space(self, workload: Workload) -> Space:
+        """The knob space tuners search on this CPU for ``workload`` (:meth:`CpuTiles.space`)."""
+        return self.cpu().space(workload)
 
     def function(self, workload: Workload) -> object:
         """The unscheduled TIR module of ``workload`` (its kind's row of :data:`autotune.tvm_kernels.KERNELS`)."""
@@ -74,28 +90,47 @@ class TvmLlvmTarget:
         return te.create_prim_func(kernel(workload).compute(workload))
 
     def schedule(self, workload: Workload, config: Config) -> object:
-        """The scheduled TIR module of ``workload`` under ``config``."""
+        """The scheduled TIR module of ``workload`` under ``config`` (see the module's docstring)."""
         import tvm.s_tir as s_tir
 
+        row = kernel(workload)
         sch = s_tir.Schedule(self.function(workload))
         block = sch.get_sblock("C")
-        g = kernel(workload).gemm_loops(sch, block)
+        g = row.gemm_loops(sch, block)
         M, N, K = (int(sch.get(loop).extent) for loop in (g.i, g.j, g.k))
-        lanes = self.lanes()
-        bm, bn, bk = min(config.block_m, M), min(config.block_n, max(N, lanes)), min(config.block_k, K)
-        ri = max(1, min(config.num_warps, bm))
-        rj = max(1, min(config.num_stages, bn // lanes))
-        i0, i1, i2 = sch.split(g.i, [None, max(bm // ri, 1), ri])
-        j0, j1, j2, j3 = sch.split(g.j, [None, max(bn // (rj * lanes), 1), rj, lanes])
-        k0, k1 = sch.split(g.k, [None, bk])
-        sch.reorder(*g.outer, i0, j0, *g.window, k0, i1, j1, k1, i2, j2, j3)
-        if config.split_k > 1 and not g.window:  # a conv's local tile over fused pixels: TVM 0.27 writes it back wrong
+        cpu = self.cpu()
+        t = cpu.tiles(config.as_tuple(), M, N, K)
+        if row.pack and N % t.width == 0:
+            packed = sch.cache_read(block, 1, "global")
+            sch.transform_layout(packed, ("write", 0),
+                                 lambda *ax: (*ax[:-2], ax[-1] // t.width, ax[-2], ax[-1] % t.width))
+            loops = sch.get_loops(packed)
+            sch.parallel(sch.fuse(*loops[:-1]))
+            if N % cpu.lanes == 0:
+                sch.vectorize(sch.split(loops[-1], [None, cpu.lanes])[1])
+        i0, i1, i2 = sch.split(g.i, [None, t.block_m // t.rows, t.rows])
+        j0, j1, j2, j3 = sch.split(g.j, [None, t.block_n // t.width, t.vectors, cpu.lanes])
+        if t.block_k < K:  # the accumulators outlive a k tile: a block_m x block_n local tile at j0
+            k0, k1, k2 = sch.split(g.k, [None, t.block_k // t.unroll_k, t.unroll_k])
+            sch.reorder(*g.outer, i0, j0, k0, i1, j1, *g.window, k1, k2, i2, j2, j3)
+            at, first = j0, k0
+        else:  # the register tile accumulates over all of k
+            k1, k2 = sch.split(g.k, [None, t.unroll_k])
+            sch.reorder(*g.outer, i0, j0, i1, j1, *g.window, k1, k2, i2, j2, j3)
+            at, first = j1, (g.window[0] if g.window else k1)
+        local = None
+        if not g.window:  # a conv accumulates in C: TVM 0.27 writes a local tile over fused pixels back wrong
             local = sch.cache_write(block, 0, "local")
-            sch.reverse_compute_at(local, j1)
-        sch.parallel(sch.fuse(*g.outer, i0, j0) if config.group_m > 1 else sch.fuse(*g.outer, i0) if g.outer else i0)
+            sch.reverse_compute_at(local, at)
+        sch.parallel(sch.fuse(*g.outer, i0, j0) if t.fuse_columns else sch.fuse(*g.outer, i0) if g.outer else i0)
+        sch.unroll(k2)
         sch.unroll(i2)
         sch.unroll(j2)
         sch.vectorize(j3)
+        back = None if local is None else sch.get_loops(local)[-1]
+        if back is not None and int(sch.get(back).extent) % cpu.lanes == 0:
+            sch.vectorize(sch.split(back, [None, cpu.lanes])[1])
+        sch.decompose_reduction(block, first)
         return sch.mod
 
     def build(self, workload: Workload, config: Config, folder: str) -> str:

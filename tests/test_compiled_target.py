@@ -9,7 +9,7 @@ import pytest
 
 from autotune.compiled import CompiledMeasurer
 from autotune.measure import best_from_records
-from autotune.space import Config
+from autotune.space import SPACE, Config, Space
 from autotune.workload import Workload
 
 
@@ -22,6 +22,9 @@ class FakeCompiler:
 
     def machine(self) -> str:
         return "test-machine"
+
+    def space(self, workload: Workload) -> Space:
+        return SPACE
 
     def build(self, workload: Workload, config: Config, folder: str) -> str:
         if config.block_m == 16:
@@ -156,6 +159,29 @@ def test_tvm_llvm_kernels_of_every_kind_match_numpy(tmp_path, shape):
         assert 0 < target.run(w, target.build(w, config, str(tmp_path)), 1, float("inf")) < 1e6
 
 
+@pytest.mark.parametrize("shape", KIND_SHAPES + ("bmm2:32x48x96",))
+def test_tvm_llvm_configs_of_the_restricted_space_match_numpy(tmp_path, shape):
+    """With the '.[tvm]' extra: seeded configs the tuners may propose on this CPU (packed right
+    operand, register tile, k unroll; k tiles below K and the whole K) compiled, run and checked
+    against numpy for each kind."""
+    pytest.importorskip("tvm")
+    import numpy as np
+
+    from autotune.resources import allowed
+    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.workload import get_workload
+
+    target, w = TvmLlvmTarget(threads=1), get_workload(shape)
+    space = target.space(w)
+    pool = space.values(np.flatnonzero(allowed(space, space.all_values())))
+    k_tiled = pool[:, 3] < w.K
+    rng = np.random.default_rng(0)
+    picks = [pool[rng.choice(np.flatnonzero(side))] for side in (k_tiled, ~k_tiled) if side.any()]
+    for values in picks:
+        config = Config(*(int(v) for v in values))
+        assert 0 < target.run(w, target.build(w, config, str(tmp_path)), 1, float("inf")) < 1e6, config
+
+
 def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatch):
     """MetaSchedule searches TVM's schedules: no knob-space session, only the tvm-llvm target, and
     without the extra a clear message (CI has no TVM; here TVM is hidden to check that path too)."""
@@ -170,7 +196,7 @@ def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatc
         ms.tune(Workload(64, 64, 64), 8, None)
     m = CompiledMeasurer(FakeCompiler(), None)
     with pytest.raises(ValueError, match="needs the tvm-llvm target"):
-        checkpoints(ms, Workload(64, 64, 64), [8], m)
+        checkpoints("metaschedule", Workload(64, 64, 64), [8], m)
 
     class NoTvm:
         threads, name = 1, "tvm-llvm"
@@ -181,7 +207,7 @@ def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatc
     monkeypatch.setitem(sys.modules, "tvm", None)
     m.target = NoTvm()
     with pytest.raises(ValueError, match=r"optional extra: pip install '\.\[tvm\]'"):
-        checkpoints(ms, Workload(64, 64, 64), [8], m)
+        checkpoints("metaschedule", Workload(64, 64, 64), [8], m)
 
 
 class QuickFake:
@@ -191,6 +217,9 @@ class QuickFake:
 
     def machine(self) -> str:
         return "test-machine"
+
+    def space(self, workload: Workload) -> Space:
+        return SPACE
 
     def build(self, workload: Workload, config: Config, folder: str) -> str:
         if config.block_k == 256:
@@ -221,12 +250,18 @@ def test_the_tvm_llvm_experiment_quick_mode_runs_on_a_fake_compiler(tmp_path, mo
     assert len({r["shape"] for r in measured}) == 3 and all(r["best_gflops"] > 0 and r["wall_s"] > 0 for r in measured)
     assert all(r["loadavg_start"] >= 0 and r["openblas_gflops"] is None for r in measured)  # no BLAS on a fake
     skipped = [r for r in rows if r["skipped"]]
-    assert len(skipped) == 3 and all("tvm-llvm target" in r["skipped"] or "'.[tvm]'" in r["skipped"]
+    assert len(skipped) == 6 and all("tvm-llvm target" in r["skipped"] or "'.[tvm]'" in r["skipped"]
                                      for r in skipped)
     assert (tmp_path / "tvm_llvm.png").stat().st_size > 0 and "@16: ours" in (tmp_path / "tvm_llvm.md").read_text()
     records = list((tmp_path / "records").glob("random-*.jsonl"))
     assert len(records) == 3 and all(json.loads(line)["target"] == "quick-fake"
                                      for f in records for line in f.read_text().splitlines())
+    # --finished-only: the table of what has run; a tuner that has not is a row saying so, and nothing tunes
+    assert main(argv[:-4] + ["--tuners", "random,ansor", "--out", str(tmp_path), "--finished-only"]) == 0
+    rows = json.loads((tmp_path / "tvm_llvm.json").read_text())["rows"]
+    assert {r["tuner"] for r in rows if not r["skipped"]} == {"random"}
+    assert sum("not run yet" in r["skipped"] for r in rows if r["tuner"] == "ansor") == 3
+    assert not list((tmp_path / "records").glob("ansor-*"))
     capsys.readouterr()
     assert main(argv) == 0 and "skipped" in capsys.readouterr().out  # resumed: every cell read back
 
@@ -271,3 +306,52 @@ def test_the_openblas_reference_runs_in_a_child_with_the_kernels_thread_count(mo
     us = openblas_us(get_workload("64x64x64"), repeats=3, threads=2)
     assert seen["threads"] == "2" and us is not None and us > 0
     assert openblas_us(get_workload("conv3x3:1x8x8x8")) is None  # no single BLAS call for a conv
+
+
+def test_a_contended_run_re_measures_each_budgets_top_configs_and_says_so(monkeypatch, tmp_path):
+    """The load moving by more than 20% marks the measurer contended; then every budget's three
+    best configs are re-measured (the fastest re-measured is the best) and the checkpoint says so."""
+    import itertools
+    import os
+
+    from autotune.budgets import TOP_K, checkpoints
+
+    w = Workload(64, 64, 64)
+    for loads, contended in (((1.0,), False), ((1.0, 1.1), False), ((1.0, 1.5), True)):
+        cycle = itertools.cycle(loads)
+        monkeypatch.setattr(os, "getloadavg", lambda cycle=cycle: (next(cycle), 0.0, 0.0))
+        m = CompiledMeasurer(QuickFake(), None)
+        calls: list[Config] = []
+        remeasure = m.remeasure
+        m.remeasure = lambda workload, config, remeasure=remeasure, calls=calls: (
+            calls.append(config), remeasure(workload, config))[1]
+        try:
+            points = checkpoints("random", w, [8, 16], m, seed=3)
+        finally:
+            m.close()
+        assert m.contended == contended and all(p.contended == contended for p in points)
+        assert len(calls) == (2 * TOP_K if contended else 2), (loads, calls)
+        for p in points:  # the best is the fastest of the re-measured configs
+            assert p.best and p.loadavg in loads and p.remeasured_us == min(
+                QuickFake().run(w, QuickFake().build(w, c, str(tmp_path)), 1, 0.0) for c in calls[:TOP_K if contended else 1])
+            calls = calls[TOP_K if contended else 1:]
+
+
+
+def test_tune_on_a_compiled_target_runs_any_tuner_row_through_its_checkpoint(monkeypatch, tmp_path, capsys):
+    """``eqsat-lab tune --measurer tvm-llvm`` (here on a fake compiler): a knob tuner's best
+    re-measured against OpenBLAS, written as JSON; MetaSchedule goes through the same path and,
+    on a target TVM does not compile, fails in one sentence."""
+    from experiments.cli import main
+    from experiments.runs import tune
+
+    monkeypatch.setitem(tune.MEASURERS, "tvm-llvm", lambda seed, records: CompiledMeasurer(QuickFake(), records))
+    out = tmp_path / "t.json"
+    assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "random", "--shape", "64x64x64", "--trials", "8",
+                 "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["trials_run"] == 8 and got["best_gflops"] > 0 and got["openblas_gflops"] > 0 and got["best"]
+    assert "GFLOP/s (OpenBLAS" in capsys.readouterr().out
+    assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "metaschedule", "--shape", "64x64x64",
+                 "--trials", "8"]) == 2
+    assert "needs the tvm-llvm target" in capsys.readouterr().err

@@ -47,18 +47,50 @@ MEASURERS: dict[str, Any] = {  # name -> (seed, records) -> a Measurer
 }
 
 
+def _run_compiled(args: argparse.Namespace, workload: Any, trials: int) -> int:
+    """A tuner row (MetaSchedule too) on a real kernel: its best after ``trials`` re-measured, as
+    ``eqsat-lab experiment tvm-llvm`` reads it, against OpenBLAS."""
+    from autotune.budgets import checkpoints
+    from autotune.compiled import gflops
+    from autotune.tvm_target import TvmLlvmTarget, openblas_us
+
+    make_tuner(args.tuner)  # an unknown name fails before TVM starts
+    if args.reselect:
+        raise ValueError("--reselect: on --measurer tvm-llvm the best is re-measured already (and its top 3 when the "
+                         "load moved)")
+    measurer = MEASURERS[args.measurer](args.seed, args.records)
+    try:
+        point = checkpoints(args.tuner, workload, [trials], measurer, seed=args.seed)[0]
+    finally:
+        measurer.close()
+    if not point.remeasured_us < float("inf"):
+        raise ValueError(f"no config of {workload.key} measured without error ({point.error or 'none ran'})")
+    blas = openblas_us(workload, threads=TvmLlvmTarget().threads)  # None: numpy runs no single BLAS call (a conv)
+    payload = point.as_dict() | {"tuner": args.tuner, "shape": workload.key, "measurer": measurer.name,
+                                 "seed": args.seed, "measured": measurer.measured,
+                                 "best_gflops": gflops(workload, point.remeasured_us),
+                                 "openblas_gflops": None if blas is None else gflops(workload, blas)}
+    blas_text = "" if blas is None else f" (OpenBLAS {payload['openblas_gflops']:.1f})"
+    busy = " (contended: top 3 re-measured)" if point.contended else ""
+    print(f"{args.tuner} on {workload.key} ({measurer.name}): {point.trials_run} trials ({point.errors} errors, "
+          f"{measurer.measured} measured now), best {point.best} re-measured {point.remeasured_us:.2f} µs = "
+          f"{payload['best_gflops']:.1f} GFLOP/s{blas_text} in {point.wall_s:.1f} s, load {point.loadavg}{busy}")
+    if args.json_out:
+        write_json(args.json_out, payload)
+    return 0
+
+
 def run_tune(args: argparse.Namespace) -> int:
     workload = get_workload(args.shape)
     if workload.kind != "matmul" and args.measurer != "tvm-llvm":
         raise ValueError(f"--shape {args.shape}: a {workload.kind} compiles only on --measurer tvm-llvm "
                          f"({args.measurer} times matmuls)")
-    tuner = _tuner(args.tuner)
     trials = int(args.trials)
+    if args.measurer == "tvm-llvm":
+        return _run_compiled(args, workload, trials)
+    tuner = _tuner(args.tuner)
     measurer = MEASURERS[args.measurer](args.seed, args.records)
-    try:
-        result = tuner.tune(workload, trials, measurer, seed=args.seed)
-    finally:
-        getattr(measurer, "close", lambda: None)()  # a compiled target's build and run pools
+    result = tuner.tune(workload, trials, measurer, seed=args.seed)
     payload = result.to_dict() | {"measurer": measurer.name, "seed": args.seed, "measured": measurer.measured}
     best = result.best
     if best is None:
@@ -70,16 +102,6 @@ def run_tune(args: argparse.Namespace) -> int:
         payload |= evaluate(result)
         line += (f"; true {payload['best_true_us']:.2f} µs vs optimum {payload['optimum_us']:.2f} µs "
                  f"= {100 * payload['fraction_of_optimum']:.1f}% of optimum")
-    if args.measurer == "tvm-llvm":
-        from autotune.compiled import gflops
-        from autotune.tvm_target import TvmLlvmTarget, openblas_us
-
-        # None: numpy runs no single BLAS call for this kind (a conv)
-        blas = openblas_us(workload, threads=TvmLlvmTarget().threads)
-        payload |= {"best_gflops": gflops(workload, best.time_us),
-                    "openblas_gflops": None if blas is None else gflops(workload, blas)}
-        line += f"; {payload['best_gflops']:.1f} GFLOP/s" + (
-            "" if blas is None else f" (OpenBLAS {payload['openblas_gflops']:.1f})")
     print(line)
     if args.reselect:
         chosen = reselect(result, measurer, top_k=args.reselect, repeats=5)

@@ -19,7 +19,7 @@ from typing import Any
 from eqsat.files import write_atomic
 from experiments.command import Experiment, add_sweep_options, count_list, positive_int, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, load_finished, run_cells
 
 TUNERS = ("random", "autotvm", "ansor", "metaschedule")
 SHAPES = ("512x512x512", "1024x1024x1024", "bmm8:256x256x256", "conv3x3:1x56x64x64")
@@ -37,13 +37,12 @@ def tune_cell(tuner: str, shape: str, budgets: Sequence[int], seed: int, threads
     """One tuner on one kernel, read at every budget (a tuner that cannot run here says why)."""
     from autotune.budgets import checkpoints
     from autotune.compiled import TARGETS, CompiledMeasurer
-    from autotune.registry import make_tuner
     from autotune.workload import get_workload
 
     workload, load = get_workload(shape), _load()
     measurer = CompiledMeasurer(TARGETS[target](threads), records or None, resume=False)
     try:
-        points = [p.as_dict() for p in checkpoints(make_tuner(tuner), workload, budgets, measurer, seed)]
+        points = [p.as_dict() for p in checkpoints(tuner, workload, budgets, measurer, seed)]
         skipped = ""
     except ValueError as exc:  # a tuner this target cannot run (MetaSchedule without TVM): a row, not a crash
         points, skipped = [], str(exc)
@@ -86,6 +85,7 @@ def table_rows(results: Sequence[dict[str, Any]], refs: dict[str, dict[str, Any]
                          "trials_run": p["trials_run"], "best_gflops": _rate(r["flops"], p["remeasured_us"]),
                          "tuned_gflops": _rate(r["flops"], p["tuned_us"]), "wall_s": round(p["wall_s"], 1),
                          "errors": p["errors"], "best": p["best"], "remeasure_error": p["error"],
+                         "contended": p.get("contended", False), "loadavg_remeasured": p.get("loadavg"),
                          "openblas_gflops": blas, "loadavg_start": r["loadavg_start"],
                          "loadavg_end": r["loadavg_end"], "skipped": ""})
     return rows
@@ -117,7 +117,7 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def markdown(rows: Sequence[dict[str, Any]], verdict: Sequence[str]) -> str:
     cols = ("shape", "tuner", "trials", "best_gflops", "tuned_gflops", "wall_s", "errors", "openblas_gflops",
-            "loadavg_start", "loadavg_end", "best")
+            "loadavg_start", "loadavg_end", "loadavg_remeasured", "contended", "best")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         if r["skipped"]:
@@ -148,11 +148,22 @@ def _plot(rows: Sequence[dict[str, Any]], shapes: Sequence[str], path: Path) -> 
     plt.close(fig)
 
 
+def _cell_budgets(tuner: str, budgets: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """A knob-space tuner runs once to the largest budget and is read at each; a tuner that plans
+    by its budget (MetaSchedule: one ``tune_tir`` per budget) is one cell per budget, so a long
+    run splits into invocations that each finish cells."""
+    from autotune.registry import OWN_SPACE_TUNERS
+
+    return [(n,) for n in budgets] if tuner in OWN_SPACE_TUNERS else [budgets]
+
+
 def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SHAPES,
         budgets: Sequence[int] = BUDGETS, full_shapes: Sequence[str] | None = None, seed: int = 0,
         threads: int = 2, target: str = "tvm-llvm", workers: int = 1, executor: str = "local",
-        progress: bool = True, command: str = "") -> list[dict[str, Any]]:
-    """Every tuner on every shape; shapes not in ``full_shapes`` (default: all) get the smallest budget only."""
+        progress: bool = True, command: str = "", finished_only: bool = False) -> list[dict[str, Any]]:
+    """Every tuner on every shape; shapes not in ``full_shapes`` (default: all) get the smallest budget only.
+    ``finished_only``: tune nothing, write the table of the cells already finished under ``out`` (a run
+    split over locked invocations), the others a row saying they have not run."""
     from autotune.compiled import TARGETS
     from autotune.registry import make_tuner
     from autotune.workload import get_workload
@@ -168,11 +179,14 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
     refs = {r["shape"]: r for r in run_cells(
         [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:reference_cell", shape=s, target=target) for s in shapes],
         out, workers=1, progress=progress, desc="openblas")}
-    cells = [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:tune_cell", tuner=t, shape=s, budgets=plan[s], seed=seed,
+    cells = [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:tune_cell", tuner=t, shape=s, budgets=b, seed=seed,
                      threads=threads, target=target,
                      records=str(out / "records" / f"{t}-{s.replace(':', '_')}.jsonl"))
-             for s in shapes for t in tuners]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="tvm-llvm")
+             for s in shapes for t in tuners for b in _cell_budgets(t, plan[s])]
+    done = [c for c in cells if not finished_only or load_finished(c, out) is not None]
+    results = run_cells(done, out, workers=workers, executor=executor, progress=progress, desc="tvm-llvm")
+    results += [{"tuner": c.kwargs["tuner"], "shape": c.kwargs["shape"], "skipped": "not run yet (budgets "
+                 f"{', '.join(map(str, c.kwargs['budgets']))}; --finished-only)"} for c in cells if c not in done]
     rows = table_rows(results, refs)
     verdict = verdicts(rows)
     write_table(out, "tvm_llvm", rows, {"command": command, "threads": threads, "target": target, "seed": seed,
@@ -195,6 +209,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated shapes that get every budget; the others get the smallest (default: all)")
     p.add_argument("--threads", type=positive_int, default=2, help="threads of every kernel (TVM_NUM_THREADS)")
     p.add_argument("--target", default="tvm-llvm", help="the compiled target (tvm-llvm)")
+    p.add_argument("--finished-only", action="store_true",
+                   help="tune nothing: the table of the cells already finished in --out (a run split over invocations)")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: {', '.join(QUICK_SHAPES)} at {QUICK_BUDGETS} trials")
     add_sweep_options(p, "results/tvm_llvm", device=False)
@@ -208,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--trials: expected comma-separated integers >= 1, got {args.trials!r}")
     run(Path(args.out), tuners=split_list(args.tuners), shapes=shapes, budgets=budgets,
         full_shapes=None if args.full_shapes is None else split_list(args.full_shapes), seed=args.seed,
-        threads=args.threads, target=args.target, **sweep_kwargs(args))
+        threads=args.threads, target=args.target, finished_only=args.finished_only, **sweep_kwargs(args))
     return 0
 
 

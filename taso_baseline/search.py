@@ -255,7 +255,7 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
                      tuple(trace + [TracePoint(elapsed, expanded, best.cost)]), matches, tuple(graphs),
                      RewritesUsed.of(alts, graph, _taken(alts, graph, steps, graphs), model))
     return SearchResult("taso", graph.name, model.name, root.cost, best.cost, best.graph, elapsed, stop, work,
-                        {"search": elapsed})
+                        {"search": elapsed}, clock="the α search's time limit" if stop == "time limit" else "")
 
 
 class AlphaSearch:

@@ -8,7 +8,9 @@ is cheaper, and is queued if its cost is below ``alpha`` times the best cost
 deduplicated by hash, graphs over ``max_ops_factor`` times the original op
 count are dropped (TASO's limit); graphs that differ only by the operand order of
 commutative ops count as one (they cost the same), ``budget`` counts popped graphs and
-``time_limit`` bounds wall time. Costs are updated incrementally (see
+decides where the search stops: the same input, rules and budget give the same graph on any
+machine at any load. ``time_limit`` bounds wall time as a safety net; a search it stops is
+marked time-bounded (``SearchResult.clock``). Costs are updated incrementally (see
 :mod:`taso_baseline.rewrite`).
 """
 from __future__ import annotations
@@ -108,7 +110,9 @@ class AlphaWork:
 @dataclass(frozen=True)
 class AlphaLimits:
     """The α search's settings: queue graphs cheaper than ``alpha`` x best, pop at most ``budget``
-    graphs, stop after ``time_limit`` seconds (None: no limit); ``multi`` adds the two-output
+    graphs (the limit that decides), stop after ``time_limit`` seconds (None: no limit; a safety
+    net set far above the budget's time on an idle machine, so that load does not change the
+    answer: a run it stops says so); ``multi`` adds the two-output
     rules (TASO applies its multi-output substitutions in one step: QKV's three projections merge
     in two steps instead of needing a pair move, which α = 1.05 prunes as 10% worse),
     ``pair_move`` the merge of two same-type ops, ``max_ops_factor`` TASO's size limit;
@@ -116,7 +120,7 @@ class AlphaLimits:
 
     alpha: float = 1.05
     budget: int = 300
-    time_limit: float | None = 120.0
+    time_limit: float | None = 600.0
     pair_move: bool = True
     multi: bool = True
     max_ops_factor: float = 2.0
@@ -260,9 +264,9 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
 
 class AlphaSearch:
     """The α search on the :class:`eqsat.search.Search` interface. Presets: ``taso-paper`` (TASO's
-    C++ defaults, α = 1.05 and budget 300, capped at 120 s so a full compare stays near 10 minutes),
-    ``quick`` (a smoke test). Per-model budgets of TASO's example scripts are in
-    :data:`TASO_BUDGETS`."""
+    C++ defaults, α = 1.05 and budget 300, with a 600 s safety net), ``quick`` (a smoke test).
+    Per-model budgets (TASO's example scripts', two of them cut to keep a full compare near 10
+    minutes) are in :data:`TASO_BUDGETS`."""
 
     name = "taso"
     presets: Mapping[str, AlphaLimits] = {"taso-paper": AlphaLimits(), "quick": AlphaLimits(budget=20, time_limit=20.0)}
@@ -285,7 +289,10 @@ class AlphaSearch:
         return alpha_search(graph, rules, cost_model, limits)
 
 
-TASO_BUDGETS: Mapping[str, int] = {"bert": 100, "nasrnn": 100, "resnext50": 100, "nasnet_a": 100,
+# TASO's example scripts' budgets, but NasRNN and NASNet-A (100 there): the states a 120 s clock let
+# the search pop on an idle machine (docs/results/compare: 56 and 6), now as work, so their default
+# results stay the documented ones and repeat under load
+TASO_BUDGETS: Mapping[str, int] = {"bert": 100, "nasrnn": 56, "resnext50": 100, "nasnet_a": 6,
                                    "inception_v3": 30, "resnet50": 1000}
 
 

@@ -47,16 +47,18 @@ def test_a_saturation_stopped_only_by_the_clock_says_time() -> None:
 
 
 def test_an_extraction_out_of_time_is_time_bounded_and_one_out_of_nodes_is_not() -> None:
-    """The same whole-e-graph proof cut short by no seconds (the clock) and by no branch-and-bound
-    nodes (work): both keep the cycle filter's answer, only the first depends on the machine."""
+    """The same whole-e-graph proof cut short by no seconds (the clock), given one branch-and-bound
+    node (work) and not asked for (0 nodes): only the first depends on the machine."""
     view = make_view([(0, ()), (1, (0,)), (1, (2,)), (2, (1,)), (2, (3,)), (3, (2,)), (3, (0,))])
     costs = [0.0, 5.0, 0.0, 1.0, 1.0, 0.0, 5.0]
     keep = greedy_dag(view, costs, [2])
     start = selection_cost(view, costs, keep, [2])
     clocked = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_seconds=0.0))
-    worked = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_nodes=0))
+    worked = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_nodes=1))
+    skipped = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_nodes=0))  # no proof asked for
     assert clocked is not None and "time limit" in clocked.clock
     assert worked is not None and worked.clock == "" and worked.cost <= clocked.cost
+    assert skipped is not None and skipped.clock == "" and "cycle-filtered" in skipped.status
 
 
 def test_saturation_and_extraction_by_default_are_not_time_bounded() -> None:

@@ -65,7 +65,7 @@ class ILPSettings:
     acyclic: str = "exact"
     prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
     nodes: int | None = None  # branch-and-bound nodes per solve: a budget of work, the same on a busy machine
-    prove_nodes: int | None = None  # exact: the whole-e-graph proof's nodes after the filter's answer (else nodes)
+    prove_nodes: int | None = None  # exact: the proof's nodes after the filter's answer (None: nodes; 0: no proof)
     prune: bool = True  # drop e-nodes whose cost bound exceeds the start's cost (prune.py)
     memory_gb: float = math.inf  # resident memory of this process, checked between the build's phases and solves
 
@@ -416,6 +416,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
             greedy, greedy_cost = kept.choice, kept.cost
         if settings.prove_seconds is not None:  # a caller that cannot wait (optimize's merge judges)
             seconds = min(seconds, time.perf_counter() - began + settings.prove_seconds)
+        if settings.prove_nodes == 0 and kept is not None:  # no proof asked for: HiGHS's root alone can take seconds
+            return kept
     try:
         red, cols, levels, comps, tie, program, rows, chain = _build(view, costs, roots, greedy, greedy_cost,
                                                                     settings, began + seconds)

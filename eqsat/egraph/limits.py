@@ -61,7 +61,7 @@ class Limits:
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"
     ilp_seconds: float = 60.0
-    ilp_nodes: int = 2_000  # branch-and-bound nodes of the final extraction's whole-e-graph proof
+    ilp_nodes: int = 2_000  # branch-and-bound nodes of the final extraction's whole-e-graph proof (0: none)
     ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
     dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
     memory_gb: float = 4.0  # resident memory of the saturating process

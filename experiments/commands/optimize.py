@@ -53,8 +53,8 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
      "merge rounds after saturation, each kept only if the exact optimum improves (preset 2; 0 with --k-multi)"),
     ("--extract", EGRAPH, "extract", str, "ilp (exact) or greedy (preset ilp)"),
     ("--ilp-nodes", EGRAPH, "ilp_nodes", non_negative(int),
-     "branch-and-bound nodes of the exact extraction's proof: work, not time, so a re-run gives the same file "
-     "(preset 2,000)"),
+     "branch-and-bound nodes of the exact extraction's whole-e-graph proof: work, not time, so a re-run gives the "
+     "same file; 0: no proof, the cycle filter's optimum (preset 2,000)"),
     ("--ilp-seconds", EGRAPH, "ilp_seconds", seconds, "the exact extraction's time limit, a safety net (preset 60)"),
     ("--ilp-solver", EGRAPH, "ilp_solver", str, "highs (default), scipy, scip or cpsat (scip, cpsat: '.[ilp]')"),
     ("--dump-egraph", EGRAPH, "dump_egraph", str, "write the saturated e-graph (egraph-serialize JSON) here"),

@@ -29,6 +29,29 @@ def test_the_alpha_search_stopped_by_its_budget_is_not_time_bounded() -> None:
     assert r.to_dict()["time_bounded"] is False and "time-bounded" not in r.summary()
 
 
+def test_the_alpha_search_stops_on_its_work_budget_at_the_same_graph_every_time() -> None:
+    """Node visits, not seconds: a small work budget stops the search at the same place twice,
+    before its popped-graph budget, and the run is not time-bounded."""
+    limits = AlphaLimits(budget=10**6, work=200, time_limit=600.0)  # the whole search: 459 visits
+    runs = [alpha_search(build("qkv"), cost="h100", limits=limits) for _ in range(2)]
+    assert all(r.stop == "work budget" and not r.time_bounded for r in runs)
+    assert runs[0].work.visits == runs[1].work.visits >= 200 and runs[0].best == runs[1].best
+    assert runs[0].work.expanded < 10**6 and runs[0].work.to_dict()["visits"] == runs[0].work.visits
+
+
+def test_taso_per_model_budgets_apply_to_its_graphs_as_built_not_to_files_or_resized_models() -> None:
+    from experiments.commands.optimize import limits_from
+    from experiments.cli import build_parser
+
+    def limits(*argv: str) -> AlphaLimits:
+        return limits_from(build_parser().parse_args(["optimize", *argv, "--search", "taso"]))
+
+    assert limits("bert").budget == 100 and limits("bert").work is None
+    for argv in (("bert.onnx",), ("bert", "--param", "layers=2")):
+        assert limits(*argv).budget == 300 and limits(*argv).work == 8_000_000
+    assert limits("bert.onnx", "--work", "5").work == 5
+
+
 def test_the_alpha_search_stopped_only_by_the_clock_says_time() -> None:
     """A budget it cannot use up in no time: only the clock stops it, and the result says so."""
     r = alpha_search(build("qkv"), cost="h100", limits=AlphaLimits(budget=10**6, time_limit=0.0))

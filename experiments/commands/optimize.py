@@ -9,7 +9,6 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
@@ -41,6 +40,9 @@ LIMIT_FLAGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
         non_negative(int),
         "graphs popped from the queue (preset: TASO's per model, else 300)",
     ),
+    ("--work", ALPHA, "work", non_negative(int),
+     "node visits (each applied rewrite counts its graph's nodes): work, not time, so a re-run gives the same "
+     "file (preset 8,000,000; none for a benchmark graph with TASO's budget)"),
     ("--time-limit", ALPHA, "time_limit", seconds,
      "seconds, a safety net: the budget decides, a run this stops is marked time-bounded (preset 600)"),
     ("--iters", EGRAPH, "iterations", non_negative(int), "iteration limit (preset 15)"),
@@ -147,7 +149,9 @@ def limits_from(args: argparse.Namespace) -> Any:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
     if "--k-multi" in given and "--multi-by-need" not in given:  # a fixed k_multi, as TENSAT ran it
         given["--multi-by-need"] = (EGRAPH, "multi_by_need", 0)
-    base = preset_limits(engine, args.preset or engine.default_preset, Path(args.model).stem)
+    # TASO's per-model budgets are for its benchmark graphs as built, not a file or a resized model
+    taso_model = "" if args.model.endswith(".onnx") or getattr(args, "param", None) else args.model
+    base = preset_limits(engine, args.preset or engine.default_preset, taso_model)
     per_stage = base if len(stages) > 1 else (base,)
     changed = tuple(replace(lim, **{field: value for search, field, value in given.values() if search == name})
                     for name, lim in zip(stages, per_stage))

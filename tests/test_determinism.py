@@ -40,8 +40,8 @@ def test_the_alpha_search_stops_on_its_work_budget_at_the_same_graph_every_time(
 
 
 def test_taso_per_model_budgets_apply_to_its_graphs_as_built_not_to_files_or_resized_models() -> None:
-    from experiments.commands.optimize import limits_from
     from experiments.cli import build_parser
+    from experiments.commands.optimize import limits_from
 
     def limits(*argv: str) -> AlphaLimits:
         return limits_from(build_parser().parse_args(["optimize", *argv, "--search", "taso"]))

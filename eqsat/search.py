@@ -51,8 +51,11 @@ class Work(Protocol):
 @dataclass(frozen=True)
 class SearchResult:
     """What every search returns: the best graph and its cost, the input's cost, wall seconds,
-    why it stopped, phase timings, the search's ``work`` record and (after :func:`run_verified`)
-    the numerical comparison with the input."""
+    why it stopped, phase timings, the search's ``work`` record, (after :func:`run_verified`)
+    the numerical comparison with the input, and ``clock``: what a wall-clock limit decided.
+    A search stopped only by its work limits (states, iterations, e-nodes, solver nodes) gives the
+    same graph for the same input on any machine at any load; one its clock cut short
+    (``time_bounded``) may not."""
 
     search: str
     model: str
@@ -65,6 +68,12 @@ class SearchResult:
     work: Work
     timings: Mapping[str, float] = field(default_factory=dict)
     verified: Comparison | None = None
+    clock: str = ""  # the wall-clock limits that cut this run short ("": reproducible)
+
+    @property
+    def time_bounded(self) -> bool:
+        """A clock, not work, decided the result: a re-run, or a run on a busy machine, may differ."""
+        return bool(self.clock)
 
     @property
     def speedup_pct(self) -> float:
@@ -73,14 +82,18 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         return {"search": self.search, "model": self.model, "device": self.device,
                 "original_us": self.original_us, "best_us": self.best_us, "speedup_pct": self.speedup_pct,
-                "search_s": self.search_s, "stop": self.stop, "best_ops": self.best.op_count(),
+                "search_s": self.search_s, "stop": self.stop, "time_bounded": self.time_bounded,
+                "clock": self.clock, "best_ops": self.best.op_count(),
                 "timings": dict(self.timings), **self.work.to_dict(),
                 "verified": None if self.verified is None else asdict(self.verified)}
 
     def summary(self) -> str:
-        """One line: costs, time, the work record's own summary and the stop reason."""
+        """One line: costs, time, the work record's own summary, the stop reason and, when a clock
+        decided, that the run is time-bounded."""
+        bounded = f"; time-bounded by {self.clock}, not reproducible" if self.clock else ""
         return (f"{self.model} on {self.device}: {self.original_us:.2f} -> {self.best_us:.2f} µs "
-                f"({self.speedup_pct:+.1f}%) in {self.search_s:.2f} s, {self.work.summary()}, stop: {self.stop}")
+                f"({self.speedup_pct:+.1f}%) in {self.search_s:.2f} s, {self.work.summary()}, "
+                f"stop: {self.stop}{bounded}")
 
 
 class Search(Protocol):

@@ -275,6 +275,7 @@ class Extraction:
     first_incumbent_s: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
     optimal: bool = False  # the solver proved it optimal on the whole e-graph (within solvers.REL_GAP)
+    clock: str = ""  # what the clock cut short ("": the answer is the same on a busy machine)
 
     @property
     def exact(self) -> bool:
@@ -296,9 +297,11 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     choice = greedy_dag(view, costs, roots, start + seconds / 3)  # the rest: tree cost, the check, the ILP
     greedy = selection_cost(view, costs, choice, roots)
     greedy_s = time.perf_counter() - start
+    hurried = "the greedy extraction's deadline" if greedy_s > seconds / 3 else ""  # it may have settled by tree cost
     if extractor == "greedy":
         check_choice(view, costs, choice, roots, greedy)
-        return Extraction(choice, greedy, greedy, "greedy", None, "not run", greedy_s, first_incumbent_s=greedy_s)
+        return Extraction(choice, greedy, greedy, "greedy", None, "not run", greedy_s, first_incumbent_s=greedy_s,
+                          clock=hurried)
     first, first_cost = choice, greedy
     hinted = lookup_choice(view, hint, roots, choice) if hint is not None else None
     if hinted is not None and (hinted_cost := selection_cost(view, costs, hinted, roots)) < greedy:
@@ -314,8 +317,9 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
         status = stopped or ("no solution within the time limit" if ilp is None else "worse than its start")
         method = "greedy" if first is choice else "hint"
         check_choice(view, costs, first, roots, first_cost)
+        clock = hurried or ("" if stopped or ilp is not None else "the extraction's time limit")
         return Extraction(first, first_cost, greedy, method, None, status, seconds_taken,
-                          first_incumbent_s=greedy_s)
+                          first_incumbent_s=greedy_s, clock=clock or (ilp.clock if ilp is not None else ""))
     check_choice(view, costs, ilp.choice, roots, ilp.cost)
     return Extraction(ilp.choice, ilp.cost, greedy, "ilp", ilp.gap, ilp.status, seconds_taken, ilp.bound,
-                      greedy_s, ilp.stats, ilp.optimal)
+                      greedy_s, ilp.stats, ilp.optimal, hurried or ilp.clock)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from eqsat.egraph.cycles import cycle_components, short_cycles
 from eqsat.egraph.limits import rss_gb
 from eqsat.egraph.prune import prune
 from eqsat.egraph.solvers import REL_GAP, Program, Solution, get_solver
@@ -64,6 +65,8 @@ class ILPSettings:
     acyclic: str = "exact"
     prove_seconds: float | None = None  # exact: the whole-e-graph proof's seconds after the filter's answer
     filtered: bool = False  # exact: the start is the cycle filter's optimum already (a merge judge solved it)
+    nodes: int | None = None  # branch-and-bound nodes per solve: a budget of work, the same on a busy machine
+    prove_nodes: int | None = None  # exact: the proof's nodes after the filter's answer (None: nodes; 0: no proof)
     prune: bool = True  # drop e-nodes whose cost bound exceeds the start's cost (prune.py)
     memory_gb: float = math.inf  # resident memory of this process, checked between the build's phases and solves
 
@@ -72,6 +75,8 @@ class ILPSettings:
             raise ValueError(f"acyclic must be one of {', '.join(ACYCLIC)}, got {self.acyclic!r}")
         if not self.memory_gb > 0:
             raise ValueError(f"the extraction memory cap must be > 0 GB, got {self.memory_gb}")
+        if any(n is not None and n < 0 for n in (self.nodes, self.prove_nodes)):
+            raise ValueError(f"node budgets must be >= 0, got {self.nodes} and {self.prove_nodes}")
 
 
 BASELINE = ILPSettings(solver="scipy", reduce=False, warm_start=False, acyclic="filter", prune=False)
@@ -94,7 +99,8 @@ class ILPResult:
     """The exact extractor's answer: a node per e-class, its cost, the proved lower bound on the whole
     (acyclic) problem and the gap from it (None for the cycle filter: its bound is on what it keeps),
     whether optimality of the whole problem was proved, the status, cycle cuts and solver rounds,
-    seconds, seconds to the first feasible solution (0 from the greedy one), the reduction's sizes."""
+    seconds, seconds to the first feasible solution (0 from the greedy one), the reduction's sizes,
+    and what the clock cut short ("" when only work budgets and proofs decided the answer)."""
 
     choice: dict[Any, int]
     cost: float
@@ -107,6 +113,12 @@ class ILPResult:
     seconds: float
     first_incumbent_s: float | None
     stats: dict[str, int]
+    clock: str = ""
+
+
+def _clocked(result: ILPResult | None, why: str) -> ILPResult | None:
+    """``result`` marked as cut short by the clock (its answer depends on the machine's speed)."""
+    return None if result is None else replace(result, clock=result.clock or why)
 
 
 def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]],
@@ -216,28 +228,6 @@ def _program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduct
     return _as_program(rows, cost, fixed, upper if levels else None, integral if levels else None), rows
 
 
-def cycle_components(view: EGraphView, cand: dict[Any, list[int]]) -> list[set]:
-    """The strongly connected components (of two or more e-classes) of the e-class graph: only
-    inside one can a choice close a cycle."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    names = list(cand)
-    num = {c: k for k, c in enumerate(names)}
-    edges = [(num[c], num[d]) for c, ns in cand.items() for i in ns for d in view.kids[i] if d != c and d in num]
-    if not edges:
-        return []
-    src, dst = (np.array(e, dtype=np.int64) for e in zip(*edges))
-    graph = coo_matrix((np.ones(src.size), (src, dst)), shape=(len(names), len(names))).tocsr()
-    count, label = connected_components(graph, directed=True, connection="strong")
-    sizes = np.bincount(label, minlength=count)
-    comps: dict[int, set] = {}
-    for k, lab in enumerate(label):
-        if sizes[lab] > 1:
-            comps.setdefault(int(lab), set()).add(names[k])
-    return [comps[k] for k in sorted(comps)]
-
-
 def _levels(components: list[set], first: int) -> dict[Any, tuple[int, int, int]]:
     """Per e-class in a component: its level column (numbered from ``first``), the component's size
     and the component's number."""
@@ -246,25 +236,6 @@ def _levels(components: list[set], first: int) -> dict[Any, tuple[int, int, int]
         for c in sorted(comp, key=repr):
             out[c] = (first + len(out), len(comp), k)
     return out
-
-
-def short_cycles(view: EGraphView, cand: dict[Any, list[int]]) -> list[list[Any]]:
-    """Every e-class cycle of length two or three (each once, from its least e-class): cutting
-    them up front tightens the relaxation where solvers' answers close most of their cycles."""
-    out: dict[Any, set] = {}
-    for c, ns in cand.items():
-        for i in ns:
-            out.setdefault(c, set()).update(d for d in view.kids[i] if d != c and d in cand)
-    key = {c: k for k, c in enumerate(cand)}
-    cycles: list[list[Any]] = []
-    for a, nexts in out.items():
-        for b in nexts:
-            if key[b] <= key[a]:
-                continue
-            if a in out.get(b, ()):
-                cycles.append([a, b])
-            cycles.extend([a, b, c] for c in out.get(b, ()) if key[c] > key[a] and a in out.get(c, ()))
-    return cycles
 
 
 def _as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.ndarray | None = None,
@@ -441,16 +412,19 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     if settings.acyclic == "exact" and settings.warm_start and solver.takes_start:
         # the cycle filter's optimum (seconds, a tight relaxation) is a better start than the greedy one
         kept = None if settings.filtered else ilp_extract(view, costs, roots, greedy, greedy_cost,
-                                                          replace(settings, acyclic="filter"), seconds * FILTER_SHARE)
+                                                          replace(settings, acyclic="filter", prove_nodes=None),
+                                                          seconds * FILTER_SHARE)
         if kept is not None and kept.cost < greedy_cost:
             greedy, greedy_cost = kept.choice, kept.cost
         if settings.prove_seconds is not None:  # a caller that cannot wait (optimize's merge judges)
             seconds = min(seconds, time.perf_counter() - began + settings.prove_seconds)
+        if settings.prove_nodes == 0 and kept is not None:  # no proof asked for: HiGHS's root alone can take seconds
+            return kept
     try:
         red, cols, levels, comps, tie, program, rows, chain = _build(view, costs, roots, greedy, greedy_cost,
                                                                     settings, began + seconds)
-    except OutOfTime:
-        return kept  # the filter's answer stands (None when there is none)
+    except OutOfTime:  # the filter's answer stands (None when there is none)
+        return _clocked(kept, "the extraction's time limit (building the program)")
     stats = red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)}
     if chain >= greedy_cost - REL_GAP * abs(greedy_cost):  # the start is proved optimal: nothing to solve
         cost = selection_cost(view, costs, greedy, roots)
@@ -466,16 +440,18 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     while True:
         remaining = seconds - (time.perf_counter() - began)
         if remaining <= 0:
-            return kept
+            return _clocked(kept, "the extraction's time limit")
         _check(None, settings.memory_gb)
         solve_began = time.perf_counter() - began
-        sol: Solution = solver.solve(program, remaining, start)
+        proving = (kept is not None or settings.filtered) and settings.prove_nodes is not None  # from the filter
+        budget = settings.prove_nodes if proving else settings.nodes
+        sol: Solution = solver.solve(program, remaining, start, budget)
         rounds += 1
         bound = max(bound, sol.bound)  # every round's program relaxes the whole problem (lazy, exact)
         if first is None and sol.first_incumbent_s is not None:
             first = 0.0 if warm else solve_began + sol.first_incumbent_s
         if sol.x is None:
-            return kept
+            return _clocked(kept, "the extraction's time limit") if sol.clock else kept
         choice = _decode(view, cols, sol.x, greedy)
         cycles = find_cycles(view, choice, roots)
         if not cycles:
@@ -496,5 +472,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     optimal = whole and (sol.optimal or closed)
     status = ("Optimal (by the chain bound)" if closed else sol.status) if whole else \
         f"{sol.status} on the cycle-filtered e-graph only"
+    clock = "the extraction's time limit" if sol.clock else ""
+    if kept is not None and kept.clock and not optimal:
+        clock = clock or kept.clock  # the start came from a filter the clock stopped
     return ILPResult(choice, cost, low, gap, optimal, status, cuts, rounds, time.perf_counter() - began,
-                     first, stats)
+                     first, stats, clock)

@@ -41,7 +41,11 @@ def growth(before: int, after: int) -> float:
 @dataclass(frozen=True)
 class Limits:
     """The e-graph search's settings; TENSAT's paper limits by default: 15 iterations, 50k e-nodes,
-    multi-pattern rules in 1. ``extract`` is ``ilp`` (exact, up to ``ilp_seconds``) or ``greedy``.
+    multi-pattern rules in 1. ``extract`` is ``ilp`` (exact; its whole-e-graph proof explores at most
+    ``ilp_nodes`` branch-and-bound nodes, its time is capped at ``ilp_seconds``) or ``greedy``.
+    Iterations, e-nodes and solver nodes are work: a run they stop gives the same graph on a busy
+    machine. ``seconds`` and ``ilp_seconds`` are the safety net; a run they cut short says so
+    (:attr:`RunReport.clock`, the result's ``clock``).
     ``memory_gb`` caps the saturating process's resident memory, checked after every iteration and
     batch like the node and time caps (a run stops with the best graph so far) and while rules load:
     one egglog iteration can grow without bound, and the kernel's OOM kill loses everything.
@@ -57,6 +61,7 @@ class Limits:
     match_limit: int | None = None  # back-off scheduler threshold per rule and iteration (None: off)
     extract: str = "ilp"
     ilp_seconds: float = 60.0
+    ilp_nodes: int = 2_000  # branch-and-bound nodes of the final extraction's whole-e-graph proof (0: none)
     ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
     dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
     memory_gb: float = 4.0  # resident memory of the saturating process
@@ -69,6 +74,8 @@ class Limits:
 
         if self.ilp_solver not in SOLVERS:
             raise ValueError(f"ilp_solver must be one of {', '.join(SOLVERS)}, got {self.ilp_solver!r}")
+        if self.ilp_nodes < 0:
+            raise ValueError(f"the extraction's node budget must be >= 0, got {self.ilp_nodes}")
         if self.iterations < 0 or self.nodes < 1 or self.k_multi < 0 or self.multi_by_need < 0 \
                 or self.multi_match_limit < 1:
             raise ValueError(
@@ -104,6 +111,7 @@ class RunReport:
     final_enodes: int | None = None  # the size of the e-graph the answer is from
     judges: int = 0  # how many times merges by need asked for the exact optimum
     final_judged: int | None = None  # the final e-graph is the one judge number k (0-based) saw, unchanged
+    clock: str = ""  # what the wall clock decided in this run ("": only work limits did; the run repeats exactly)
 
     @property
     def enodes(self) -> int:

@@ -318,7 +318,8 @@ class EGraphRunner:
                 sets = ["multi", "rw"] if multi else ["rw"]
             cap = ""
             if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
-                out, cap = self._batched(sets, limits, start)
+                out, cap = self._batched(sets, limits, start)  # batches see each other: another e-graph
+                self.report.clock = self.report.clock or f"the saturation's time limit (iteration {i} stepped)"
             elif by_need:  # a merge round: one that overshoots is discarded whole
                 out = self._schedule(sets, limits)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
@@ -349,12 +350,15 @@ class EGraphRunner:
                 on_iteration(self.report.iterations[-1])
             if cap:
                 stop = cap
+                if cap == "time limit":
+                    self.report.clock = self.report.clock or "the saturation's time limit"
                 break
             if enodes > limits.nodes:
                 stop = "node limit"
                 break
             if time.perf_counter() - start > limits.seconds:
                 stop = "time limit"
+                self.report.clock = self.report.clock or "the saturation's time limit"
                 break
             if over := over_memory(limits):
                 stop = over

@@ -2,8 +2,10 @@
 
 Extraction states its problem once (:class:`Program`: minimize ``cost @ x`` subject to
 ``lower <= matrix @ x <= upper`` over 0/1 variables, some fixed to 1) and any
-row of :data:`SOLVERS` solves it. HiGHS through ``highspy`` is the default: it installs from the
-package index, accepts a starting solution (the greedy extraction) and reports its bound.
+row of :data:`SOLVERS` solves it, within a budget of branch-and-bound ``nodes`` (work, so the
+same program gets the same answer on a busy machine) and of ``seconds`` (the safety net: a
+:class:`Solution` the clock stopped says so in ``clock``). HiGHS through ``highspy`` is the
+default: it installs from the package index, accepts a starting solution (the greedy extraction) and reports its bound.
 ``scipy`` runs the same HiGHS without a start; SCIP (``pyscipopt``, TENSAT's solver) and OR-Tools'
 CP-SAT are optional extras measured side by side by ``eqsat-lab experiment extraction``.
 """
@@ -48,7 +50,9 @@ class Program:
 @dataclass(frozen=True)
 class Solution:
     """A solver's answer: values (None when it found none), objective, proved lower bound, whether
-    it proved optimality, its status in words, and seconds until its first feasible solution."""
+    it proved optimality, its status in words, seconds until its first feasible solution, and
+    whether the time limit (not the node budget or a proof) stopped it: then the answer depends
+    on the machine's speed and load."""
 
     x: np.ndarray | None
     objective: float
@@ -56,6 +60,8 @@ class Solution:
     optimal: bool
     status: str
     first_incumbent_s: float | None
+    clock: bool = False
+    nodes: int = 0  # branch-and-bound nodes explored (the work the ``nodes`` budget counts)
 
 
 @contextlib.contextmanager
@@ -88,8 +94,9 @@ def _run_interruptible(h: Any) -> None:
         raise
 
 
-def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
-    """HiGHS through ``highspy``: warm-started from ``start``, first incumbent timed by callback."""
+def solve_highs(p: Program, seconds: float, start: np.ndarray | None, nodes: int | None = None) -> Solution:
+    """HiGHS through ``highspy``: warm-started from ``start``, first incumbent timed by callback; one
+    thread and ``mip_max_nodes``, so only ``seconds`` can make two runs differ."""
     import highspy
 
     with _stdout_silenced():  # highspy's wrapper prints a banner from C++ when it is built
@@ -98,6 +105,8 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     h.setOptionValue("time_limit", max(seconds, 0.01))
     h.setOptionValue("mip_rel_gap", REL_GAP)
     h.setOptionValue("threads", 1)
+    if nodes is not None:
+        h.setOptionValue("mip_max_nodes", max(int(nodes), 0))
     lp = highspy.HighsLp()
     csc = p.matrix.tocsc()
     lp.num_col_, lp.num_row_ = p.cost.size, p.matrix.shape[0]
@@ -124,24 +133,27 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     optimal = status == highspy.HighsModelStatus.kOptimal
     return Solution(x, float(info.objective_function_value) if has_x else float("inf"),
                     float(info.mip_dual_bound), optimal, h.modelStatusToString(status),
-                    0.0 if start is not None else (first[0] if first else None))
+                    0.0 if start is not None else (first[0] if first else None),
+                    status == highspy.HighsModelStatus.kTimeLimit, int(info.mip_node_count))
 
 
-def solve_scipy(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
+def solve_scipy(p: Program, seconds: float, start: np.ndarray | None, nodes: int | None = None) -> Solution:
     """HiGHS through ``scipy.optimize.milp``, which takes no starting solution."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     began = time.perf_counter()
     res = milp(p.cost, constraints=LinearConstraint(p.matrix, p.lower, p.upper), integrality=p.is_int.astype(int),
                bounds=Bounds(p.fixed.astype(float), p.ub),
-               options={"time_limit": max(seconds, 0.01), "disp": False, "mip_rel_gap": REL_GAP})
+               options={"time_limit": max(seconds, 0.01), "disp": False, "mip_rel_gap": REL_GAP}
+               | ({} if nodes is None else {"node_limit": max(int(nodes), 0)}))
     elapsed = time.perf_counter() - began
     bound = float(getattr(res, "mip_dual_bound", np.nan) or np.nan)
     return Solution(res.x, float(res.fun) if res.x is not None else float("inf"), bound, res.status == 0,
-                    res.message, elapsed if res.x is not None else None)
+                    res.message, elapsed if res.x is not None else None, "time limit" in str(res.message).lower(),
+                    int(getattr(res, "mip_node_count", 0) or 0))
 
 
-def solve_scip(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
+def solve_scip(p: Program, seconds: float, start: np.ndarray | None, nodes: int | None = None) -> Solution:
     """SCIP through ``pyscipopt`` (an optional extra), warm-started from ``start``."""
     from pyscipopt import Model, quicksum
 
@@ -149,6 +161,8 @@ def solve_scip(p: Program, seconds: float, start: np.ndarray | None) -> Solution
     m.hideOutput()
     m.setParam("limits/time", max(seconds, 0.01))
     m.setParam("limits/gap", REL_GAP)
+    if nodes is not None:
+        m.setParam("limits/nodes", max(int(nodes), 0))
     xs = [m.addVar(vtype="I" if p.is_int[k] else "C", lb=float(p.fixed[k]), ub=float(p.ub[k]), obj=float(p.cost[k]))
           for k in range(p.cost.size)]
     for r, (lo, hi) in enumerate(zip(p.lower, p.upper)):
@@ -168,14 +182,16 @@ def solve_scip(p: Program, seconds: float, start: np.ndarray | None) -> Solution
     x = np.array([m.getVal(v) for v in xs]) if sols else None
     first = min((m.getSolTime(s) for s in sols), default=None) if start is None else 0.0
     proved = m.getStatus() in ("optimal", "gaplimit")  # gaplimit: within REL_GAP
-    return Solution(x, m.getObjVal() if sols else float("inf"), m.getDualbound(), proved, m.getStatus(), first)
+    return Solution(x, m.getObjVal() if sols else float("inf"), m.getDualbound(), proved, m.getStatus(), first,
+                    m.getStatus() == "timelimit")
 
 
 CPSAT_STEPS = 1e7  # CP-SAT takes integer objectives: the dearest column's cost in this many steps
 
 
-def solve_cpsat(p: Program, seconds: float, start: np.ndarray | None) -> Solution:
-    """OR-Tools' CP-SAT (an optional extra) on costs scaled to integers, hinted with ``start``.
+def solve_cpsat(p: Program, seconds: float, start: np.ndarray | None, nodes: int | None = None) -> Solution:
+    """OR-Tools' CP-SAT (an optional extra) on costs scaled to integers, hinted with ``start``. It
+    has no node count (``nodes`` is not used) and runs two workers: its answers are not reproducible.
 
     Costs are rounded *down*, so CP-SAT's bound stays a lower bound on the real costs (rounded to
     nearest, BERT's few hundred picked nodes could lift it by 1%); optimality is then judged on
@@ -215,7 +231,8 @@ def solve_cpsat(p: Program, seconds: float, start: np.ndarray | None) -> Solutio
     objective = float(p.cost @ x) if x is not None else float("inf")
     bound = solver.best_objective_bound / scale
     optimal = found and objective - bound <= REL_GAP * max(abs(objective), 1e-12)
-    return Solution(x, objective, bound, optimal, solver.status_name(status), first[0] if first else None)
+    return Solution(x, objective, bound, optimal, solver.status_name(status), first[0] if first else None,
+                    not optimal)  # only its clock stops it short of a proof
 
 
 @dataclass(frozen=True)
@@ -223,7 +240,7 @@ class SolverRow:
     name: str
     package: str  # the import that must succeed
     takes_start: bool
-    solve: Callable[[Program, float, np.ndarray | None], Solution]
+    solve: Callable[[Program, float, np.ndarray | None, int | None], Solution]  # program, seconds, start, nodes
 
 
 SOLVERS: dict[str, SolverRow] = {r.name: r for r in (

@@ -84,7 +84,7 @@ def row_from(model: str, runs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     for s in PAIR:
         r = runs[s]
         row |= {f"{s}_us": r["best_us"], f"{s}_speedup_pct": r["speedup_pct"], f"{s}_s": r["search_s"],
-                f"{s}_stop": r["stop"], f"{s}_time_limit": hit_time_limit(r["stop"])}
+                f"{s}_stop": r["stop"], f"{s}_time_limit": bool(r.get("time_bounded")) or hit_time_limit(r["stop"])}
     row["time_ratio"] = first["search_s"] / max(second["search_s"], 1e-9)
     row[f"{PAIR[1]}_vs_{PAIR[0]}"] = versus(second["best_us"], first["best_us"])
     row["verified"] = bool(first["verified"] and second["verified"])

@@ -1,0 +1,50 @@
+"""The e-class cycles exact extraction must rule out: the strongly connected components that get
+levels (the ``exact`` formulation) and the short cycles cut up front (``lazy``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from eqsat.egraph.view import EGraphView
+
+
+def cycle_components(view: EGraphView, cand: dict[Any, list[int]]) -> list[set]:
+    """The strongly connected components (of two or more e-classes) of the e-class graph: only
+    inside one can a choice close a cycle."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    names = list(cand)
+    num = {c: k for k, c in enumerate(names)}
+    edges = [(num[c], num[d]) for c, ns in cand.items() for i in ns for d in view.kids[i] if d != c and d in num]
+    if not edges:
+        return []
+    src, dst = (np.array(e, dtype=np.int64) for e in zip(*edges))
+    graph = coo_matrix((np.ones(src.size), (src, dst)), shape=(len(names), len(names))).tocsr()
+    count, label = connected_components(graph, directed=True, connection="strong")
+    sizes = np.bincount(label, minlength=count)
+    comps: dict[int, set] = {}
+    for k, lab in enumerate(label):
+        if sizes[lab] > 1:
+            comps.setdefault(int(lab), set()).add(names[k])
+    return [comps[k] for k in sorted(comps)]
+
+
+def short_cycles(view: EGraphView, cand: dict[Any, list[int]]) -> list[list[Any]]:
+    """Every e-class cycle of length two or three (each once, from its least e-class): cutting
+    them up front tightens the relaxation where solvers' answers close most of their cycles."""
+    out: dict[Any, set] = {}
+    for c, ns in cand.items():
+        for i in ns:
+            out.setdefault(c, set()).update(d for d in view.kids[i] if d != c and d in cand)
+    key = {c: k for k, c in enumerate(cand)}
+    cycles: list[list[Any]] = []
+    for a, nexts in out.items():
+        for b in nexts:
+            if key[b] <= key[a]:
+                continue
+            if a in out.get(b, ()):
+                cycles.append([a, b])
+            cycles.extend([a, b, c] for c in out.get(b, ()) if key[c] > key[a] and a in out.get(c, ()))
+    return cycles

@@ -68,6 +68,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv_given = argv is not None
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     warnings.showwarning = _show_warning
@@ -77,7 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args._run(args)
     except KeyboardInterrupt:
         print("eqsat-lab: interrupted", file=sys.stderr)
-        return 130
+        if argv_given:
+            return 130
+        # the program itself: leave without the interpreter's finalization, where a native solver
+        # thread still winding down after the interrupt aborted the process (SIGABRT, not 130)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

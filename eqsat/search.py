@@ -75,6 +75,11 @@ class SearchResult:
         """A clock, not work, decided the result: a re-run, or a run on a busy machine, may differ."""
         return bool(self.clock)
 
+    def input_kept(self, graph: Graph, why: str) -> SearchResult:
+        """This result with ``graph`` (the input) as its best, and ``why`` added to its stop reason:
+        every guard that refuses a best graph keeps the input the same way."""
+        return replace(self, best=graph, best_us=self.original_us, stop=f"{self.stop}; {why}")
+
     @property
     def speedup_pct(self) -> float:
         return speedup_pct(self.original_us, self.best_us)
@@ -160,21 +165,21 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
         return result
     if not result.best_us < result.original_us * (1 - resolution):  # predicted within the noise: not timed
         predicted = result.original_us / result.best_us if result.best_us > 0 else 1.0
-        return replace(result, best=graph, best_us=result.original_us,
-                       stop=f"{result.stop}; input kept: predicted {predicted:.3f}x, "
+        return result.input_kept(graph,
+                       f"input kept: predicted {predicted:.3f}x, "
                             f"not faster by the cost model's resolution ({resolution:.1%})")
     try:
         timed = cost_model.end_to_end_us(graph, result.best)
     except Exception as exc:  # onnxruntime's errors have no common base: a gain no run can show is not taken
-        return replace(result, best=graph, best_us=result.original_us,
-                       stop=f"{result.stop}; input kept: the gain cannot be measured end to end "
+        return result.input_kept(graph,
+                       f"input kept: the gain cannot be measured end to end "
                             f"({' '.join(str(exc).split())})")
     basis = "measured end to end" if timed is not None else "priced"
     before, after = timed if timed is not None else (result.original_us, result.best_us)
     if after < before * (1 - resolution):
         return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if basis != "priced" else result
-    return replace(result, best=graph, best_us=result.original_us,
-                   stop=f"{result.stop}; input kept: {basis} {before / after:.3f}x, not faster by the cost "
+    return result.input_kept(graph,
+                   f"input kept: {basis} {before / after:.3f}x, not faster by the cost "
                         f"model's resolution ({resolution:.0%})")
 
 
@@ -194,8 +199,8 @@ def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostMod
     cost = cost_model.graph_time_us(repaired)
     if cost < result.original_us:
         return replace(result, best=repaired, best_us=cost, stop=f"{result.stop}; {why} recomputed): unfused")
-    return replace(result, best=graph, best_us=result.original_us,
-                   stop=f"{result.stop}; {why} recomputed): input kept, unfused it is no faster")
+    return result.input_kept(graph,
+                   f"{why} recomputed): input kept, unfused it is no faster")
 
 
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,

@@ -179,8 +179,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{model.name}: {calibration.summary()}")
     result = run_verified(get_search(args.search), graph, rules, model, limits, args.seed)
     runtime = runtime_baseline(graph, model) if model.latency_us(graph) is None else None
+    best_runtime = runtime if runtime is None or result.best == graph else runtime_baseline(result.best, model)
     if imported is not None and runtime is not None:  # a file for onnxruntime: only a gain beyond its own fusions
-        result = keep_runtime_gain(graph, result, model, runtime)
+        result = keep_runtime_gain(graph, result, model, runtime, best_runtime)
+        best_runtime = runtime if result.best == graph else best_runtime
     print(result.summary())
     print(f"priced on {result.device} ({device_why})")
     for line in result.work.detail_lines():
@@ -193,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         payload["calibration"] = calibration.to_dict()
     best_us = result.best_us  # the best as the runtime runs it: after its own fusions, for a model of kernels alone
     if runtime is not None:  # a model of the runtime itself already prices the runtime's fusions
-        best_us = runtime_baseline(result.best, model)["runtime_us"]
+        best_us = best_runtime["runtime_us"]
         payload["runtime"] = runtime
         print(describe(runtime, best_us))
     payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
@@ -209,8 +211,8 @@ def run(args: argparse.Namespace) -> int:
             gain = runtime["runtime_us"] / written_us if written_us > 0 else 1.0
             print(f"the written file is {gain:.3f}x the input as onnxruntime runs it, not faster by the cost "
                   f"model's resolution ({model.resolution:.0%}): the input is written instead")
-            result = replace(result, best=graph, best_us=result.original_us,
-                             stop=f"{result.stop}; input written: the file as written is {gain:.3f}x")
+            result = result.input_kept(graph,
+                             f"input written: the file as written is {gain:.3f}x")
             payload |= result.to_dict()
             payload["onnx"] = write_optimized(imported, graph, args.model, args.out, writes_contrib(args))
             payload["onnx"] |= price_written(args, runtime["runtime_us"], model)

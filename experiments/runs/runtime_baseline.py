@@ -9,7 +9,6 @@ the new part, and a file for a runtime is written only when there is one (:func:
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from eqsat.cost.costmodel import CostModel
@@ -42,9 +41,10 @@ def describe(row: dict[str, Any], best_us: float) -> str:
 
 
 def keep_runtime_gain(graph: Graph, result: SearchResult, model: CostModel,
-                      baseline: dict[str, Any] | None = None) -> SearchResult:
+                      baseline: dict[str, Any] | None = None, best: dict[str, Any] | None = None) -> SearchResult:
     """The input instead of a best graph that is no faster, by the model's ``resolution``, than
-    the input after the runtime's own fusions (``baseline``: :func:`runtime_baseline` of ``graph``).
+    the input after the runtime's own fusions (``baseline`` and ``best``: :func:`runtime_baseline` of
+    ``graph`` and of the best graph, when the caller has them).
 
     For a model of kernels alone (a roofline), the search's gain over the raw input includes the
     fusions onnxruntime makes by itself; a standard file writes those fusions back unfused (a Conv
@@ -54,11 +54,11 @@ def keep_runtime_gain(graph: Graph, result: SearchResult, model: CostModel,
     if result.best == graph:
         return result
     before = (baseline or runtime_baseline(graph, model))["runtime_us"]
-    after = runtime_baseline(result.best, model)["runtime_us"]
+    after = (best or runtime_baseline(result.best, model))["runtime_us"]
     resolution = max(model.resolution, 0.0)
     if after < before * (1 - resolution):
         return result
     beyond = before / after if after > 0 else 1.0
-    return replace(result, best=graph, best_us=result.original_us,
-                   stop=f"{result.stop}; input kept: {beyond:.3f}x beyond onnxruntime's own fusions, not faster "
+    return result.input_kept(graph,
+                   f"input kept: {beyond:.3f}x beyond onnxruntime's own fusions, not faster "
                         f"by the cost model's resolution ({resolution:.0%})")

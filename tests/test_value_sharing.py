@@ -144,3 +144,11 @@ def test_the_eager_path_is_unchanged(monkeypatch):
     graph = _stack(2, merged=True)
     evaluate_nodes(graph, random_leaves(graph, 0))
     assert evaluate_module.evaluate(graph, random_leaves(graph, 0))[0].shape == (SEQ, HIDDEN)
+
+
+def test_folds_contractions_share_the_key_of_a_plain_matmul_node():
+    """A product inside folds (x @ Wq of a merged Q/K/V) is found under the input graph's matmul
+    node's key only if the attributes agree."""
+    from eqsat.ir.evaluate import PLAIN_MATMUL
+
+    assert node("matmul", input_("a", (2, 3)), weight("b", (3, 4))).attrs == PLAIN_MATMUL

@@ -19,21 +19,29 @@ from eqsat.errors import DomainError, ShapeError
 from eqsat.ir import folds
 from eqsat.ir.domains import CHECK_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
 from eqsat.ir.graph import Graph, Node, leaf_shapes, leaves_of
+from eqsat.ir.valuenum import ValueTable
+
+PLAIN_MATMUL = (("act", "none"),)
+"""A matmul node's attributes without a fused activation: folds' contractions share its results."""
 
 Values = Mapping[str, np.ndarray]
 
 
 def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT,
-                   fold_lazily: bool = False, release: bool = False) -> dict[Node, Any]:
+                   fold_lazily: bool = False, release: bool = False,
+                   table: ValueTable | None = None) -> dict[Node, Any]:
     """The value of every node of ``graph`` (tuples for multi-output nodes). With ``fold_lazily``,
     products of weights may be left as :class:`~eqsat.ir.folds.Product`\\ s for their consumers to
     associate (:mod:`eqsat.ir.folds`); :func:`evaluate` materializes the outputs. With ``release``
     only the outputs' values are kept: a value is dropped once its last consumer has run, so
     memory follows the graph's width, not its depth (a 32-layer BERT's check held every activation
-    and weight at once)."""
+    and weight at once). With a ``table`` an op on inputs equal to ones it already ran on returns
+    that result (:mod:`eqsat.ir.valuenum`: the same values as running it again)."""
     out: dict[Node, Any] = {}
     weight_only: set[Node] = set()
     contract = folds.matmul_in(domain)
+    if table is not None:
+        contract = table.memoized("matmul", PLAIN_MATMUL, contract)
     order = graph.nodes() if not release else _live_order(graph)
     pending: dict[Node, int] = {}
     if release:
@@ -42,32 +50,59 @@ def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT,
                 pending[x] = pending.get(x, 0) + 1
         for o in graph.outputs:
             pending[o] = pending.get(o, 0) + 1  # never released
+    held = 0  # bytes of the arrays in ``out``: the table keeps at most their peak so far
     for n in order:
-        out[n] = _value_of(n, out, values, domain, weight_only, contract if fold_lazily else None)
+        key = table.key(n.op, n.attrs, [out[x] for x in n.inputs]) if table is not None and n.inputs else None
+        found = table.get(key) if key is not None else None
+        if found is None:
+            found = _value_of(n, out, values, domain, weight_only, contract if fold_lazily else None)
+            if key is not None:
+                table.put(key, found)
+        elif all(x in weight_only for x in n.inputs):
+            weight_only.add(n)
+        out[n] = found
+        held += _nbytes(found)
         if release:
             for x in set(n.inputs):
                 pending[x] -= 1
                 if not pending[x]:
-                    del out[x]
+                    held -= _nbytes(out.pop(x))
+        if table is not None:
+            table.budget = max(table.budget, held)
+            table.shrink()
     return out
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes an evaluated value holds (a deferred product or concatenation: its operands')."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    parts = value if isinstance(value, tuple) else getattr(value, "parts", ())
+    return sum(_nbytes(v) for v in parts)
+
+
 def _live_order(graph: Graph) -> list[Node]:
-    """A topological order that keeps few values alive: computed nodes by depth (so the two graphs of
-    a check advance layer by layer together), each leaf and weight-only node just before its first
-    consumer's depth (so a weight is drawn when it is needed, not at the start)."""
+    """A topological order that keeps few values alive: computed nodes by the last weight they
+    depend on (weights ranked as the graph first reads them), then by depth, so the two graphs of
+    a check advance weight by weight together even where one is deeper per layer (a merged Q/K/V
+    product split again) and an op of the optimized graph runs soon after the input graph's op it
+    may share a value with (:mod:`eqsat.ir.valuenum`); each leaf and weight-only node just before
+    its first consumer (so a weight is drawn when it is needed, not at the start)."""
     order = graph.nodes()
+    last: dict[Node, int] = {}  # the rank of the last weight (or input) a node depends on
     depth: dict[Node, int] = {}
     for n in order:
+        last[n] = max((last[x] for x in n.inputs), default=len(last))
         if not (n.is_leaf or n.is_const):
             depth[n] = 1 + max((depth[x] for x in n.inputs if x in depth), default=0)
-    top = max(depth.values(), default=0) + 1
+    key = {n: (last[n], d) for n, d in depth.items()}
+    top = (len(last) + 1, 0)
     for n in reversed(order):
         for x in n.inputs:
-            if x not in depth or x.is_leaf or x.is_const:
-                depth[x] = min(depth.get(x, top), depth.get(n, top))
+            if x not in key or x.is_leaf or x.is_const:
+                key[x] = min(key.get(x, top), key.get(n, top))
     pos = {n: i for i, n in enumerate(order)}
-    return sorted(order, key=lambda n: (depth.get(n, top), not (n.is_leaf or n.is_const), pos[n]))
+    return sorted(order, key=lambda n: (key.get(n, top), not (n.is_leaf or n.is_const), pos[n]))
 
 
 def _value_of(n: Node, out: dict[Node, Any], values: Values, domain: Domain, weight_only: set[Node],
@@ -104,10 +139,11 @@ def _value_of(n: Node, out: dict[Node, Any], values: Values, domain: Domain, wei
     return domain.reduce(result)
 
 
-def evaluate(graph: Graph, values: Values, domain: Domain = FLOAT) -> tuple[np.ndarray, ...]:
+def evaluate(graph: Graph, values: Values, domain: Domain = FLOAT,
+             table: ValueTable | None = None) -> tuple[np.ndarray, ...]:
     """The values of the graph's outputs (products of weights are associated as their consumers
-    make cheapest: :mod:`eqsat.ir.folds`)."""
-    vals = evaluate_nodes(graph, values, domain, fold_lazily=True, release=True)
+    make cheapest: :mod:`eqsat.ir.folds`; with a ``table``, equal values are computed on once)."""
+    vals = evaluate_nodes(graph, values, domain, fold_lazily=True, release=True, table=table)
     return tuple(folds.materialize(vals[o], folds.matmul_in(domain)) for o in graph.outputs)
 
 
@@ -267,8 +303,10 @@ def compare_graphs(a: Graph, b: Graph, *, trials: int = 2, seed: int = 0, rtol: 
 
 def _evaluate_both(a: Graph, b: Graph, values: Values, domain: Domain = FLOAT) -> list[tuple[Any, Any]]:
     """Both graphs' outputs, pairwise, from one evaluation: nodes are structural, so the parts an
-    optimized graph shares with its input (unchanged layers, weight-only subgraphs) run once."""
-    outs = evaluate(Graph(tuple(a.outputs) + tuple(b.outputs)), values, domain)
+    optimized graph shares with its input (unchanged layers, weight-only subgraphs) run once, and
+    values are numbered (:mod:`eqsat.ir.valuenum`), so past a rewrite an op whose inputs equal the
+    input graph's returns the input graph's result instead of computing it again."""
+    outs = evaluate(Graph(tuple(a.outputs) + tuple(b.outputs)), values, domain, ValueTable())
     return list(zip(outs[:len(a.outputs)], outs[len(a.outputs):]))
 
 

@@ -25,6 +25,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.zoo",
     "experiments.runs.zoo_runtime",
     "experiments.runs.ort_fusions",
+    "experiments.runs.attention_ceiling",
 ]
 
 

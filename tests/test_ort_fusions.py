@@ -73,3 +73,18 @@ def test_a_small_gpt2_gets_its_fusions_and_stays_equal(tmp_path):
     assert out["equal"] and out["runtime_nodes_out"] < out["runtime_nodes_in"]
     assert out["best"].startswith("gpt2") and out["ratio"] > 0
     assert len(out["variants"]) == 8 and not list((tmp_path / "models" / "ortfused").glob("*.gpt2.*"))
+
+
+def test_an_optimizer_that_fails_on_every_variant_is_one_error_naming_the_file(tmp_path, monkeypatch):
+    from onnxruntime.transformers import optimizer
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("no pattern for this graph")
+
+    monkeypatch.setattr(optimizer, "optimize_model", refuse)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(tmp_path / "relu.onnx"))
+    with pytest.raises(ValueError, match="relu.onnx: .* failed on every variant: no pattern for this graph"):
+        ort_fusions.fusion_cell(str(tmp_path / "relu.onnx"), "d", ("bert",), runs=2, seed=0, out=str(tmp_path))

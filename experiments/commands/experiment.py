@@ -24,6 +24,8 @@ EXPERIMENT_MODULES = [
     "experiments.runs.benchmarks",
     "experiments.runs.zoo",
     "experiments.runs.zoo_runtime",
+    "experiments.runs.ort_fusions",
+    "experiments.runs.attention_ceiling",
 ]
 
 

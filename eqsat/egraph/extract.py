@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eqsat.cost.roofline import CostModel
-from eqsat.egraph.ilp import ILPSettings, OutOfMemory, ilp_extract
+from eqsat.egraph.ilp import ILPSettings, ilp_extract
 from eqsat.egraph.language import Language, split_proj_attrs
+from eqsat.egraph.program import OutOfMemory
 from eqsat.egraph.view import EGraphView, ENode, selection_cost
 from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph, Node, node

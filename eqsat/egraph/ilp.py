@@ -16,7 +16,9 @@ size), and picking a node of c that reads d of the same component forces ``level
 relaxation is weak (big-M level rows) where cheap split/concat cycles abound. ``"filter"`` is
 TENSAT's cycle filter (deletes e-nodes until the e-graph is acyclic, keeping the greedy choice):
 optimal only on what it keeps, so no bound on the whole problem is claimed. ``"lazy"`` cuts every
-two-cycle up front and each cycle in the solver's answer, then solves again.
+two-cycle up front and each cycle in the solver's answer, then solves again. ``"exact"`` with a warm
+start is solved in parts where an e-class alone joins what it reaches to the rest (:mod:`.split`):
+per-layer programs instead of one whose root relaxation HiGHS must close across every layer.
 """
 from __future__ import annotations
 
@@ -27,31 +29,25 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.egraph.cycles import cycle_components, short_cycles
-from eqsat.egraph.limits import rss_gb
+from eqsat.egraph.cycles import cycle_components
+from eqsat.egraph.program import (
+    OutOfTime,
+    Reduction,
+    as_program,
+    build_program,
+    check,
+    cycle_cut,
+    level_columns,
+    start_vector,
+)
 from eqsat.egraph.prune import prune
-from eqsat.egraph.solvers import REL_GAP, Program, Solution, get_solver
+from eqsat.egraph.solvers import REL_GAP, get_solver
+from eqsat.egraph.split import solve_parts, split_parts
 from eqsat.egraph.view import EGraphView, selection_cost
 
 TIE_BREAK = 1e-7  # per node, relative to the greedy cost per e-class: among equal-cost choices, fewer nodes
 ACYCLIC = ("exact", "filter", "lazy")
 FILTER_SHARE = 0.25  # exact: at most this share of the time finds the cycle filter's optimum, the start
-Row = tuple[list[tuple[int, float]], float, float]  # a constraint: (column, coefficient) pairs, lower, upper
-
-
-class OutOfTime(Exception):
-    """The time limit passed while the program was being built (a million-node e-graph)."""
-
-
-class OutOfMemory(Exception):
-    """Past ``ILPSettings.memory_gb`` while building or solving; the message is the stop reason."""
-
-
-def _check(deadline: float | None, memory_gb: float = math.inf) -> None:
-    if deadline is not None and time.perf_counter() > deadline:
-        raise OutOfTime
-    if memory_gb < math.inf and (used := rss_gb()) > memory_gb:
-        raise OutOfMemory(f"memory limit ({used:.2f} GB resident, cap {memory_gb:g} GB)")
 
 
 @dataclass(frozen=True)
@@ -81,17 +77,6 @@ class ILPSettings:
 
 BASELINE = ILPSettings(solver="scipy", reduce=False, warm_start=False, acyclic="filter", prune=False)
 FILTERED = ILPSettings(acyclic="filter")  # TENSAT's cycle filter, as before the exact formulation
-
-
-@dataclass(frozen=True)
-class Reduction:
-    """The candidates left per reachable (non-weight-only) e-class, the nodes every solution
-    uses, a no-worse kept replacement for each dominated node, and sizes before and after."""
-
-    candidates: dict[Any, list[int]]
-    forced: frozenset[int]
-    replacement: dict[int, int]
-    stats: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -129,7 +114,7 @@ def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int
     stack = [r for r in roots if r not in view.const]
     while stack:
         if not len(reach) & 4095:
-            _check(deadline)
+            check(deadline)
         c = stack.pop()
         if c in reach:
             continue
@@ -147,10 +132,10 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
             for c, ns in view.classes.items() if c not in view.const}
     before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()},
                        deadline)
-    _check(deadline)
+    check(deadline)
     changed = True
     while changed:  # a node whose child e-class has no candidate left can never be picked
-        _check(deadline)
+        check(deadline)
         changed = False
         for c, ns in cand.items():
             keep = [i for i in ns if all(cand.get(d) for d in view.kids[i])]
@@ -160,7 +145,7 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
     if dominance:
         for n, (c, ns) in enumerate(cand.items()):
             if not n & 4095:
-                _check(deadline)
+                check(deadline)
             kept: list[int] = []
             for i in sorted(ns, key=lambda i: (costs[i], len(view.kids[i]), i)):
                 k = view.kids[i]
@@ -187,101 +172,6 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
     return Reduction(cand, frozenset(forced), replacement, stats)
 
 
-def _program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
-             cutoff: float | None, tie: float, levels: dict[Any, tuple[int, int, int]],
-             deadline: float | None = None) -> tuple[Program, list]:
-    """The 0/1 program over ``cols`` (then one level column per e-class in ``levels``, see
-    :func:`_levels`); its rows are returned as lists too, so cycle cuts can be appended."""
-    col = {i: k for k, i in enumerate(cols)}
-    rows: list[Row] = []
-    for r in roots:
-        if r in red.candidates:
-            rows.append(([(col[i], 1.0) for i in red.candidates[r]], 1.0, np.inf))
-    for n, ns in enumerate(red.candidates.values()):
-        if not n & 4095:
-            _check(deadline)
-        if len(ns) > 1:
-            rows.append(([(col[i], 1.0) for i in ns], -np.inf, 1.0))
-        for i in ns:
-            for d in view.kids[i]:
-                rows.append(([(col[j], 1.0) for j in red.candidates[d]] + [(col[i], -1.0)], 0.0, np.inf))
-    for c, (lc, size, comp) in levels.items():  # level[c] - level[d] - size * (c's nodes reading d) >= 1 - size
-        readers: dict[Any, list[int]] = {}
-        for i in red.candidates[c]:
-            for d in view.kids[i]:
-                if d in levels and levels[d][2] == comp and d != c:
-                    readers.setdefault(d, []).append(col[i])
-        for d, ks in readers.items():
-            rows.append(([(lc, 1.0), (levels[d][0], -1.0)] + [(k, -float(size)) for k in ks], 1.0 - size, np.inf))
-    for cycle in short_cycles(view, red.candidates):  # the commonest cycles (an op and its inverse): cut up front
-        rows.append(_cycle_cut(view, col, cycle))
-    n = len(cols) + len(levels)
-    cost = np.zeros(n)
-    cost[:len(cols)] = [costs[i] + tie for i in cols]
-    if cutoff is not None:  # keep the greedy bound when the solver cannot start from it
-        rows.append(([(k, float(cost[k])) for k in range(len(cols))], -np.inf, cutoff))
-    fixed = np.zeros(n, dtype=bool)
-    fixed[:len(cols)] = [i in red.forced for i in cols]
-    upper, integral = np.ones(n), np.ones(n, dtype=bool)
-    for lc, size, _ in levels.values():
-        upper[lc], integral[lc] = size - 1, False
-    return _as_program(rows, cost, fixed, upper if levels else None, integral if levels else None), rows
-
-
-def _levels(components: list[set], first: int) -> dict[Any, tuple[int, int, int]]:
-    """Per e-class in a component: its level column (numbered from ``first``), the component's size
-    and the component's number."""
-    out: dict[Any, tuple[int, int, int]] = {}
-    for k, comp in enumerate(components):
-        for c in sorted(comp, key=repr):
-            out[c] = (first + len(out), len(comp), k)
-    return out
-
-
-def _as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.ndarray | None = None,
-                integral: np.ndarray | None = None) -> Program:
-    from scipy.sparse import csr_matrix
-
-    indptr = np.cumsum([0] + [len(r[0]) for r in rows])
-    indices = np.array([k for r in rows for k, _ in r[0]], dtype=np.int32)
-    data = np.array([v for r in rows for _, v in r[0]], dtype=float)
-    matrix = csr_matrix((data, indices, indptr), shape=(len(rows), cost.size))
-    return Program(cost, matrix, np.array([r[1] for r in rows], dtype=float),
-                   np.array([r[2] for r in rows], dtype=float), fixed, col_upper, integral)
-
-
-def _start(view: EGraphView, roots: list[Any], red: Reduction, choice: dict[Any, int], cols: list[int],
-           levels: dict[Any, tuple[int, int, int]]) -> np.ndarray:
-    """An acyclic choice (the greedy one) as a starting point, dominated picks swapped for their
-    replacements, each level one above the highest level its picked node reads in its component."""
-    def pick(c: Any) -> int:
-        i = choice[c]
-        while i in red.replacement:
-            i = red.replacement[i]
-        return i
-
-    picked: dict[Any, int] = {}
-    order: list[Any] = []  # children before parents
-    stack: list[tuple[Any, bool]] = [(r, False) for r in roots if r in red.candidates]
-    while stack:
-        c, done = stack.pop()
-        if done:
-            order.append(c)
-        elif c not in picked:
-            picked[c] = pick(c)
-            stack.append((c, True))
-            stack.extend((d, False) for d in view.kids[picked[c]] if d not in picked)
-    x = np.zeros(len(cols) + len(levels))
-    chosen = set(picked.values())
-    x[:len(cols)] = [1.0 if i in chosen else 0.0 for i in cols]
-    height: dict[Any, int] = {}
-    for c in order:
-        if c in levels:
-            below = [height.get(d, 0) + 1 for d in view.kids[picked[c]] if d in levels and levels[d][2] == levels[c][2]]
-            height[c] = max(below, default=0)
-            x[levels[c][0]] = height[c]
-    return x
-
 
 def _decode(view: EGraphView, cols: list[int], x: np.ndarray, constants: dict[Any, int]) -> dict[Any, int]:
     choice: dict[Any, int] = {c: i for c, i in constants.items() if c in view.const}
@@ -306,16 +196,6 @@ def find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], most
     return out
 
 
-def _cycle_cut(view: EGraphView, col: dict[int, int], classes: list[Any]) -> Row:
-    """At most k-1 of the k edges of an e-class cycle may be used, by whichever nodes."""
-    coefs: dict[int, float] = {}
-    for c, d in zip(classes, classes[1:] + classes[:1]):
-        for j in view.classes[c]:
-            if j in col and d in view.nodes[j].children:
-                coefs[col[j]] = 1.0
-    return list(coefs.items()), -np.inf, len(classes) - 1.0
-
-
 def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], costs: list[float],
                   deadline: float | None = None) -> set[int]:
     """Remove e-nodes until the e-class graph below the roots is acyclic (TENSAT's cycle filter).
@@ -329,12 +209,12 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
     edges: dict[Any, dict[Any, list[int]]] = {}
     for k, c in enumerate(reachable(view, roots, view.classes, deadline)):
         if not k & 4095:  # 1M e-nodes: this loop alone took 10 s at load 8, past a 1 s deadline
-            _check(deadline)
+            check(deadline)
         out = edges.setdefault(c, {})
         for i in view.classes[c]:
             for d in view.kids[i]:
                 out.setdefault(d, []).append(i)
-    _check(deadline)
+    check(deadline)
     removed: set[int] = set()
     state: dict[Any, int] = {}  # 1 on the stack, 2 done
     for root in edges:
@@ -347,7 +227,7 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
         while path:
             steps += 1
             if not steps & 4095:
-                _check(deadline)
+                check(deadline)
             if not todo[-1]:
                 state[path.pop()] = 2
                 todo.pop()
@@ -377,28 +257,30 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
            settings: ILPSettings, deadline: float) -> tuple:
     """The reduction, columns, levels, components, tie-break, program and chain bound (prune.py;
     -inf when not pruned or behind the filter) of :func:`ilp_extract`."""
-    _check(deadline, settings.memory_gb)
+    check(deadline, settings.memory_gb)
     removed = filter_cycles(view, greedy, roots, costs, deadline) if settings.acyclic == "filter" else set()
-    _check(deadline, settings.memory_gb)
+    check(deadline, settings.memory_gb)
     chain = -np.inf
     if settings.prune:
         pruned = prune(view, costs, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()
                                             if c not in view.const}, greedy_cost, deadline)
         removed |= pruned.removed
         chain = pruned.bound if settings.acyclic != "filter" else -np.inf  # the filter's is on what it keeps
-        _check(deadline, settings.memory_gb)
+        check(deadline, settings.memory_gb)
     red = reduce(view, costs, roots, removed, dominance=settings.reduce, deadline=deadline)
     cols = [i for ns in red.candidates.values() for i in ns]
-    _check(deadline, settings.memory_gb)
+    check(deadline, settings.memory_gb)
     comps = cycle_components(view, red.candidates) if settings.acyclic == "exact" else []
-    levels = _levels(comps, len(cols))
+    levels = level_columns(comps, len(cols))
     # the tie-break any solution pays is at most `tie` per e-class: TIE_BREAK of the greedy cost in all
     tie = TIE_BREAK * greedy_cost / max(len(red.candidates), 1)
     warm = settings.warm_start and get_solver(settings.solver).takes_start
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
-    program, rows = _program(view, costs, roots, red, cols, cutoff, tie, levels, deadline)
-    _check(deadline, settings.memory_gb)
-    return red, cols, levels, comps, tie, program, rows, chain
+    parts = split_parts(view, red.candidates, roots) if warm and settings.acyclic == "exact" else []
+    program, rows = build_program(view, costs, roots, red, cols, cutoff, tie, levels, deadline) if not parts \
+        else (None, None)  # the parts' programs are built as they are solved
+    check(deadline, settings.memory_gb)
+    return red, cols, levels, comps, tie, program, rows, chain, parts
 
 
 def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[Any, int], greedy_cost: float,
@@ -421,11 +303,12 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         if settings.prove_nodes == 0 and kept is not None:  # no proof asked for: HiGHS's root alone can take seconds
             return kept
     try:
-        red, cols, levels, comps, tie, program, rows, chain = _build(view, costs, roots, greedy, greedy_cost,
+        red, cols, levels, comps, tie, program, rows, chain, parts = _build(view, costs, roots, greedy, greedy_cost,
                                                                     settings, began + seconds)
     except OutOfTime:  # the filter's answer stands (None when there is none)
         return _clocked(kept, "the extraction's time limit (building the program)")
-    stats = red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)}
+    stats = red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)} | \
+        ({"split_parts": len(parts)} if parts else {})
     if chain >= greedy_cost - REL_GAP * abs(greedy_cost):  # the start is proved optimal: nothing to solve
         cost = selection_cost(view, costs, greedy, roots)
         low = min(chain, cost)
@@ -433,7 +316,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
                          "Optimal (the chain bound meets the start)", 0, 0, time.perf_counter() - began, 0.0, stats)
     col = {i: k for k, i in enumerate(cols)}
     warm = settings.warm_start and solver.takes_start
-    start = _start(view, roots, red, greedy, cols, levels) if warm else None
+    start = start_vector(view, roots, red, greedy, cols, levels) if warm and not parts else None
     cuts = rounds = 0
     first: float | None = None
     bound = -np.inf
@@ -441,27 +324,32 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         remaining = seconds - (time.perf_counter() - began)
         if remaining <= 0:
             return _clocked(kept, "the extraction's time limit")
-        _check(None, settings.memory_gb)
+        check(None, settings.memory_gb)
         solve_began = time.perf_counter() - began
         proving = (kept is not None or settings.filtered) and settings.prove_nodes is not None  # from the filter
         budget = settings.prove_nodes if proving else settings.nodes
-        sol: Solution = solver.solve(program, remaining, start, budget)
+        if parts:  # exact in parts (split.py)
+            split = solve_parts(view, costs, roots, red, parts, tie, greedy, solver.solve, began + seconds, budget,
+                                settings.acyclic == "exact", settings.memory_gb)
+            sol = split.solution
+        else:
+            sol = solver.solve(program, remaining, start, budget)
         rounds += 1
         bound = max(bound, sol.bound)  # every round's program relaxes the whole problem (lazy, exact)
         if first is None and sol.first_incumbent_s is not None:
             first = 0.0 if warm else solve_began + sol.first_incumbent_s
-        if sol.x is None:
+        if (sol.x if not parts else split.choice) is None:
             return _clocked(kept, "the extraction's time limit") if sol.clock else kept
-        choice = _decode(view, cols, sol.x, greedy)
+        choice = _decode(view, cols, sol.x, greedy) if not parts else split.choice
         cycles = find_cycles(view, choice, roots)
         if not cycles:
             break
-        if settings.acyclic == "exact":  # cannot happen beyond the solver's tolerances
+        if settings.acyclic == "exact" or parts:  # cannot happen beyond the solver's tolerances
             raise RuntimeError("exact extraction: the solver's answer has a cycle")
         for cyc in cycles:
-            rows.append(_cycle_cut(view, col, cyc))
+            rows.append(cycle_cut(view, col, cyc))
             cuts += 1
-        program = _as_program(rows, program.cost, program.fixed, program.col_upper, program.integral)
+        program = as_program(rows, program.cost, program.fixed, program.col_upper, program.integral)
     cost = selection_cost(view, costs, choice, roots)
     whole = settings.acyclic != "filter"  # the filter's bound is only on what it keeps
     paid = tie * len(red.candidates)  # the most tie-break any solution can have paid

@@ -1,0 +1,150 @@
+"""The exact extractor's 0/1 program, as data: its rows, level columns, warm start and cycle cuts.
+
+Shared by the whole-e-graph program (:mod:`.ilp`) and its parts (:mod:`.split`): one binary per
+candidate e-node, level columns for the e-classes of each cycle component (see :mod:`.ilp`).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eqsat.egraph.cycles import short_cycles
+from eqsat.egraph.limits import rss_gb
+from eqsat.egraph.solvers import Program
+from eqsat.egraph.view import EGraphView
+
+Row = tuple[list[tuple[int, float]], float, float]  # a constraint: (column, coefficient) pairs, lower, upper
+
+class OutOfTime(Exception):
+    """The time limit passed while the program was being built (a million-node e-graph)."""
+
+
+class OutOfMemory(Exception):
+    """Past ``ILPSettings.memory_gb`` while building or solving; the message is the stop reason."""
+
+
+def check(deadline: float | None, memory_gb: float = math.inf) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise OutOfTime
+    if memory_gb < math.inf and (used := rss_gb()) > memory_gb:
+        raise OutOfMemory(f"memory limit ({used:.2f} GB resident, cap {memory_gb:g} GB)")
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The candidates left per reachable (non-weight-only) e-class, the nodes every solution
+    uses, a no-worse kept replacement for each dominated node, and sizes before and after."""
+
+    candidates: dict[Any, list[int]]
+    forced: frozenset[int]
+    replacement: dict[int, int]
+    stats: dict[str, int]
+
+
+def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
+             cutoff: float | None, tie: float, levels: dict[Any, tuple[int, int, int]],
+             deadline: float | None = None) -> tuple[Program, list]:
+    """The 0/1 program over ``cols`` (then one level column per e-class in ``levels``, see
+    :func:`level_columns`); its rows are returned as lists too, so cycle cuts can be appended."""
+    col = {i: k for k, i in enumerate(cols)}
+    rows: list[Row] = []
+    for r in roots:
+        if r in red.candidates:
+            rows.append(([(col[i], 1.0) for i in red.candidates[r]], 1.0, np.inf))
+    for n, ns in enumerate(red.candidates.values()):
+        if not n & 4095:
+            check(deadline)
+        if len(ns) > 1:
+            rows.append(([(col[i], 1.0) for i in ns], -np.inf, 1.0))
+        for i in ns:
+            for d in view.kids[i]:
+                rows.append(([(col[j], 1.0) for j in red.candidates[d]] + [(col[i], -1.0)], 0.0, np.inf))
+    for c, (lc, size, comp) in levels.items():  # level[c] - level[d] - size * (c's nodes reading d) >= 1 - size
+        readers: dict[Any, list[int]] = {}
+        for i in red.candidates[c]:
+            for d in view.kids[i]:
+                if d in levels and levels[d][2] == comp and d != c:
+                    readers.setdefault(d, []).append(col[i])
+        for d, ks in readers.items():
+            rows.append(([(lc, 1.0), (levels[d][0], -1.0)] + [(k, -float(size)) for k in ks], 1.0 - size, np.inf))
+    for cycle in short_cycles(view, red.candidates):  # the commonest cycles (an op and its inverse): cut up front
+        rows.append(cycle_cut(view, col, cycle))
+    n = len(cols) + len(levels)
+    cost = np.zeros(n)
+    cost[:len(cols)] = [costs[i] + tie for i in cols]
+    if cutoff is not None:  # keep the greedy bound when the solver cannot start from it
+        rows.append(([(k, float(cost[k])) for k in range(len(cols))], -np.inf, cutoff))
+    fixed = np.zeros(n, dtype=bool)
+    fixed[:len(cols)] = [i in red.forced for i in cols]
+    upper, integral = np.ones(n), np.ones(n, dtype=bool)
+    for lc, size, _ in levels.values():
+        upper[lc], integral[lc] = size - 1, False
+    return as_program(rows, cost, fixed, upper if levels else None, integral if levels else None), rows
+
+
+def level_columns(components: list[set], first: int) -> dict[Any, tuple[int, int, int]]:
+    """Per e-class in a component: its level column (numbered from ``first``), the component's size
+    and the component's number."""
+    out: dict[Any, tuple[int, int, int]] = {}
+    for k, comp in enumerate(components):
+        for c in sorted(comp, key=repr):
+            out[c] = (first + len(out), len(comp), k)
+    return out
+
+
+def as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.ndarray | None = None,
+                integral: np.ndarray | None = None) -> Program:
+    from scipy.sparse import csr_matrix
+
+    indptr = np.cumsum([0] + [len(r[0]) for r in rows])
+    indices = np.array([k for r in rows for k, _ in r[0]], dtype=np.int32)
+    data = np.array([v for r in rows for _, v in r[0]], dtype=float)
+    matrix = csr_matrix((data, indices, indptr), shape=(len(rows), cost.size))
+    return Program(cost, matrix, np.array([r[1] for r in rows], dtype=float),
+                   np.array([r[2] for r in rows], dtype=float), fixed, col_upper, integral)
+
+
+def start_vector(view: EGraphView, roots: list[Any], red: Reduction, choice: dict[Any, int], cols: list[int],
+           levels: dict[Any, tuple[int, int, int]]) -> np.ndarray:
+    """An acyclic choice (the greedy one) as a starting point, dominated picks swapped for their
+    replacements, each level one above the highest level its picked node reads in its component."""
+    def pick(c: Any) -> int:
+        i = choice[c]
+        while i in red.replacement:
+            i = red.replacement[i]
+        return i
+
+    picked: dict[Any, int] = {}
+    order: list[Any] = []  # children before parents
+    stack: list[tuple[Any, bool]] = [(r, False) for r in roots if r in red.candidates]
+    while stack:
+        c, done = stack.pop()
+        if done:
+            order.append(c)
+        elif c not in picked:
+            picked[c] = pick(c)
+            stack.append((c, True))
+            stack.extend((d, False) for d in view.kids[picked[c]] if d not in picked)
+    x = np.zeros(len(cols) + len(levels))
+    chosen = set(picked.values())
+    x[:len(cols)] = [1.0 if i in chosen else 0.0 for i in cols]
+    height: dict[Any, int] = {}
+    for c in order:
+        if c in levels:
+            below = [height.get(d, 0) + 1 for d in view.kids[picked[c]] if d in levels and levels[d][2] == levels[c][2]]
+            height[c] = max(below, default=0)
+            x[levels[c][0]] = height[c]
+    return x
+
+def cycle_cut(view: EGraphView, col: dict[int, int], classes: list[Any]) -> Row:
+    """At most k-1 of the k edges of an e-class cycle may be used, by whichever nodes."""
+    coefs: dict[int, float] = {}
+    for c, d in zip(classes, classes[1:] + classes[:1]):
+        for j in view.classes[c]:
+            if j in col and d in view.nodes[j].children:
+                coefs[col[j]] = 1.0
+    return list(coefs.items()), -np.inf, len(classes) - 1.0

@@ -1,0 +1,173 @@
+"""Exact extraction in parts, split at e-classes that alone join what they reach to the rest.
+
+An e-class ``c`` is a *cut* when, in the undirected e-class graph of the candidates (cycles
+included, the roots joined to one super-root), removing ``c`` separates everything ``c`` reaches
+(U) from the rest (D), and ``c`` reads nothing in D. Then D reads U only through ``c``, every
+cycle (and so every level row) lies inside U or inside D, and, each e-class's node counted once,
+the optimum is D's optimum with ``c`` a leaf *priced at U's optimum below c*. The price matters:
+with ``c`` free, D's optimum may read ``c`` and yet cost more, once U is paid, than a term of D
+that avoids ``c``. Cuts are nested or disjoint, so one pass over networkx's biconnected
+components finds them all. The parts are solved deepest first with the whole program's settings
+(rows, tie-break, warm start, node budget per solve); the answer is optimal only when every part
+is, and its bound is each part's bound less what its leaves' prices may exceed their optima by.
+"""
+from __future__ import annotations
+
+import time
+from collections import ChainMap, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eqsat.egraph.cycles import cycle_components
+from eqsat.egraph.program import Reduction, build_program, check, level_columns, start_vector
+from eqsat.egraph.solvers import Program, Solution
+from eqsat.egraph.view import EGraphView
+
+MIN_PART = 16  # e-classes: a smaller part joins the part above it (a solver call costs more than it saves)
+_TOP = ("split", "super-root")  # joined to every root, so that a root's side is always D
+
+
+@dataclass(frozen=True)
+class Part:
+    """The e-classes whose nodes are one program's variables: below the cut ``root`` (None: the
+    top part, below the extraction's roots), reading the cuts ``leaves`` as priced leaves."""
+
+    root: Any
+    classes: tuple
+    leaves: tuple
+
+
+def split_parts(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any],
+                min_part: int = MIN_PART) -> list[Part]:
+    """The parts of the candidates' e-class graph, deepest first (the top part last); [] when
+    no cut leaves two parts of ``min_part`` e-classes or more."""
+    import networkx as nx
+
+    kids = {c: set().union(*(view.kids[i] for i in ns)) - {c} for c, ns in cand.items()}
+    g = nx.Graph()
+    g.add_nodes_from(cand)
+    g.add_edges_from((_TOP, r) for r in roots if r in cand)
+    g.add_edges_from((c, d) for c, ds in kids.items() for d in ds)
+    points = set(nx.articulation_points(g)) - {_TOP} - set(roots)
+    if not points:
+        return []
+    blocks = [set(b) for b in nx.biconnected_components(g)]
+    member: dict[Any, list[int]] = {}
+    for k, b in enumerate(blocks):
+        for v in b:
+            member.setdefault(v, []).append(k)
+    owner: dict[Any, Any] = {_TOP: None}  # the part (its cut, None: the top) whose variables v's nodes are
+    above: dict[Any, Any] = {}  # a cut -> the part that reads it as a leaf
+    cuts: list[Any] = []  # outer before inner
+    done: set[int] = set()
+    queue = deque([_TOP])
+    while queue:  # breadth first over the block-cut tree: a vertex is first met in the block towards the roots
+        v = queue.popleft()
+        for k in member.get(v, ()):
+            if k in done:
+                continue
+            done.add(k)
+            for u in blocks[k] - owner.keys():
+                if u in points and not kids[u] & blocks[k]:
+                    owner[u], above[u] = u, owner[v]
+                    cuts.append(u)
+                else:
+                    owner[u] = owner[v]
+                queue.append(u)
+    size: dict[Any, int] = {}
+    for u, p in owner.items():
+        size[p] = size.get(p, 0) + (u is not _TOP)
+    into: dict[Any, Any] = {}  # a cut whose part is too small -> the part above it
+    for c in reversed(cuts):
+        if size[c] < min_part:
+            into[c] = above[c]
+            size[above[c]] += size.pop(c)
+
+    def part_of(p: Any) -> Any:
+        while p in into:
+            p = into[p]
+        return p
+
+    kept = [c for c in cuts if c not in into]
+    if not kept:
+        return []
+    classes: dict[Any, list[Any]] = {}
+    for u, p in owner.items():
+        if u is not _TOP:
+            classes.setdefault(part_of(p), []).append(u)
+    leaves: dict[Any, list[Any]] = {}
+    for c in kept:
+        leaves.setdefault(part_of(above[c]), []).append(c)
+    return [Part(p, tuple(classes[p]), tuple(leaves.get(p, ()))) for p in [*reversed(kept), None]]
+
+
+class _Extended(Sequence):
+    """A list with a few more entries past its end (the parts' priced leaves), without a copy."""
+
+    def __init__(self, base: Sequence, extra: dict[int, Any]) -> None:
+        self.base, self.extra = base, extra
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.extra)
+
+    def __getitem__(self, i: int) -> Any:  # type: ignore[override]
+        return self.extra[i] if i >= len(self.base) else self.base[i]
+
+
+@dataclass(frozen=True)
+class SplitAnswer:
+    """The parts' answers joined: the choice (None when a part found nothing) and a summary
+    :class:`Solution` (objective with the tie-break, bound, all parts optimal, clock, nodes)."""
+
+    choice: dict[Any, int] | None
+    solution: Solution
+    parts: int
+
+
+def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, parts: list[Part],
+                tie: float, greedy: dict[Any, int], solve: Callable[[Program, float, np.ndarray | None, int | None],
+                                                                     Solution],
+                deadline: float, budget: int | None, exact: bool, memory_gb: float) -> SplitAnswer:
+    """Each part's program (as :func:`build_program` states the whole one) solved deepest first,
+    every cut priced in the part above at its own part's objective."""
+    base = len(view.nodes)
+    leaf_id = {p.root: base + k for k, p in enumerate(parts) if p.root is not None}
+    sub = EGraphView(view.classes, view.nodes, view.shapes, view.const, view.lets)
+    sub.__dict__["kids"] = _Extended(view.kids, {i: frozenset() for i in leaf_id.values()})
+    value: dict[Any, float] = {}  # a part's objective (its cut's price in the part above, tie-break included)
+    low: dict[Any, float] = {}  # a lower bound on that part's optimum
+    choice: dict[Any, int] = {c: i for c, i in greedy.items() if c in view.const}
+    optimal, clock, nodes, status = True, False, 0, "Optimal"
+    for part in parts:
+        check(None, memory_gb)
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, "time limit", None, True), len(parts))
+        cand = {c: red.candidates[c] for c in part.classes} | {c: [leaf_id[c]] for c in part.leaves}
+        price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in part.leaves})
+        reduction = Reduction(cand, red.forced, red.replacement, {})
+        cols = [i for ns in cand.values() for i in ns]
+        levels = level_columns(cycle_components(sub, cand) if exact else [], len(cols))
+        proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
+        program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline)
+        start = start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in part.leaves}, greedy), cols,
+                             levels)
+        sol = solve(program, remaining, start, budget)
+        nodes += sol.nodes
+        clock |= sol.clock
+        if sol.x is None:
+            return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, sol.status, None, sol.clock, nodes),
+                               len(parts))
+        picked = [i for k, i in enumerate(cols) if sol.x[k] > 0.5]
+        value[part.root] = float(sum(price[i] + tie for i in picked))
+        low[part.root] = float(sol.bound) - sum(value[c] - low[c] for c in part.leaves)
+        if not sol.optimal and optimal:
+            optimal, status = False, sol.status
+        for i in picked:
+            if i < base:
+                choice.setdefault(view.nodes[i].eclass, i)
+    summary = Solution(None, value[None], low[None], optimal, status, 0.0, clock, nodes)
+    return SplitAnswer(choice, summary, len(parts))

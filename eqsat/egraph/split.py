@@ -41,10 +41,12 @@ class Part:
 
 
 def split_parts(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any],
-                min_part: int = MIN_PART) -> list[Part]:
+                min_part: int | None = None) -> list[Part]:
     """The parts of the candidates' e-class graph, deepest first (the top part last); [] when
-    no cut leaves two parts of ``min_part`` e-classes or more."""
+    no cut leaves a part below it of ``min_part`` (default :data:`MIN_PART`) e-classes or more."""
     import networkx as nx
+
+    min_part = MIN_PART if min_part is None else min_part
 
     kids = {c: set().union(*(view.kids[i] for i in ns)) - {c} for c, ns in cand.items()}
     g = nx.Graph()

@@ -1,0 +1,99 @@
+"""The exact extraction in parts (eqsat/egraph/split.py) finds the whole program's optimum:
+on random chains of sub-e-graphs joined at single e-classes (cycles inside them), and where the
+part above a cut is cheaper avoiding it (a cut read for free would be wrongly paid for)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from test_extract import _has_term, make_view
+
+from eqsat.egraph import ilp, split
+from eqsat.egraph.extract import check_choice, greedy_dag
+from eqsat.egraph.ilp import ILPSettings, find_cycles, ilp_extract
+from eqsat.egraph.view import EGraphView, selection_cost
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> tuple[EGraphView, list[float], list[int]]:
+    """2-4 blocks of 1-3 new e-classes; a block's nodes read its own e-classes (cycles too) and the
+    last e-class of the block below, its only way down; e-class 0 is a leaf, and now and then a
+    block's e-class has a leaf too (a way to avoid what is below)."""
+    spec: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+    below, fresh = 0, 1
+    for _ in range(draw(st.integers(2, 4))):
+        block = list(range(fresh, fresh + draw(st.integers(1, 3))))
+        fresh += len(block)
+        for c in block:
+            for _ in range(draw(st.integers(1, 3))):
+                spec.append((c, tuple(draw(st.lists(st.sampled_from([below, *block]), min_size=1, max_size=2)))))
+            if draw(st.integers(0, 4)) == 0:
+                spec.append((c, ()))
+        below = block[-1]
+    view = make_view(spec)
+    costs = [draw(st.sampled_from([0.0, 1.0, 2.0, 3.5, 5.0, 9.0])) for _ in view.nodes]
+    return view, costs, [below]
+
+
+def _solve(view: EGraphView, costs: list[float], roots: list[int], parts: bool, **kw: object) -> ilp.ILPResult:
+    greedy = greedy_dag(view, costs, roots)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(split, "MIN_PART", 1)  # every cut splits, however small its part
+        if not parts:
+            mp.setattr(ilp, "split_parts", lambda *a, **k: [])
+        result = ilp_extract(view, costs, roots, greedy, selection_cost(view, costs, greedy, roots),
+                             ILPSettings(**kw), 20)
+    assert result is not None
+    check_choice(view, costs, result.choice, roots, result.cost)
+    return result
+
+
+@settings(max_examples=120, deadline=None)
+@given(chains(), st.booleans())
+def test_the_parts_find_the_whole_programs_optimum(case: tuple, pruned: bool) -> None:
+    view, costs, roots = case
+    assume(_has_term(view, costs, roots))
+    whole = _solve(view, costs, roots, parts=False, prune=pruned)
+    parts = _solve(view, costs, roots, parts=True, prune=pruned)
+    assert whole.optimal and parts.optimal
+    assert parts.cost == pytest.approx(whole.cost, abs=1e-6)
+    assert parts.bound is not None and parts.bound <= whole.cost + 1e-6, "the parts' bound is a lower bound"
+    assert not find_cycles(view, parts.choice, roots)
+
+
+def test_a_chain_with_cycles_splits_at_each_join_and_keeps_the_optimum() -> None:
+    # three blocks, each an e-class pair that reads itself both ways (a cycle) and the block below
+    spec = [(0, ())]
+    for b in range(3):
+        x, y, below = 2 * b + 1, 2 * b + 2, 2 * b
+        spec += [(x, (below,)), (x, (y,)), (y, (x,)), (y, (below, x))]
+    view = make_view(spec)
+    costs = [0.0] + [4.0, 1.0, 0.0, 2.0] * 3
+    cand = {c: list(ns) for c, ns in view.classes.items()}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(split, "MIN_PART", 1)
+        parts = split.split_parts(view, cand, [6])
+    assert [p.root for p in parts] == [2, 4, None]  # deepest first; each join is a cut (the leaf 0 joins nothing)
+    assert [p.leaves for p in parts] == [(), (2,), (4,)]
+    whole = _solve(view, costs, [6], parts=False, prune=False)
+    cut = _solve(view, costs, [6], parts=True, prune=False)
+    assert cut.stats["split_parts"] == 3 and "split_parts" not in whole.stats
+    assert cut.optimal and cut.cost == pytest.approx(whole.cost) == pytest.approx(3 * 4.0)
+
+
+def test_a_part_that_avoids_its_cut_pays_nothing_for_what_is_below() -> None:
+    # R: r1 (1) reads C, r2 (2) a leaf; C costs 10 below it (its own part). Read for free, C makes
+    # r1 the part's optimum (1 < 2) and the sum 11; priced at 10, r2 wins: 2, the whole optimum.
+    view = make_view([(0, ()), (1, (0,)), (2, (1,)), (3, (2,)), (3, ())])
+    costs = [0.0, 6.0, 4.0, 1.0, 2.0]
+    whole = _solve(view, costs, [3], parts=False, prune=False)
+    cut = _solve(view, costs, [3], parts=True, prune=False)
+    assert cut.stats["split_parts"] >= 2
+    assert whole.cost == cut.cost == 2.0 and cut.optimal and cut.choice[3] == 4
+
+
+def test_small_parts_join_the_part_above() -> None:
+    view = make_view([(0, ()), (1, (0,)), (2, (1,)), (3, (2,))])
+    cand = {c: list(ns) for c, ns in view.classes.items()}
+    assert split.split_parts(view, cand, [3]) == []  # default: parts of fewer than 16 e-classes do not split
+    assert [p.root for p in split.split_parts(view, cand, [3], min_part=1)] == [1, 2, None]

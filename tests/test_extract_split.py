@@ -95,5 +95,16 @@ def test_a_part_that_avoids_its_cut_pays_nothing_for_what_is_below() -> None:
 def test_small_parts_join_the_part_above() -> None:
     view = make_view([(0, ()), (1, (0,)), (2, (1,)), (3, (2,))])
     cand = {c: list(ns) for c, ns in view.classes.items()}
-    assert split.split_parts(view, cand, [3]) == []  # default: parts of fewer than 16 e-classes do not split
+    assert split.split_parts(view, cand, [3]) == []  # default: parts of fewer than 64 e-classes do not split
     assert [p.root for p in split.split_parts(view, cand, [3], min_part=1)] == [1, 2, None]
+
+
+def test_a_cut_with_no_acyclic_term_below_it_is_not_read() -> None:
+    # R: r1 (0) reads C, r2 (3) a leaf; C and E only read each other (no acyclic term): C's part is
+    # infeasible, so the part above may not read C, and r2 is the answer, as in the whole program.
+    view = make_view([(0, ()), (1, (2,)), (2, (1,)), (3, (1,)), (3, ())])
+    costs = [0.0, 1.0, 1.0, 0.0, 3.0]
+    whole = _solve(view, costs, [3], parts=False, prune=False)
+    cut = _solve(view, costs, [3], parts=True, prune=False)
+    assert cut.stats["split_parts"] == 2
+    assert whole.cost == cut.cost == 3.0 and cut.optimal and cut.choice[3] == 4

@@ -26,7 +26,7 @@ from eqsat.egraph.program import Reduction, build_program, check, level_columns,
 from eqsat.egraph.solvers import Program, Solution
 from eqsat.egraph.view import EGraphView
 
-MIN_PART = 16  # e-classes: a smaller part joins the part above it (a solver call costs more than it saves)
+MIN_PART = 64  # e-classes: a smaller part joins the part above it (a HiGHS call costs about 10 ms)
 _TOP = ("split", "super-root")  # joined to every root, so that a root's side is always D
 
 
@@ -148,24 +148,28 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, "time limit", None, True), len(parts))
-        cand = {c: red.candidates[c] for c in part.classes} | {c: [leaf_id[c]] for c in part.leaves}
-        price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in part.leaves})
+        usable = [c for c in part.leaves if c in value]  # a cut with no acyclic term below it cannot be read
+        cand = {c: red.candidates[c] for c in part.classes} | {c: [leaf_id[c]] if c in value else []
+                                                               for c in part.leaves}
+        price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in usable})
         reduction = Reduction(cand, red.forced, red.replacement, {})
         cols = [i for ns in cand.values() for i in ns]
         levels = level_columns(cycle_components(sub, cand) if exact else [], len(cols))
         proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline)
-        start = start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in part.leaves}, greedy), cols,
-                             levels)
+        start = None if part.root is not None and part.root not in greedy else \
+            start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in usable}, greedy), cols, levels)
         sol = solve(program, remaining, start, budget)
         nodes += sol.nodes
         clock |= sol.clock
+        if sol.x is None and part.root is not None and not sol.clock and "infeasible" in sol.status.lower():
+            continue  # no acyclic term below this cut: the part above may not read it
         if sol.x is None:
             return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, sol.status, None, sol.clock, nodes),
                                len(parts))
         picked = [i for k, i in enumerate(cols) if sol.x[k] > 0.5]
         value[part.root] = float(sum(price[i] + tie for i in picked))
-        low[part.root] = float(sol.bound) - sum(value[c] - low[c] for c in part.leaves)
+        low[part.root] = float(sol.bound) - sum(value[c] - low[c] for c in usable)
         if not sol.optimal and optimal:
             optimal, status = False, sol.status
         for i in picked:

@@ -40,6 +40,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(ortcpu_module, "time_graph", timer)
     monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
     monkeypatch.setattr(database, "_OPEN", {})
+    monkeypatch.setattr(database, "machine_load", lambda: (0.5, 2))  # a quiet machine, whatever CI's load
     return timer
 
 
@@ -121,6 +122,31 @@ def test_corrupt_and_foreign_lines_are_skipped_with_a_warning(fake, tmp_path):
     assert again.db.timings[good["key"]].median_us == good["timing"]["median_us"]  # the foreign one is not used
     assert again.graph_time_us(graph) == OrtCpuCost(progress=False).graph_time_us(graph)
     assert again.measured == 0
+
+
+def test_a_timing_taken_under_contention_is_timed_again_once_the_machine_is_quiet(fake, tmp_path, monkeypatch):
+    graph = small_cnn()
+    price = OrtCpuCost(progress=False).graph_time_us(graph)
+    path = tmp_path / "db.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    # as a busy machine timed them: four times slower, at load 9.5 on 2 cores, or with no load recorded (older lines)
+    inflated = [dict(r, timing={k: v * 4 if k.endswith("_us") else v for k, v in r["timing"].items()},
+                     **({"load1": 9.5} if i % 2 else {})) for i, r in enumerate(lines)]
+    for r in inflated[::2]:
+        r.pop("load1"), r.pop("cores")
+    path.write_text("".join(json.dumps(r) + "\n" for r in inflated))
+    new_process()
+    monkeypatch.setattr(database, "machine_load", lambda: (3.0, 2))  # still busy: the old timings serve
+    busy = OrtCpuCost(progress=False)
+    assert busy.graph_time_us(graph) == pytest.approx(4 * price) and busy.measured == 0
+    new_process()
+    monkeypatch.setattr(database, "machine_load", lambda: (0.5, 2))  # quiet: each kernel timed again, once
+    quiet = OrtCpuCost(progress=False)
+    assert quiet.graph_time_us(graph) == pytest.approx(price) and quiet.measured == len(lines) - 1  # - run call
+    new_process()
+    later = OrtCpuCost(progress=False)  # reads the quiet lines after the inflated ones: nothing timed
+    assert later.graph_time_us(graph) == pytest.approx(price) and later.measured == 0
+    assert len(path.read_text().splitlines()) == 2 * len(lines)
 
 
 def test_a_kernel_another_process_timed_meanwhile_is_read_not_timed_again(fake, tmp_path):

@@ -14,7 +14,11 @@ Timing is serialized across processes too (:meth:`MeasurementDB.measure`: a lock
 database), and the first process's timing is reused by the second: two cold runs timed every
 kernel twice, each inflated by the other. Each line records the load average and core count it
 was timed under (``load1``, ``cores``), and a timing taken with more runnable processes than
-cores is reported once as taken under contention.
+cores is reported once as taken under contention. Such a timing (or one with no load recorded, from
+before the load was kept) is only kept until the machine is quiet: then the kernel is timed again,
+and a later line timed without contention is the one used. Contention inflated timings several
+times and unevenly (ResNet-50's 3x3 convolutions: 14-21 ms in lines with no load recorded,
+3-5 ms timed again on a quiet machine), and one calibration scale per model cannot undo that.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from eqsat.cost.measured.timer import Timing
 from eqsat.diskcache import cache_dir
@@ -68,6 +73,20 @@ class Context:
         return cls(machine_fingerprint(), f"onnxruntime {ort.__version__}", threads)
 
 
+def machine_load() -> tuple[float, int]:
+    """The 1-minute load average and the logical core count (load 0.0 where the OS keeps none)."""
+    return (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0), os.cpu_count() or 1
+
+
+def timed_under_contention(row: dict[str, Any]) -> bool:
+    """Whether a database line was timed with more runnable processes than cores, or records no
+    load at all: its timing may be inflated, so a quiet machine times the kernel again."""
+    load1, cores = row.get("load1"), row.get("cores")
+    if not isinstance(load1, (int, float)) or not isinstance(cores, int):
+        return True
+    return load1 > cores
+
+
 def default_path() -> Path | None:
     """``$EQSAT_LAB_MEASUREMENTS``, else ``measurements.jsonl`` in the cache folder (None: the
     cache is off, and measurements live only as long as the process)."""
@@ -81,12 +100,15 @@ def default_path() -> Path | None:
 class MeasurementDB:
     """Timings by kernel key for one :class:`Context`, read from and appended to ``path``. On a
     miss the lines other processes appended since the last read are read first, so two
-    processes pricing the same graphs time each kernel once between them (mostly)."""
+    processes pricing the same graphs time each kernel once between them (mostly). A kernel's
+    timing is its first line timed without contention, else its first line (kept in
+    :attr:`suspect` until a quiet machine times it again)."""
 
     def __init__(self, context: Context, path: Path | str | None = None):
         self.context = context
         self.path = Path(path) if path is not None else None
         self.timings: dict[str, Timing] = {}
+        self.suspect: set[str] = set()  # keys whose timing was taken under contention (or load unknown)
         self.corrupt = self.foreign = self.contended = 0
         self._offset = 0  # bytes of the file read so far
         self._lines = 0  # lines of the file read so far
@@ -131,7 +153,7 @@ class MeasurementDB:
             if context != mine:
                 self.foreign += 1
                 continue
-            self.timings.setdefault(key, timing)  # the first timing of a kernel is the one used
+            self._keep(key, timing, timed_under_contention(row))
         corrupt, foreign = self.corrupt - corrupt, self.foreign - foreign
         if corrupt or foreign:
             lines = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
@@ -139,6 +161,15 @@ class MeasurementDB:
             parts += [f"{foreign} line(s) from another machine, onnxruntime or thread count not used"] * bool(foreign)
             where = f" (corrupt: line {lines})" if bad else ""
             warnings.warn(f"{self.path}: {'; '.join(parts)}{where}", stacklevel=3)
+
+    def _keep(self, key: str, timing: Timing, contended: bool) -> None:
+        """Use ``timing`` for ``key`` if it is the first, or the first taken without contention
+        after timings that were not: the first trusted timing is the one used, so every process
+        reading the file prices the kernel alike."""
+        if key in self.timings and (key not in self.suspect or contended):
+            return
+        self.timings[key] = timing
+        (self.suspect.add if contended else self.suspect.discard)(key)
 
     def get(self, key: str) -> Timing | None:
         found = self.timings.get(key)
@@ -177,22 +208,30 @@ class MeasurementDB:
 
     def measure(self, key: str, time_it: Callable[[], Timing]) -> Timing:
         """``key``'s timing: from the database, or ``time_it()`` under the database's measuring
-        lock, after reading what other processes appended while this one waited for it."""
+        lock, after reading what other processes appended while this one waited for it; timed
+        again when the database's timing was taken under contention and the machine is quiet now."""
         found = self.get(key)
-        if found is not None:
+        if found is not None and not self._again(key):
             return found
         with self._locked(".lock"):
             self._read()
             found = self.timings.get(key)
-            if found is None:
-                found = time_it()
-                self.put(key, found)
+            if found is None or self._again(key):
+                self.put(key, time_it())
+                found = self.timings[key]
         return found
+
+    def _again(self, key: str) -> bool:
+        """Whether ``key``'s timing was taken under contention and the machine is quiet now."""
+        if key not in self.suspect:
+            return False
+        load1, cores = machine_load()
+        return load1 <= cores
 
     def put(self, key: str, timing: Timing) -> None:
         """Keep ``timing`` and append it to the file (one write of one whole line, under the lock)."""
-        self.timings.setdefault(key, timing)
-        load1, cores = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0, os.cpu_count() or 1
+        load1, cores = machine_load()
+        self._keep(key, timing, load1 > cores)
         if load1 > cores:
             self.contended += 1
             if self.contended == 1:

@@ -195,19 +195,65 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
 def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkeypatch):
     """Kernels timed alone sum to another latency than the model's; calibrating on the input timed
     end to end scales every price so the input is priced at its measured time (less the run call),
-    and the gap between its two timings raises the least gain a rewrite must promise."""
+    and the median gap between pairs of its timings raises the least gain a rewrite must promise."""
     graph = small_cnn()
     other = Graph((node("relu", graph.outputs[0]),))
     model = OrtCpuCost(progress=False)
     raw, raw_other = model.graph_time_us(graph), model.graph_time_us(other)
-    timings = iter([Timing(205.0, 200.0, 210.0, 24), Timing(195.0, 190.0, 200.0, 24)])
-    monkeypatch.setattr(ortcpu_module, "time_graphs", lambda graphs, *a, **k: [next(timings) for _ in graphs])
+    # three pairs of the input against itself: the median mean (200) and the median difference (5%)
+    medians = iter([205.0, 195.0, 300.0, 100.0, 199.0, 201.0])  # the second pair strays
+    monkeypatch.setattr(ortcpu_module, "time_graphs",
+                        lambda graphs, *a, **k: [Timing(m, m, m, 24) for m in (next(medians) for _ in graphs)])
     cal = model.calibrate(graph)
     assert cal.measured_us == 200.0 and cal.noise == pytest.approx(0.05) and cal.priced_us == raw + 5.0
     assert cal.scale == pytest.approx((200.0 - 5.0) / raw) and model.resolution == pytest.approx(0.05)
     assert model.latency_us(graph) == pytest.approx(200.0)
     assert model.graph_time_us(other) == pytest.approx(raw_other * cal.scale)  # the same choices, scaled
     assert "priced" in cal.summary() and cal.to_dict()["scale"] == cal.scale
+
+
+def test_end_to_end_timings_are_recorded_so_a_repeated_run_decides_alike(fake, monkeypatch):
+    """The calibration and the end-to-end check of a pick are database records: a second process
+    reads them and times nothing, so it gets the same scale, the same resolution and the same
+    verdict. The verdict is the median of three pairs, each timed in fresh sessions: one pair that
+    strays (here the pick timed 1% slower) does not decide against two that agree (4% faster)."""
+    graph = small_cnn()
+    pick = Graph((node("relu", graph.outputs[0]),))
+    pairs = iter([(205.0, 195.0)] * 3 + [(100.0, 96.0), (100.0, 101.0), (100.0, 96.2)] + [(96.0, 100.0)] * 3)
+    calls: list[int] = []
+
+    def timed(graphs, *a, seed=0, **k):
+        calls.append(seed)
+        return [Timing(us, us, us, 24) for us in next(pairs)]
+
+    monkeypatch.setattr(ortcpu_module, "time_graphs", timed)
+    first = OrtCpuCost(progress=False)
+    cal = first.calibrate(graph)
+    assert first.end_to_end_us(graph, pick) == (100.0, 96.2)  # the median ratio of 1.042, 0.990, 1.040
+    assert calls == [0, 1, 2, 0, 1, 2]  # each pair its own seed
+    new_process()
+    again = OrtCpuCost(progress=False)
+    assert again.calibrate(graph) == cal and again.resolution == first.resolution
+    assert again.end_to_end_us(graph, pick) == (100.0, 96.2) and len(calls) == 6  # read, not timed
+    assert again.end_to_end_us(pick, graph) == (96.0, 100.0) and len(calls) == 9  # another pair: its own records
+
+
+def test_timings_taken_together_are_timed_together_again(fake, tmp_path, monkeypatch):
+    """A group of timings (one interleaved run) is read whole or timed whole: under contention its
+    records are timed again, all of them, once the machine is quiet."""
+    db = MeasurementDB(Context("m", "rt", 1), tmp_path / "g.jsonl")
+    monkeypatch.setattr(database, "machine_load", lambda: (5.0, 2))
+    with pytest.warns(UserWarning, match="timing under contention"):
+        busy = db.measure_all(["g:0", "g:1"], lambda: [Timing(9.0, 9.0, 9.0, 1), Timing(8.0, 8.0, 8.0, 1)])
+    assert [t.median_us for t in busy] == [9.0, 8.0]
+    monkeypatch.setattr(database, "machine_load", lambda: (0.5, 2))
+    new_process()
+    db = MeasurementDB(Context("m", "rt", 1), tmp_path / "g.jsonl")
+    quiet = db.measure_all(["g:0", "g:1"], lambda: [Timing(3.0, 3.0, 3.0, 1), Timing(2.0, 2.0, 2.0, 1)])
+    assert [t.median_us for t in quiet] == [3.0, 2.0]
+    assert db.measure_all(["g:0", "g:1"], lambda: pytest.fail("timed a group the database holds")) == quiet
+    with pytest.raises(ValueError, match="2 keys timed together, 1 timings"):
+        db.measure_all(["h:0", "h:1"], lambda: [Timing(1.0, 1.0, 1.0, 1)])
 
 
 def test_a_model_that_cannot_run_end_to_end_is_priced_uncalibrated(fake, monkeypatch, capsys):

@@ -29,7 +29,7 @@ import math
 import os
 import platform
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -210,16 +210,25 @@ class MeasurementDB:
         """``key``'s timing: from the database, or ``time_it()`` under the database's measuring
         lock, after reading what other processes appended while this one waited for it; timed
         again when the database's timing was taken under contention and the machine is quiet now."""
-        found = self.get(key)
-        if found is not None and not self._again(key):
+        return self.measure_all([key], lambda: [time_it()])[0]
+
+    def measure_all(self, keys: Sequence[str], time_them: Callable[[], Sequence[Timing]]) -> list[Timing]:
+        """The timings of ``keys`` taken together (graphs timed interleaved, which mean something
+        only side by side): all from the database, or all timed by ``time_them()``, as
+        :meth:`measure` times one. A run that reads them makes the choice the run that timed them
+        made."""
+        found = [self.get(k) for k in keys]
+        if all(f is not None for f in found) and not any(self._again(k) for k in keys):
             return found
         with self._locked(".lock"):
             self._read()
-            found = self.timings.get(key)
-            if found is None or self._again(key):
-                self.put(key, time_it())
-                found = self.timings[key]
-        return found
+            if any(self.timings.get(k) is None or self._again(k) for k in keys):
+                timed = list(time_them())
+                if len(timed) != len(keys):
+                    raise ValueError(f"{len(keys)} keys timed together, {len(timed)} timings returned")
+                for k, t in zip(keys, timed):
+                    self.put(k, t)
+        return [self.timings[k] for k in keys]
 
     def _again(self, key: str) -> bool:
         """Whether ``key``'s timing was taken under contention and the machine is quiet now."""

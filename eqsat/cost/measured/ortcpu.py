@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from eqsat.cost.costmodel import CostReport, OpCost, node_in_shapes
 from eqsat.cost.devices import Device
 from eqsat.cost.measured.database import Context, MeasurementDB, default_path
@@ -41,13 +43,15 @@ FREE_OPS = frozenset({"proj", "noop"})
 OVERHEAD_KEY = "run-call-overhead"
 OVERHEAD_RUNS = 200
 RESOLUTION = 0.02  # run-to-run spread of a kernel's median on this 2-core machine is 1-3%
+END_TO_END_PAIRS = 3  # interleaved timings of two graphs, fresh sessions each, of which the median is used
 
 
 @dataclass(frozen=True)
 class Calibration:
     """One model's end-to-end calibration (µs): its priced latency before, its measured latency
-    (the mean of two alternating end-to-end timings), the scale every kernel price is multiplied
-    by, and the measured noise (the two timings' relative difference)."""
+    (the median over :data:`END_TO_END_PAIRS` pairs of interleaved timings of it), the scale every
+    kernel price is multiplied by, and the measured noise (the median of the pairs' relative
+    differences)."""
 
     priced_us: float
     measured_us: float
@@ -184,22 +188,27 @@ class OrtCpuCost:
     def calibrate(self, graph: Graph) -> Calibration | None:
         """Scale every later price so that ``graph`` (the input model) is priced at its end-to-end
         time: kernels timed alone run with other caches, layouts and neighbours than in the model,
-        and their sum was off by 0.5-3x. The graph is timed end to end twice, alternately
-        (:func:`.timer.time_graphs`); the two timings' relative difference is the measured noise,
-        and the :attr:`resolution` (the least gain a rewrite must promise) becomes at least that.
-        A uniform scale changes no choice between graphs, only what their prices claim. None (said
-        on stderr) when the graph cannot be run end to end: the prices stay unscaled."""
+        and their sum was off by 0.5-3x. The graph is timed against itself, interleaved
+        (:func:`.timer.time_graphs`), :data:`END_TO_END_PAIRS` times in fresh sessions; the median
+        of the pairs' relative differences is the measured noise (one pair's swings too much on a
+        shared machine to set a threshold by), and the :attr:`resolution` (the least gain a
+        rewrite must promise) becomes at least that. A uniform scale changes no choice between
+        graphs, only what their prices claim. The timings are recorded, so a repeated run calibrates
+        alike. None (said on stderr) when the graph cannot be run end to end: the prices stay unscaled."""
         self.calibration = None
         self._node_cache.clear()
         priced = self.graph_time_us(graph)
         try:
-            first, second = time_graphs([graph, graph], self.threads)
+            pairs = [self.timed_together(f"calibration:{graph.digest}:{k}", [graph, graph], seed=k)
+                     for k in range(END_TO_END_PAIRS)]
         except Exception as exc:  # onnxruntime's errors have no common base class
             print(f"{self.name}: not calibrated (prices are kernels timed alone): onnxruntime cannot run the "
                   f"model end to end: {' '.join(str(exc).split())}", file=sys.stderr)
             return None
-        measured = (first.median_us + second.median_us) / 2
-        noise = abs(first.median_us - second.median_us) / measured if measured > 0 else 0.0
+        means = [(a.median_us + b.median_us) / 2 for a, b in pairs]
+        measured = float(np.median(means))
+        noise = float(np.median([abs(a.median_us - b.median_us) / m if m > 0 else 0.0
+                                 for (a, b), m in zip(pairs, means)]))
         kernels = max(measured - self.overhead_us, 0.0)
         scale = kernels / priced if priced > 0 and kernels > 0 else 1.0
         self.calibration = Calibration(priced + self.overhead_us, measured, scale, noise)
@@ -235,10 +244,23 @@ class OrtCpuCost:
     def graph_time_us(self, graph: Graph) -> float:
         return sum(self.node_time_us(n, graph.dtype) for n in graph.nodes())
 
+    def timed_together(self, what: str, graphs: Sequence[Graph], seed: int = 0) -> list[Timing]:
+        """``graphs`` timed end to end, interleaved (:func:`.timer.time_graphs`), recorded in the
+        database under ``what``: a later run reads the same timings, so it calibrates alike and
+        confirms the same pick."""
+        keys = [f"{what}:{k}" for k in range(len(graphs))]
+        return self.db.measure_all(keys, lambda: time_graphs(graphs, self.threads, seed=seed))
+
     def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float]:
         """Both graphs timed end to end, alternately (the last word on a search's pick: kernels
-        timed one at a time can be wrong together by more than their spread)."""
-        ta, tb = time_graphs([a, b], self.threads)
+        timed one at a time can be wrong together by more than their spread): the pair of
+        :data:`END_TO_END_PAIRS` timings, each in fresh sessions, whose ratio is the median. One
+        timing of a pair strays now and then by more than the gain it judges; the timings are recorded,
+        so a repeated run decides alike."""
+        pairs = [self.timed_together(f"end-to-end:{a.digest}:{b.digest}:{k}", [a, b], seed=k)
+                 for k in range(END_TO_END_PAIRS)]
+        pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
+        ta, tb = pairs[len(pairs) // 2]
         return ta.median_us, tb.median_us
 
     def provenance(self) -> str:  # the CostModel interface (eqsat.cost.costmodel)

@@ -166,21 +166,21 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
     if not result.best_us < result.original_us * (1 - resolution):  # predicted within the noise: not timed
         predicted = result.original_us / result.best_us if result.best_us > 0 else 1.0
         return result.input_kept(graph,
-                       f"input kept: predicted {predicted:.3f}x, "
-                            f"not faster by the cost model's resolution ({resolution:.1%})")
+                                 f"input kept: predicted {predicted:.3f}x, "
+                                 f"not faster by the cost model's resolution ({resolution:.1%})")
     try:
         timed = cost_model.end_to_end_us(graph, result.best)
     except Exception as exc:  # onnxruntime's errors have no common base: a gain no run can show is not taken
         return result.input_kept(graph,
-                       f"input kept: the gain cannot be measured end to end "
-                            f"({' '.join(str(exc).split())})")
+                                 f"input kept: the gain cannot be measured end to end "
+                                 f"({' '.join(str(exc).split())})")
     basis = "measured end to end" if timed is not None else "priced"
     before, after = timed if timed is not None else (result.original_us, result.best_us)
     if after < before * (1 - resolution):
         return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if basis != "priced" else result
     return result.input_kept(graph,
-                   f"input kept: {basis} {before / after:.3f}x, not faster by the cost "
-                        f"model's resolution ({resolution:.0%})")
+                             f"input kept: {basis} {before / after:.3f}x, not faster by the cost "
+                             f"model's resolution ({resolution:.0%})")
 
 
 # --------------------------------------------------------------------------- no recomputation
@@ -200,7 +200,7 @@ def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostMod
     if cost < result.original_us:
         return replace(result, best=repaired, best_us=cost, stop=f"{result.stop}; {why} recomputed): unfused")
     return result.input_kept(graph,
-                   f"{why} recomputed): input kept, unfused it is no faster")
+                             f"{why} recomputed): input kept, unfused it is no faster")
 
 
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,

@@ -330,7 +330,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         budget = settings.prove_nodes if proving else settings.nodes
         if parts:  # exact in parts (split.py)
             split = solve_parts(view, costs, roots, red, parts, tie, greedy, solver.solve, began + seconds, budget,
-                                settings.acyclic == "exact", settings.memory_gb)
+                                settings.memory_gb)
             sol = split.solution
         else:
             sol = solver.solve(program, remaining, start, budget)

@@ -27,8 +27,14 @@ class MemoryLimitError(EqsatError, MemoryError):
 
 def over_memory(limits: Limits) -> str:
     """The stop reason when this process is over the memory cap, else ""."""
+    return over_cap(limits.memory_gb)
+
+
+def over_cap(memory_gb: float) -> str:
+    """The stop reason when this process's resident memory is past ``memory_gb``, else "" (the
+    saturation's and the extraction's caps say it alike)."""
     used = rss_gb()
-    return f"memory limit ({used:.2f} GB resident, cap {limits.memory_gb:g} GB)" if used > limits.memory_gb else ""
+    return f"memory limit ({used:.2f} GB resident, cap {memory_gb:g} GB)" if used > memory_gb else ""
 
 
 def growth(before: int, after: int) -> float:

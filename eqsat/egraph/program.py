@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from eqsat.egraph.cycles import short_cycles
-from eqsat.egraph.limits import rss_gb
+from eqsat.egraph.limits import over_cap
 from eqsat.egraph.solvers import Program
 from eqsat.egraph.view import EGraphView
 
 Row = tuple[list[tuple[int, float]], float, float]  # a constraint: (column, coefficient) pairs, lower, upper
+
 
 class OutOfTime(Exception):
     """The time limit passed while the program was being built (a million-node e-graph)."""
@@ -28,10 +29,11 @@ class OutOfMemory(Exception):
 
 
 def check(deadline: float | None, memory_gb: float = math.inf) -> None:
+    """Raise :class:`OutOfTime` past ``deadline``, :class:`OutOfMemory` past ``memory_gb``."""
     if deadline is not None and time.perf_counter() > deadline:
         raise OutOfTime
-    if memory_gb < math.inf and (used := rss_gb()) > memory_gb:
-        raise OutOfMemory(f"memory limit ({used:.2f} GB resident, cap {memory_gb:g} GB)")
+    if memory_gb < math.inf and (over := over_cap(memory_gb)):
+        raise OutOfMemory(over)
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,8 @@ class Reduction:
 
 
 def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
-             cutoff: float | None, tie: float, levels: dict[Any, tuple[int, int, int]],
-             deadline: float | None = None) -> tuple[Program, list]:
+                  cutoff: float | None, tie: float, levels: dict[Any, tuple[int, int, int]],
+                  deadline: float | None = None) -> tuple[Program, list]:
     """The 0/1 program over ``cols`` (then one level column per e-class in ``levels``, see
     :func:`level_columns`); its rows are returned as lists too, so cycle cuts can be appended."""
     col = {i: k for k, i in enumerate(cols)}
@@ -97,7 +99,7 @@ def level_columns(components: list[set], first: int) -> dict[Any, tuple[int, int
 
 
 def as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.ndarray | None = None,
-                integral: np.ndarray | None = None) -> Program:
+               integral: np.ndarray | None = None) -> Program:
     from scipy.sparse import csr_matrix
 
     indptr = np.cumsum([0] + [len(r[0]) for r in rows])
@@ -109,7 +111,7 @@ def as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.nd
 
 
 def start_vector(view: EGraphView, roots: list[Any], red: Reduction, choice: dict[Any, int], cols: list[int],
-           levels: dict[Any, tuple[int, int, int]]) -> np.ndarray:
+                 levels: dict[Any, tuple[int, int, int]]) -> np.ndarray:
     """An acyclic choice (the greedy one) as a starting point, dominated picks swapped for their
     replacements, each level one above the highest level its picked node reads in its component."""
     def pick(c: Any) -> int:
@@ -139,6 +141,7 @@ def start_vector(view: EGraphView, roots: list[Any], red: Reduction, choice: dic
             height[c] = max(below, default=0)
             x[levels[c][0]] = height[c]
     return x
+
 
 def cycle_cut(view: EGraphView, col: dict[int, int], classes: list[Any]) -> Row:
     """At most k-1 of the k edges of an e-class cycle may be used, by whichever nodes."""

@@ -132,7 +132,7 @@ class SplitAnswer:
 def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, parts: list[Part],
                 tie: float, greedy: dict[Any, int], solve: Callable[[Program, float, np.ndarray | None, int | None],
                                                                      Solution],
-                deadline: float, budget: int | None, exact: bool, memory_gb: float) -> SplitAnswer:
+                deadline: float, budget: int | None, memory_gb: float) -> SplitAnswer:
     """Each part's program (as :func:`build_program` states the whole one) solved deepest first,
     every cut priced in the part above at its own part's objective."""
     base = len(view.nodes)
@@ -154,7 +154,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in usable})
         reduction = Reduction(cand, red.forced, red.replacement, {})
         cols = [i for ns in cand.values() for i in ns]
-        levels = level_columns(cycle_components(sub, cand) if exact else [], len(cols))
+        levels = level_columns(cycle_components(sub, cand), len(cols))
         proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline)
         start = None if part.root is not None and part.root not in greedy else \

@@ -19,7 +19,7 @@ from eqsat.errors import DomainError, ShapeError
 from eqsat.ir import folds
 from eqsat.ir.domains import CHECK_PRIME, FLOAT, INT64_SAFE_TERMS, Domain, modp
 from eqsat.ir.graph import Graph, Node, leaf_shapes, leaves_of
-from eqsat.ir.valuenum import ValueTable
+from eqsat.ir.valuenum import ValueTable, nbytes
 
 PLAIN_MATMUL = (("act", "none"),)
 """A matmul node's attributes without a fused activation: folds' contractions share its results."""
@@ -61,24 +61,16 @@ def evaluate_nodes(graph: Graph, values: Values, domain: Domain = FLOAT,
         elif all(x in weight_only for x in n.inputs):
             weight_only.add(n)
         out[n] = found
-        held += _nbytes(found)
+        held += nbytes(found)
         if release:
             for x in set(n.inputs):
                 pending[x] -= 1
                 if not pending[x]:
-                    held -= _nbytes(out.pop(x))
+                    held -= nbytes(out.pop(x))
         if table is not None:
             table.budget = max(table.budget, held)
             table.shrink()
     return out
-
-
-def _nbytes(value: Any) -> int:
-    """Bytes an evaluated value holds (a deferred product or concatenation: its operands')."""
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    parts = value if isinstance(value, tuple) else getattr(value, "parts", ())
-    return sum(_nbytes(v) for v in parts)
 
 
 def _live_order(graph: Graph) -> list[Node]:

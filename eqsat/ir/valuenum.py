@@ -118,9 +118,9 @@ class ValueTable:
     def put(self, key: Hashable, value: Any) -> None:
         """Keep ``value`` as the result for ``key`` (arrays and tuples of them; deferred values are
         cheap to rebuild and not kept), dropping the oldest results past the budget."""
-        size = _nbytes(value)
-        if size is None or key in self._kept:
+        if not _keepable(value) or key in self._kept:
             return
+        size = nbytes(value)
         self._kept[key] = (value, size)
         self._bytes += size
         self.shrink()
@@ -145,9 +145,14 @@ class ValueTable:
         return call
 
 
-def _nbytes(value: Any) -> int | None:
+def nbytes(value: Any) -> int:
+    """Bytes a value holds (a tuple, or a deferred product or concatenation: its parts')."""
     if isinstance(value, np.ndarray):
         return value.nbytes
-    if isinstance(value, tuple) and all(isinstance(v, np.ndarray) for v in value):
-        return sum(v.nbytes for v in value)
-    return None
+    parts = value if isinstance(value, tuple) else getattr(value, "parts", ())
+    return sum(nbytes(v) for v in parts)
+
+
+def _keepable(value: Any) -> bool:
+    """An array or a tuple of arrays: what :meth:`ValueTable.put` keeps."""
+    return isinstance(value, np.ndarray) or (isinstance(value, tuple) and all(isinstance(v, np.ndarray) for v in value))

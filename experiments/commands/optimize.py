@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"the written file is {gain:.3f}x the input as onnxruntime runs it, not faster by the cost "
                   f"model's resolution ({model.resolution:.0%}): the input is written instead")
             result = result.input_kept(graph,
-                             f"input written: the file as written is {gain:.3f}x")
+                                       f"input written: the file as written is {gain:.3f}x")
             payload |= result.to_dict()
             payload["onnx"] = write_optimized(imported, graph, args.model, args.out, writes_contrib(args))
             payload["onnx"] |= price_written(args, runtime["runtime_us"], model)

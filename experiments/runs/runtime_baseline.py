@@ -60,5 +60,5 @@ def keep_runtime_gain(graph: Graph, result: SearchResult, model: CostModel,
         return result
     beyond = before / after if after > 0 else 1.0
     return result.input_kept(graph,
-                   f"input kept: {beyond:.3f}x beyond onnxruntime's own fusions, not faster "
-                        f"by the cost model's resolution ({resolution:.0%})")
+                             f"input kept: {beyond:.3f}x beyond onnxruntime's own fusions, not faster "
+                             f"by the cost model's resolution ({resolution:.0%})")

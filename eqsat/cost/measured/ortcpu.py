@@ -199,8 +199,7 @@ class OrtCpuCost:
         self._node_cache.clear()
         priced = self.graph_time_us(graph)
         try:
-            pairs = [self.timed_together(f"calibration:{graph.digest}:{k}", [graph, graph], seed=k)
-                     for k in range(END_TO_END_PAIRS)]
+            pairs = self.timed_pairs("calibration", graph, graph)
         except Exception as exc:  # onnxruntime's errors have no common base class
             print(f"{self.name}: not calibrated (prices are kernels timed alone): onnxruntime cannot run the "
                   f"model end to end: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -251,14 +250,19 @@ class OrtCpuCost:
         keys = [f"{what}:{k}" for k in range(len(graphs))]
         return self.db.measure_all(keys, lambda: time_graphs(graphs, self.threads, seed=seed))
 
+    def timed_pairs(self, what: str, a: Graph, b: Graph) -> list[list[Timing]]:
+        """:data:`END_TO_END_PAIRS` interleaved timings of ``a`` and ``b``, each in fresh sessions
+        with its own seed, recorded under ``what`` and both graphs' digests."""
+        return [self.timed_together(f"{what}:{a.digest}:{b.digest}:{k}", [a, b], seed=k)
+                for k in range(END_TO_END_PAIRS)]
+
     def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float]:
         """Both graphs timed end to end, alternately (the last word on a search's pick: kernels
         timed one at a time can be wrong together by more than their spread): the pair of
         :data:`END_TO_END_PAIRS` timings, each in fresh sessions, whose ratio is the median. One
         timing of a pair strays now and then by more than the gain it judges; the timings are recorded,
         so a repeated run decides alike."""
-        pairs = [self.timed_together(f"end-to-end:{a.digest}:{b.digest}:{k}", [a, b], seed=k)
-                 for k in range(END_TO_END_PAIRS)]
+        pairs = self.timed_pairs("end-to-end", a, b)
         pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
         ta, tb = pairs[len(pairs) // 2]
         return ta.median_us, tb.median_us

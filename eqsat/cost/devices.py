@@ -39,6 +39,7 @@ class Device:
 
 _PROFILES = (
     Device("h100", 989e12, 3.35e12, 4.0, "H100 SXM, BF16 dense (the reference device)"),
+    Device("h200", 989e12, 4.8e12, 4.0, "H200 SXM: the H100's arithmetic with 4.8 TB/s HBM3e; launch as h100's"),
     Device("weak", 4e12, 100e9, 10.0, "the reference hypothetical weak device"),
     Device("a100", 312e12, 2.0e12, 4.0, "A100, FP16/BF16 dense; launch overhead assumed"),
     Device("v100", 125e12, 0.9e12, 5.0, "V100, FP16 tensor cores; launch overhead assumed"),

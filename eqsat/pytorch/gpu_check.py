@@ -1,0 +1,245 @@
+"""The GPU check's measuring half: ``python -m eqsat.pytorch.gpu_check FOLDER OUT``.
+
+It reads what ``eqsat-lab experiment gpu-check`` wrote on the searching machine (a manifest and
+one graph file per model and variant, without weights), runs every graph in PyTorch on the GPU
+with weights drawn from the manifest's seed (the same draw for a model's original and optimized
+graph), checks the variants agree, and times each as a user would run it: eager (one launch per
+op), replayed from a CUDA graph (launch overhead removed) and through ``torch.compile`` (inductor,
+the peer a user picks instead). It writes ``gpu_check.csv``, ``.json`` and ``.md`` into OUT.
+
+It imports numpy, torch and eqsat's graph and PyTorch modules only, so it runs on a bare CUDA
+machine with a stock PyTorch and none of the search's dependencies. Without a GPU it runs on the
+CPU (for a dry run; the numbers are then the CPU's).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
+CHECK_TOLERANCE = 1e-3  # relative, float32 on the device: the optimized graph against the original
+COLUMNS = ("model", "variant", "ops", "pred_h100_us", "pred_h200_us", "eager_us", "eager_spread", "graph_us",
+           "compile_us", "compile_s", "max_rel_diff", "note")
+
+
+def environment(device: str) -> dict[str, Any]:
+    """What ran the check: GPU, driver, CUDA and PyTorch versions, host."""
+    import torch
+
+    env: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+                           "host_cpus": __import__("os").cpu_count(), "device": device}
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(0)
+        env |= {"gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+                "multiprocessors": props.multi_processor_count}
+        try:
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem",
+                                  "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+            env["nvidia_smi"] = smi.stdout.strip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            env["nvidia_smi"] = f"unavailable ({exc})"
+    return env
+
+
+def _modules(graphs: dict[str, Any], seed: int, device: str, dtype: str) -> tuple[dict[str, Any], dict[str, tuple]]:
+    """One module per variant with the same weights and inputs (drawn once from the original graph)."""
+    import torch
+
+    from eqsat.ir.evaluate import random_leaves
+    from eqsat.pytorch.module import to_module
+
+    values = random_leaves(graphs["original"], seed)
+    for graph in graphs.values():  # a leaf only an optimized graph has (none today) gets its own draw
+        values |= {k: v for k, v in random_leaves(graph, seed).items() if k not in values}
+    modules, inputs = {}, {}
+    for name, graph in graphs.items():
+        leaves = {leaf.attr("name") for leaf in graph.leaves()}
+        module = to_module(graph, {k: v for k, v in values.items() if k in leaves}, device=device, dtype=dtype)
+        modules[name] = module.eval()
+        inputs[name] = tuple(torch.as_tensor(values[n]).to(device=device, dtype=getattr(torch, dtype))
+                             for n in module.input_names)
+    return modules, inputs
+
+
+def _check(graphs: dict[str, Any], seed: int, device: str) -> dict[str, float]:
+    """Each variant's outputs against the original's, in float32 on the device."""
+    import torch
+
+    from eqsat.pytorch.timing import relative_difference
+
+    modules, inputs = _modules(graphs, seed, device, "float32")
+    with torch.no_grad():
+        ref = modules["original"](*inputs["original"])
+        diffs = {name: relative_difference(ref, m(*inputs[name])) for name, m in modules.items()}
+    del modules, inputs
+    return diffs
+
+
+def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, runs: int,
+                  compile_left_s: float) -> tuple[list[dict[str, Any]], float]:
+    """Rows for one model's variants; returns them and the compile seconds spent."""
+    import torch
+
+    from eqsat.ir.graphfile import read_graph
+    from eqsat.pytorch.timing import cuda_graph, interleaved
+
+    graphs = {name: read_graph(folder / path) for name, path in entry["graphs"].items()}
+    diffs = _check(graphs, seed, device)
+    dtype = DTYPES.get(graphs["original"].dtype, "float32")
+    modules, inputs = _modules(graphs, seed, device, dtype)
+    rows = {name: {"model": entry["model"], "variant": name, "ops": graphs[name].op_count(),
+                   "pred_h100_us": entry["predicted"].get("h100", {}).get(name, math.nan),
+                   "pred_h200_us": entry["predicted"].get("h200", {}).get(name, math.nan),
+                   "max_rel_diff": diffs[name], "note": "", "dtype": dtype} for name in graphs}
+    with torch.no_grad():
+        calls = {name: (lambda m=m, x=inputs[name]: m(*x)) for name, m in modules.items()}
+        for name, timing in interleaved(calls, device, runs).items():
+            rows[name] |= {"eager_us": timing.median_us, "eager_spread": timing.spread}
+        if device.startswith("cuda"):
+            replays = {}
+            for name, fn in calls.items():
+                try:
+                    replays[name] = cuda_graph(fn)
+                except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured is a row's note
+                    rows[name]["note"] += f"no CUDA graph ({type(exc).__name__}); "
+            for name, timing in interleaved(replays, device, runs).items():
+                rows[name]["graph_us"] = timing.median_us
+        spent = 0.0
+        compiled = {}
+        for name, module in modules.items():
+            if spent >= compile_left_s:
+                rows[name]["note"] += "torch.compile skipped (the check's compile budget is spent); "
+                continue
+            start = time.perf_counter()
+            try:
+                fn = torch.compile(module)
+                x = inputs[name]
+                compiled[name] = lambda fn=fn, x=x: fn(*x)
+                compiled[name]()
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - inductor failing on a graph is a finding, not a crash
+                rows[name]["note"] += f"torch.compile failed ({type(exc).__name__}: {str(exc)[:80]}); "
+                compiled.pop(name, None)
+            rows[name]["compile_s"] = time.perf_counter() - start
+            spent += rows[name]["compile_s"]
+        for name, timing in interleaved(compiled, device, runs).items():
+            rows[name]["compile_us"] = timing.median_us
+    del modules, inputs
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return list(rows.values()), spent
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    try:
+        return f"{a / b:.3f}x" if a and b and not (math.isnan(a) or math.isnan(b)) else ""
+    except TypeError:
+        return ""
+
+
+def markdown(rows: Sequence[dict[str, Any]], env: dict[str, Any]) -> str:
+    """The table a reader compares: per model and optimized variant, predicted gain against measured."""
+    lines = [f"GPU check on {env.get('gpu', env['device'])} (torch {env['torch']}, CUDA {env['cuda']}, "
+             f"nvidia-smi: {env.get('nvidia_smi', 'n/a')}); medians of interleaved runs.", "",
+             "| model | variant | ops | predicted h100 | predicted h200 | eager | eager gain | CUDA graph | graph gain "
+             "| torch.compile | compile gain | max rel diff |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_model.setdefault(r["model"], {})[r["variant"]] = r
+    for model, variants in by_model.items():
+        o = variants.get("original", {})
+        for name, r in variants.items():
+            if name == "original":
+                lines.append(f"| {model} | original | {r['ops']} | {_fmt(r['pred_h100_us'])} µs | "
+                             f"{_fmt(r['pred_h200_us'])} µs | {_fmt(r.get('eager_us', math.nan))} µs | | "
+                             f"{_fmt(r.get('graph_us', math.nan))} µs | | {_fmt(r.get('compile_us', math.nan))} µs "
+                             f"| {_ratio(r.get('eager_us'), r.get('compile_us'))} (eager/compile) | "
+                             f"{_fmt(r['max_rel_diff'])} |")
+                continue
+            lines.append(
+                f"| {model} | {name} | {r['ops']} | {_ratio(o.get('pred_h100_us'), r['pred_h100_us'])} | "
+                f"{_ratio(o.get('pred_h200_us'), r['pred_h200_us'])} | {_fmt(r.get('eager_us', math.nan))} µs | "
+                f"{_ratio(o.get('eager_us'), r.get('eager_us'))} | {_fmt(r.get('graph_us', math.nan))} µs | "
+                f"{_ratio(o.get('graph_us'), r.get('graph_us'))} | {_fmt(r.get('compile_us', math.nan))} µs | "
+                f"{_ratio(o.get('compile_us'), r.get('compile_us'))} | {_fmt(r['max_rel_diff'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models: Sequence[str] = ()) -> int:
+    """Measure every model of the manifest in ``folder``; write csv/json/md into ``out``."""
+    import torch
+
+    manifest = json.loads((folder / MANIFEST).read_text())
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    env = environment(device)
+    print(json.dumps(env), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    entries = [e for e in manifest["models"] if not models or e["model"] in models]
+    compile_budget = budget_s * 0.5
+    for k, entry in enumerate(entries):
+        left = budget_s - (time.perf_counter() - start)
+        if left <= 0:
+            rows += [{"model": entry["model"], "variant": "original", "note": "not measured: the time budget is spent"}]
+            continue
+        try:
+            got, spent = measure_model(entry, folder, manifest["seed"], device, runs,
+                                       min(compile_budget, left * 0.6) / max(1, len(entries) - k) * 2)
+            compile_budget -= spent
+            rows += got
+        except Exception as exc:  # noqa: BLE001 - one model failing must not lose the others' numbers
+            rows.append({"model": entry["model"], "variant": "original",
+                         "note": f"failed: {type(exc).__name__}: {str(exc)[:200]}"})
+        print(f"[{time.perf_counter() - start:6.1f} s] {entry['model']}: "
+              + "; ".join(f"{r['variant']} eager {_fmt(r.get('eager_us', math.nan))} graph "
+                          f"{_fmt(r.get('graph_us', math.nan))} compile {_fmt(r.get('compile_us', math.nan))} "
+                          f"{r.get('note', '')}" for r in rows if r["model"] == entry["model"]), flush=True)
+    payload = {"environment": env, "manifest": {k: v for k, v in manifest.items() if k != "models"},
+               "seconds": time.perf_counter() - start, "rows": rows}
+    (out / "gpu_check.json").write_text(json.dumps(payload, indent=1, default=str))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(COLUMNS) + ["dtype"], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    (out / "gpu_check.csv").write_text(buf.getvalue())
+    (out / "gpu_check.md").write_text(markdown([r for r in rows if "ops" in r], env))
+    print(f"wrote {out}/gpu_check.csv, .json, .md in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eqsat.pytorch.gpu_check", description=__doc__.split("\n\n")[0])
+    p.add_argument("folder", type=Path, help="the folder 'eqsat-lab experiment gpu-check' wrote")
+    p.add_argument("out", type=Path, help="where gpu_check.csv/.json/.md go")
+    p.add_argument("--runs", type=int, default=60, help="timed runs per variant and mode (default 60)")
+    p.add_argument("--budget-s", type=float, default=270.0, help="seconds for the whole check (default 270)")
+    p.add_argument("--models", default="", help="comma-separated models of the manifest (default all)")
+    args = p.parse_args(argv)
+    if not (args.folder / MANIFEST).is_file():
+        print(f"{args.folder}: no {MANIFEST}; run 'eqsat-lab experiment gpu-check' first", file=sys.stderr)
+        return 2
+    return run(args.folder, args.out, args.runs, args.budget_s, [m for m in args.models.split(",") if m])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""``eqsat-lab experiment gpu-check``: the searching half of the GPU check.
+
+Every model (the ten benchmark graphs and the twelve zoo models by default) is optimized by the
+e-graph on the ``h100`` roofline, verified against its input, priced on the ``h100`` and ``h200``
+rooflines, and written without weights (:mod:`eqsat.ir.graphfile`) into ``--out`` with a
+manifest. The measuring half, :mod:`eqsat.pytorch.gpu_check`, needs only numpy and PyTorch: copy
+the folder to a CUDA machine and run ``python -m eqsat.pytorch.gpu_check FOLDER OUT`` there.
+``--measure`` runs it here too (on this machine's GPU if it has one, else as a CPU dry run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.command import Experiment, add_models, seed_int, split_list
+
+BENCHMARKS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
+              "squeezenet", "vgg19")
+PRICED_ON = ("h100", "h200")
+SEARCH, DEVICE = "eqsat", "h100"
+FIXED_LIMIT = 4096  # fixed weights (biases, masks, tables) above this many elements travel as a seed, not values
+
+
+def _graph(model: str, seed: int, quick: bool) -> Any:
+    """A benchmark graph as built, or a zoo model as its ONNX file imports."""
+    from eqsat.models import MODELS, build
+
+    if model in MODELS:
+        from experiments.runs.real import QUICK_MODELS
+
+        return build(model, **(QUICK_MODELS.get(model, {}) if quick else {}))
+    from eqsat import onnx as onnx_io
+    from experiments.zoo import ZOO
+
+    if model not in ZOO:
+        raise ValueError(f"--models: unknown model {model!r} (benchmarks: {', '.join(BENCHMARKS)}; zoo: "
+                         f"{', '.join(ZOO)})")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = ZOO[model].write(Path(tmp) / f"{model}.onnx", seed, small=quick)
+        return onnx_io.load(path).graph
+
+
+def search_model(model: str, out: Path, seed: int, quick: bool) -> dict[str, Any]:
+    """One model's manifest entry: its graphs written, the search's record, predicted times."""
+    from eqsat.cost.roofline import cost_model
+    from eqsat.ir.graphfile import write_graph
+    from experiments.searches import search_result
+
+    graph = _graph(model, seed, quick)
+    start = time.perf_counter()
+    row, result = search_result(graph, model, SEARCH, DEVICE, seed, quick)
+    variants = {"original": graph, SEARCH: result.best}
+    paths = {}
+    for name, g in variants.items():
+        paths[name] = f"graphs/{model}.{name}.json"
+        write_graph(g, out / paths[name], FIXED_LIMIT)
+    predicted = {dev: {name: cost_model(dev).graph_time_us(g) for name, g in variants.items()} for dev in PRICED_ON}
+    print(f"{model}: {SEARCH} on {DEVICE} in {time.perf_counter() - start:.1f} s, predicted "
+          + ", ".join(f"{dev} {p['original']:.1f} -> {p[SEARCH]:.1f} µs" for dev, p in predicted.items()), flush=True)
+    return {"model": model, "graphs": paths, "predicted": predicted, "search": {
+        "search": SEARCH, "device": DEVICE, "search_s": row["search_s"], "stop": row["stop"],
+        "verified": row["verified"], "changed": result.best != graph}}
+
+
+def run(models: list[str], out: Path, seed: int = 0, quick: bool = False) -> Path:
+    """Write the folder the measuring half reads: ``manifest.json`` and ``graphs/``."""
+    from eqsat.files import write_atomic
+    from eqsat.pytorch.gpu_check import MANIFEST
+
+    entries = [search_model(m, out, seed, quick) for m in models]
+    manifest = {"seed": seed, "quick": quick, "priced_on": list(PRICED_ON), "models": entries,
+                "measure": "python -m eqsat.pytorch.gpu_check FOLDER OUT"}
+    write_atomic(out / MANIFEST, json.dumps(manifest, indent=1))
+    print(f"wrote {out / MANIFEST} and {len(entries) * 2} graph files; measure them on a CUDA machine with "
+          f"'python -m eqsat.pytorch.gpu_check {out} OUT'")
+    return out / MANIFEST
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from experiments.zoo import ZOO
+
+    add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}) and the zoo ({', '.join(ZOO)})")
+    p.add_argument("--out", default="results/gpu_check", help="the folder to write (default results/gpu_check)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the check's weights and inputs")
+    p.add_argument("--quick", action="store_true", help="small sizes and quick search limits (a smoke run)")
+    p.add_argument("--measure", action="store_true",
+                   help="also run the measuring half here, into OUT/measured (a CPU dry run without a GPU)")
+    p.add_argument("--runs", type=int, default=60, help="--measure: timed runs per variant and mode")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from experiments.zoo import ZOO
+
+    models = split_list(args.models) or list(BENCHMARKS) + list(ZOO)
+    out = Path(args.out)
+    run(models, out, args.seed, args.quick)
+    if args.measure:
+        from eqsat.pytorch import gpu_check
+
+        return gpu_check.run(out, out / "measured", runs=args.runs)
+    return 0
+
+
+EXPERIMENTS = (
+    Experiment("gpu-check", "the GPU check's searching half: each model optimized on the h100 roofline and written "
+               "with its predicted times, for 'python -m eqsat.pytorch.gpu_check' on a CUDA machine",
+               _add_arguments, _run, outputs=("manifest.json", "graphs/<model>.<variant>.json")),
+)

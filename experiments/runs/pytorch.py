@@ -1,0 +1,185 @@
+"""``eqsat-lab experiment pytorch``: do the rewrites pay in PyTorch eager on this CPU?
+
+PyTorch eager runs one kernel per op and fuses nothing, which is where TASO and TENSAT measured
+their gains. Per model the input graph and the search's best run as :class:`torch.nn.Module`
+(:func:`eqsat.pytorch.module.to_module`, the same weights), checked equal, then timed
+interleaved (median of ``--runs``, default 40): the original, a second copy of it (the A/A
+control: its ratio is the measurement's own noise), the optimized graph; then ``torch.compile``
+(inductor) of the original and of the optimized graph, the peer a user would pick instead.
+Writes ``pytorch.csv``, ``.json``, ``.md`` and ``pytorch.png`` into ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.command import Experiment, add_models, command_line, seed_int, split_list
+from experiments.output import pyplot, save_figure, write_table
+
+RUNS = 40
+CHECK_TOLERANCE = 1e-3  # relative, float32: the optimized module against the original
+
+
+def _modules(graph: Any, best: Any, seed: int) -> tuple[dict[str, Any], tuple[Any, ...], float]:
+    """The original (twice: the A/A control) and the optimized module with one draw of weights and
+    inputs, and their largest relative difference."""
+    import torch
+
+    from eqsat.ir.evaluate import random_leaves
+    from eqsat.pytorch.module import to_module
+    from eqsat.pytorch.timing import relative_difference
+
+    values = random_leaves(graph, seed)
+    values |= {k: v for k, v in random_leaves(best, seed).items() if k not in values}
+
+    def module(g: Any) -> Any:
+        names = {leaf.attr("name") for leaf in g.leaves()}
+        return to_module(g, {k: v for k, v in values.items() if k in names}).eval()
+
+    mods = {"original": module(graph), "original-copy": module(graph), "optimized": module(best)}
+    inputs = {name: tuple(torch.as_tensor(values[n], dtype=torch.float32) for n in m.input_names)
+              for name, m in mods.items()}
+    with torch.no_grad():
+        diff = relative_difference(mods["original"](*inputs["original"]), mods["optimized"](*inputs["optimized"]))
+    return mods, inputs, diff
+
+
+def measure(model: str, graph: Any, best: Any, seed: int, runs: int, inductor: bool) -> dict[str, Any]:
+    """One model's timings in µs: eager original, A/A copy, optimized; inductor of both."""
+    import torch
+
+    from eqsat.pytorch.timing import interleaved
+
+    mods, inputs, diff = _modules(graph, best, seed)
+    if not diff <= CHECK_TOLERANCE:
+        raise AssertionError(f"{model}: the optimized module differs from the original by {diff:.3g} in PyTorch")
+    row: dict[str, Any] = {"max_rel_diff": diff}
+    with torch.no_grad():
+        calls = {name: (lambda m=m, x=inputs[name]: m(*x)) for name, m in mods.items()}
+        eager = interleaved(calls, "cpu", runs)
+        row |= {f"{k}_us": t.median_us for k, t in eager.items()} | {"eager_spread": eager["original"].spread}
+        if inductor:
+            compiled = {}
+            for name in ("original", "optimized"):
+                start = time.perf_counter()
+                fn = torch.compile(mods[name])
+                x = inputs[name]
+                fn(*x)
+                row[f"compile_{name}_s"] = time.perf_counter() - start
+                compiled[name] = lambda fn=fn, x=x: fn(*x)
+            row |= {f"inductor_{k}_us": t.median_us for k, t in interleaved(compiled, "cpu", runs).items()}
+    return row
+
+
+def model_graph(model: str, seed: int, quick: bool) -> Any:
+    from experiments.runs.gpu_check import _graph
+
+    return _graph(model, seed, quick)
+
+
+def run_model(model: str, search: str, device: str, seed: int, runs: int, quick: bool,
+              inductor: bool) -> dict[str, Any]:
+    from experiments.searches import search_result
+
+    graph = model_graph(model, seed, quick)
+    row, result = search_result(graph, model, search, device, seed, quick)
+    timed = measure(model, graph, result.best, seed, runs, inductor)
+    out = {"model": model, "search": search, "device": device, "ops_in": graph.op_count(),
+           "ops_out": result.best.op_count(), "predicted_gain": result.original_us / result.best_us,
+           "search_s": row["search_s"], "changed": result.best != graph} | timed
+    out["eager_gain"] = out["original_us"] / out["optimized_us"]
+    out["aa_ratio"] = out["original_us"] / out["original-copy_us"]
+    if inductor:
+        out["inductor_gain"] = out["inductor_original_us"] / out["inductor_optimized_us"]
+        out["ours_vs_inductor"] = out["inductor_original_us"] / out["optimized_us"]
+    return out
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def markdown(rows: list[dict[str, Any]], command: str) -> str:
+    lines = [f"`{command}`", "", "| model | ops in -> out | predicted | eager orig µs | eager opt µs | eager gain | A/A | "
+             "inductor orig µs | inductor opt µs | inductor gain | opt eager vs inductor orig | max rel diff |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['ops_in']} -> {r['ops_out']} | {r['predicted_gain']:.3f}x | "
+                     f"{r['original_us']:.1f} | {r['optimized_us']:.1f} | {r['eager_gain']:.3f}x | {r['aa_ratio']:.3f} | "
+                     f"{r.get('inductor_original_us', math.nan):.1f} | {r.get('inductor_optimized_us', math.nan):.1f} | "
+                     f"{r.get('inductor_gain', math.nan):.3f}x | {r.get('ours_vs_inductor', math.nan):.3f}x | "
+                     f"{r['max_rel_diff']:.2g} |")
+    lines += ["", f"geometric mean eager gain {geomean([r['eager_gain'] for r in rows]):.3f}x over {len(rows)} "
+              f"models (A/A {geomean([r['aa_ratio'] for r in rows]):.3f})"]
+    if any("inductor_gain" in r for r in rows):
+        lines.append(f"geometric mean inductor(optimized) / inductor(original) "
+                     f"{geomean([r['inductor_gain'] for r in rows if 'inductor_gain' in r]):.3f}x")
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows: list[dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.6), 4))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["eager_gain"] for r in rows], 0.4, label="eager: optimized / original")
+    if any("inductor_gain" in r for r in rows):
+        ax.bar([x + 0.2 for x in xs], [r.get("inductor_gain", 0) for r in rows], 0.4,
+               label="inductor: optimized / original")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(list(xs), [r["model"] for r in rows], rotation=45, ha="right")
+    ax.set_ylabel("speedup (median of interleaved runs)")
+    ax.legend()
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from experiments.runs.gpu_check import BENCHMARKS
+
+    add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}) and the zoo")
+    p.add_argument("--search", default="eqsat", help="the search (default eqsat)")
+    p.add_argument("--device", default="torch-cpu", help="the device the search prices on (default torch-cpu)")
+    p.add_argument("--out", default="results/pytorch", help="output folder (default results/pytorch)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of weights and inputs")
+    p.add_argument("--runs", type=int, default=RUNS, help=f"timed runs per variant (default {RUNS})")
+    p.add_argument("--threads", type=int, default=1, help="PyTorch intra-op threads (default 1)")
+    p.add_argument("--no-inductor", action="store_true", help="skip torch.compile")
+    p.add_argument("--quick", action="store_true", help="small sizes and quick limits (a smoke run)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    import torch
+
+    from experiments.runs.gpu_check import BENCHMARKS
+    from experiments.zoo import ZOO
+
+    torch.set_num_threads(args.threads)
+    models = split_list(args.models) or list(BENCHMARKS) + list(ZOO)
+    out = Path(args.out)
+    rows = []
+    for model in models:
+        row = run_model(model, args.search, args.device, args.seed, args.runs, args.quick, not args.no_inductor)
+        print(f"{model}: eager {row['original_us']:.1f} -> {row['optimized_us']:.1f} µs ({row['eager_gain']:.3f}x, "
+              f"A/A {row['aa_ratio']:.3f})" + (f", inductor {row['inductor_gain']:.3f}x" if "inductor_gain" in row
+                                               else ""), flush=True)
+        rows.append(row)
+    command = command_line()
+    write_table(out, "pytorch", rows, {"command": command, "threads": args.threads, "torch": torch.__version__})
+    text = markdown(rows, command)
+    from eqsat.files import write_atomic
+
+    write_atomic(out / "pytorch.md", text)
+    figure(rows, out / "pytorch.png")
+    print(text)
+    return 0
+
+
+EXPERIMENTS = (
+    Experiment("pytorch", "each model and its optimized graph run in PyTorch eager on this CPU (and through "
+               "torch.compile), timed interleaved with an A/A control", _add_arguments, _run,
+               outputs=("pytorch.csv", "pytorch.json", "pytorch.md", "pytorch.png")),
+)

@@ -97,14 +97,18 @@ def _opaque_plan(graph_hex: str) -> tuple[str, dict[str, Any], tuple[Any, ...]]:
 def opaque_in_torch(attrs: Attrs) -> bool:
     """Whether an opaque node (its attributes) runs in PyTorch itself, not on the host."""
     op_type, _, slots = _opaque_plan(attrs["node"])
-    return op_type in TORCH_OPAQUE_OPS and attrs["index"] == 0 and all(isinstance(s, int) for s in slots)
+    return op_type in TORCH_OPAQUE_OPS and attrs["index"] == 0 and all(s is not None for s in slots)
 
 
 def _opaque_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
     """The stored node in PyTorch where :data:`TORCH_OPAQUE_OPS` has it, else through the opaque runner."""
     _, node_attrs, slots = _opaque_plan(attrs["node"])
-    if opaque_in_torch(attrs):  # Gather, the one op type of TORCH_OPAQUE_OPS
-        data, idx = xs[slots[0]], xs[slots[1]].to(t.int64)  # ids arrive as floats: the IR holds reals
+    if opaque_in_torch(attrs) and xs:  # Gather, the one op type of TORCH_OPAQUE_OPS
+        like = xs[0]
+        data, idx = (xs[s] if isinstance(s, int) else
+                     device_constant(t, ("opaque", attrs["node"], k), like.device, lambda s=s: s)
+                     for k, s in enumerate(slots[:2]))
+        data, idx = data.to(like.dtype), idx.to(t.int64)  # ids arrive as floats: the IR holds reals
         axis = node_attrs.get("axis", 0) % data.ndim
         idx = t.where(idx < 0, idx + data.shape[axis], idx)  # ONNX counts negative indices from the end
         picked = t.index_select(data, axis, idx.reshape(-1))

@@ -296,7 +296,7 @@ def device_constant(t: Any, key: tuple[Any, ...], device: Any, make: Callable[[]
     captured in a CUDA graph (the first, eager call makes it)."""
     found = _DEVICE_CONSTANTS.get((key, device))
     if found is None:
-        found = _DEVICE_CONSTANTS[(key, device)] = t.as_tensor(make(), device=device)
+        found = _DEVICE_CONSTANTS[(key, device)] = t.as_tensor(np.array(make()), device=device)
     return found
 
 

@@ -29,6 +29,10 @@ class DomainError(EqsatError, ValueError):
     """An op evaluated in a numeric domain where it is not defined (e.g. relu mod p)."""
 
 
+class UnsupportedError(EqsatError, ValueError):
+    """A dtype, device or op that a backend (PyTorch) cannot run, named with what it can run."""
+
+
 class RuleParseError(EqsatError, ValueError):
     """A malformed rule file; the message starts with ``file:line:col``."""
 

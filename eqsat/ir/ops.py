@@ -31,7 +31,9 @@ from eqsat.ir.opspec import (
     AttrSpec,
     OpSpec,
     Shape,
+    TorchRule,
     conv_pads,
+    device_constant,
     get_op,
     numel,
     pad_array,
@@ -39,9 +41,9 @@ from eqsat.ir.opspec import (
     unregister,
 )
 
-__all__ = ["ACT_NAMES", "ACTIVATIONS", "ALL_DOMAINS", "FLOAT_ONLY", "NO_MOD", "OP_TABLE", "Activation", "AttrSpec",
-           "Attrs", "OpSpec", "Shape", "conv_pads", "get_op", "numel", "pad_array", "register", "set_opaque_runner",
-           "unregister"]
+__all__ = ["ACT_NAMES", "ACTIVATIONS", "ALL_DOMAINS", "FLOAT_ONLY", "NO_MOD", "OP_TABLE", "TORCH_OPAQUE_OPS",
+           "Activation", "AttrSpec", "Attrs", "OpSpec", "Shape", "TorchRule", "conv_pads", "device_constant", "get_op",
+           "numel", "opaque_in_torch", "pad_array", "register", "set_opaque_runner", "unregister"]
 
 
 # --------------------------------------------------------------------------- opaque
@@ -65,12 +67,64 @@ def _opaque_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return np.asarray(out).astype(np.float64)
 
 
+TORCH_OPAQUE_OPS = frozenset({"Gather"})
+"""ONNX op types an opaque node runs in PyTorch itself (the zoo's only opaque node is GPT-2's token
+``Gather`` on int64 ids, an embedding lookup); any other runs through the opaque runner on the host
+(onnxruntime, in numpy on the CPU): correct, but a host sync, so such a graph cannot be captured in a
+CUDA graph."""
+
+_PLANS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...]]] = {}
+
+
+def _opaque_plan(graph_hex: str) -> tuple[str, dict[str, Any], tuple[Any, ...]]:
+    """The stored node's op type, attributes and inputs (``int`` k: the node's k-th tensor input;
+    an array: a constant stored in the node), parsed once per node (a dict, not a cache decorator,
+    so a tracer reads it as data)."""
+    found = _PLANS.get(graph_hex)
+    if found is None:
+        import onnx  # only here: the op table imports no ONNX
+
+        graph = onnx.GraphProto()
+        graph.ParseFromString(bytes.fromhex(graph_hex))
+        n = graph.node[0]
+        consts = {c.name: onnx.numpy_helper.to_array(c) for c in graph.initializer}
+        slots = tuple(int(name[2:]) if name.startswith("in") else consts.get(name) for name in n.input)
+        found = _PLANS[graph_hex] = (n.op_type, {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute},
+                                     slots)
+    return found
+
+
+def opaque_in_torch(attrs: Attrs) -> bool:
+    """Whether an opaque node (its attributes) runs in PyTorch itself, not on the host."""
+    op_type, _, slots = _opaque_plan(attrs["node"])
+    return op_type in TORCH_OPAQUE_OPS and attrs["index"] == 0 and all(s is not None for s in slots)
+
+
+def _opaque_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    """The stored node in PyTorch where :data:`TORCH_OPAQUE_OPS` has it, else through the opaque runner."""
+    _, node_attrs, slots = _opaque_plan(attrs["node"])
+    if opaque_in_torch(attrs) and xs:  # Gather, the one op type of TORCH_OPAQUE_OPS
+        like = xs[0]
+        data, idx = (xs[s] if isinstance(s, int) else
+                     device_constant(t, ("opaque", attrs["node"], k), like.device, lambda s=s: s)
+                     for k, s in enumerate(slots[:2]))
+        data, idx = data.to(like.dtype), idx.to(t.int64)  # ids arrive as floats: the IR holds reals
+        axis = node_attrs.get("axis", 0) % data.ndim
+        idx = t.where(idx < 0, idx + data.shape[axis], idx)  # ONNX counts negative indices from the end
+        picked = t.index_select(data, axis, idx.reshape(-1))
+        return picked.reshape(tuple(data.shape[:axis]) + tuple(idx.shape) + tuple(data.shape[axis + 1:]))
+    like = xs[0] if xs else t.empty(0)
+    out = _opaque_eval(attrs, [x.detach().to("cpu", t.float64).numpy() for x in xs], None)  # a host sync
+    return t.as_tensor(out).to(device=like.device, dtype=like.dtype if like.is_floating_point() else t.float32)
+
+
 register(OpSpec(
     name="opaque", arity=None, min_arity=0,
     attrs=(AttrSpec("op_type", "name"), AttrSpec("node", "name"), AttrSpec("shape", "shape"),
            AttrSpec("index", "int", 0), AttrSpec("opset", "int")),  # the importer always sets the opset
-    shape=lambda attrs, ins: (attrs["shape"],), evaluate=_opaque_eval, domains=FLOAT_ONLY,
+    shape=lambda attrs, ins: (attrs["shape"],), evaluate=_opaque_eval, torch=_opaque_torch, domains=FLOAT_ONLY,
     doc="Output `index` of an imported op the table does not know (the ONNX node, hex-encoded); a "
-        "boundary for every rewrite, kept exactly; evaluated by onnxruntime. Outputs of one ONNX node "
+        "boundary for every rewrite, kept exactly; evaluated by onnxruntime (in PyTorch: Gather itself, "
+        "the rest through onnxruntime on the host). Outputs of one ONNX node "
         "are one opaque node each and are written back as that one node.",
 ))

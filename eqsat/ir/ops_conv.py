@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -101,10 +101,28 @@ def _conv_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return ACTIVATIONS[attrs["act"]].fn(out)
 
 
+def _torch_window_pads(t: Any, op: str, x: Any, attrs: Attrs, kh: int, kw: int, fill: float = 0.0,
+                       pool: bool = False) -> tuple[Any, tuple[int, int]]:
+    """``x`` and the symmetric padding torch's window ops take: uneven padding (SAME with an odd
+    total; a pool's past half its window) is applied here with ``fill``, torch's own otherwise."""
+    (pt, pb, _), (pl, pr, _) = _window_out(op, attrs, tuple(x.shape), kh, kw)
+    if pt == pb and pl == pr and (not pool or (2 * pt <= kh and 2 * pl <= kw)):
+        return x, (pt, pl)
+    return t.nn.functional.pad(x, (pl, pr, pt, pb), value=fill), (0, 0)
+
+
+def _conv_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    w = xs[1]
+    x, pad = _torch_window_pads(t, "conv2d", xs[0], attrs, w.shape[2], w.shape[3])
+    out = t.nn.functional.conv2d(x, w, xs[2] if len(xs) == 3 else None, attrs["stride"], pad, attrs["dilation"],
+                                 attrs["groups"])
+    return ACTIVATIONS[attrs["act"]].torch(t, out)
+
+
 register(OpSpec(
     name="conv2d", arity=2, optional_inputs=1, attrs=_CONV_ATTRS, shape=_conv_shape, flops=_conv_flops,
     terms=lambda attrs, ins: ins[1][1] * ins[1][2] * ins[1][3],
-    evaluate=_conv_eval, linear_in=(0, 1), merge_axes=((0, 1),), same_rank=True,
+    evaluate=_conv_eval, torch=_conv_torch, linear_in=(0, 1), merge_axes=((0, 1),), same_rank=True,
     doc="2-D convolution NCHW x OIHW with an optional bias (O,); pad is same/valid/explicit; fused "
         "activation; groups; dilation.",
 ))
@@ -134,12 +152,14 @@ register(OpSpec(
     name="chmul", arity=2, attrs=_CHANNEL_ATTRS, shape=_channel_shape("chmul", 1), normalize=_axis_normalize,
     flops=lambda attrs, ins, outs: numel(outs[0]),
     evaluate=lambda attrs, xs, domain: xs[0] * _along(xs[1], xs[0], attrs["axis"]),
+    torch=lambda t, attrs, xs: xs[0] * _along(xs[1], xs[0], attrs["axis"]),
     linear_in=(0, 1), doc="Scale each slice along `axis` by a vector (per-channel multiply).",
 ))
 register(OpSpec(
     name="chadd", arity=2, attrs=_CHANNEL_ATTRS, shape=_channel_shape("chadd", 1), normalize=_axis_normalize,
     flops=lambda attrs, ins, outs: numel(outs[0]),
     evaluate=lambda attrs, xs, domain: xs[0] + _along(xs[1], xs[0], attrs["axis"]),
+    torch=lambda t, attrs, xs: xs[0] + _along(xs[1], xs[0], attrs["axis"]),
     jointly_linear=True, doc="Add a vector along `axis` (per-channel bias).",
 ))
 register(
@@ -153,6 +173,8 @@ register(
         evaluate=lambda attrs, xs, domain: (
             xs[0] * _along(xs[1], xs[0], attrs["axis"]) + _along(xs[2], xs[0], attrs["axis"])
         ),
+        torch=lambda t, attrs, xs: t.addcmul(_along(xs[2], xs[0], attrs["axis"]), xs[0],
+                                             _along(xs[1], xs[0], attrs["axis"])),  # one kernel
         doc="x * scale + shift per slice along `axis`: inference BatchNormalization, one kernel.",
     )
 )
@@ -172,6 +194,12 @@ def _enlarge_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return pad_array(w, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
 
 
+def _enlarge_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    (w,), (kh, kw) = xs, attrs["size"]
+    ph, pw = (kh - w.shape[2]) // 2, (kw - w.shape[3]) // 2
+    return t.nn.functional.pad(w, (pw, pw, ph, ph))
+
+
 register(
     OpSpec(
         name="enlarge",
@@ -179,6 +207,7 @@ register(
         attrs=(AttrSpec("size", "pair"),),
         shape=_enlarge_shape,
         evaluate=_enlarge_eval,
+        torch=_enlarge_torch,
         linear_in=(0,),
         jointly_linear=True,
         same_rank=True,
@@ -216,6 +245,17 @@ def _pool_max_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return functools.reduce(np.maximum, taps)
 
 
+def _pool_torch(kind: str) -> Callable[[Any, Attrs, Sequence[Any]], Any]:
+    def run(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+        kernel = attrs["kernel"]
+        fill = 0.0 if kind == "avg" else float("-inf")
+        x, pad = _torch_window_pads(t, f"pool_{kind}", xs[0], attrs, *kernel, fill=fill, pool=True)
+        if kind == "avg":  # padding counts as zeros: the sum over the window is divided by its size
+            return t.nn.functional.avg_pool2d(x, kernel, attrs["stride"], pad, count_include_pad=True)
+        return t.nn.functional.max_pool2d(x, kernel, attrs["stride"], pad)
+    return run
+
+
 register(
     OpSpec(
         name="pool_avg",
@@ -225,6 +265,7 @@ register(
         flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
         terms=lambda attrs, ins: attrs["kernel"][0] * attrs["kernel"][1],
         evaluate=_pool_avg_eval,
+        torch=_pool_torch("avg"),
         linear_in=(0,),
         jointly_linear=True,
         domains=frozenset({"float", "mod"}),
@@ -241,6 +282,7 @@ register(
         flops=lambda attrs, ins, outs: numel(outs[0]) * attrs["kernel"][0] * attrs["kernel"][1],
         terms=lambda attrs, ins: attrs["kernel"][0] * attrs["kernel"][1],
         evaluate=_pool_max_eval,
+        torch=_pool_torch("max"),
         domains=NO_MOD,
         same_rank=True,
         doc="Max pooling; padding never wins.",

@@ -68,8 +68,23 @@ def _convt(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return out
 
 
+def _convt_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    """torch's transposed conv pads symmetrically; ONNX's uneven pads crop its full output here."""
+    top, left, bottom, right = attrs["pads"]
+    even = top == bottom and left == right
+    bias = xs[2] if len(xs) == 3 else None
+    out = t.nn.functional.conv_transpose2d(
+        xs[0], xs[1], bias if even else None, attrs["stride"], (top, left) if even else 0, attrs["output_padding"],
+        attrs["groups"], attrs["dilation"])
+    if even:
+        return out
+    out = out[:, :, top:out.shape[2] - bottom, left:out.shape[3] - right]
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
 register(OpSpec(
     name="conv_transpose", arity=2, optional_inputs=1, attrs=_ATTRS, shape=_convt_shape, evaluate=_convt,
+    torch=_convt_torch,
     flops=lambda attrs, ins, outs: 2 * ins[0][0] * ins[0][1] * ins[0][2] * ins[0][3] * ins[1][1] * ins[1][2]
     * ins[1][3],
     terms=lambda attrs, ins: ins[1][0] // max(attrs["groups"], 1) * ins[1][2] * ins[1][3],

@@ -10,7 +10,7 @@ import numpy as np
 
 from eqsat.errors import ShapeError
 from eqsat.ir.domains import Domain
-from eqsat.ir.opspec import Attrs, AttrSpec, OpSpec, Shape, numel, register
+from eqsat.ir.opspec import Attrs, AttrSpec, OpSpec, Shape, device_constant, numel, register
 
 
 def _slice_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
@@ -32,7 +32,8 @@ def _slice(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="slice", arity=1,
     attrs=(AttrSpec("starts", "ints"), AttrSpec("ends", "ints"), AttrSpec("steps", "ints")),
-    shape=_slice_shape, evaluate=_slice, linear_in=(0,), jointly_linear=True, same_rank=True,
+    shape=_slice_shape, evaluate=_slice, torch=lambda t, attrs, xs: _slice(attrs, xs, None),  # a view
+    linear_in=(0,), jointly_linear=True, same_rank=True,
     doc="x[s0:e0:st0, s1:e1:st1, ...], one start, end and positive step per axis, 0 <= start < end <= size "
         "(ONNX Slice with constant inputs; the importer resolves negative and clamped bounds). A slice that "
         "cuts one axis with step 1 is imported as a split part instead (a view the rules know).",
@@ -54,10 +55,16 @@ def _gather(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return np.take(xs[0], idx, axis=attrs["axis"])
 
 
+def _gather_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    x, axis, index_shape = xs[0], attrs["axis"], tuple(attrs["index_shape"])
+    idx = device_constant(t, ("gather", attrs["indices"]), x.device, lambda: np.asarray(attrs["indices"], np.int64))
+    return t.index_select(x, axis, idx).reshape(tuple(x.shape[:axis]) + index_shape + tuple(x.shape[axis + 1:]))
+
+
 register(OpSpec(
     name="gather", arity=1,
     attrs=(AttrSpec("axis", "int"), AttrSpec("indices", "ints"), AttrSpec("index_shape", "shape")),
-    shape=_gather_shape, evaluate=_gather, linear_in=(0,), jointly_linear=True,
+    shape=_gather_shape, evaluate=_gather, torch=_gather_torch, linear_in=(0,), jointly_linear=True,
     doc="x taken at constant ``indices`` (laid out as ``index_shape``) along ``axis`` (ONNX Gather with "
         "constant indices, normalized to [0, size)). Indices computed at run time are integer tensors, "
         "which the IR does not hold: such a Gather stays opaque.",

@@ -41,6 +41,7 @@ def _pow(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="pow", arity=1, attrs=(AttrSpec("exponent", "float"),), shape=_unary_shape,
     flops=lambda attrs, ins, outs: numel(outs[0]), evaluate=_pow, elementwise=True, domains=FLOAT_ONLY,
+    torch=lambda t, attrs, xs: t.pow(xs[0], attrs["exponent"]),
     same_rank=True,
     doc="x ** exponent with a constant exponent (ONNX Pow; Sqrt is 0.5, Reciprocal -1). The importer "
         "writes x ** 2 as x * x, which is exact in every domain.",
@@ -54,17 +55,19 @@ def _hardsigmoid(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="hardsigmoid", arity=1, attrs=(AttrSpec("alpha", "float", 0.2), AttrSpec("beta", "float", 0.5)),
     shape=_unary_shape, flops=lambda attrs, ins, outs: 3 * numel(outs[0]), evaluate=_hardsigmoid,
+    torch=lambda t, attrs, xs: t.clamp(xs[0] * attrs["alpha"] + attrs["beta"], 0.0, 1.0),
     elementwise=True, domains=FLOAT_ONLY, same_rank=True,
     doc="max(0, min(1, alpha * x + beta)) (ONNX HardSigmoid; PyTorch's hardsigmoid is alpha 1/6).",
 ))
 register_elementwise(
     "hardswish", 1, lambda x: _f64(x) * np.clip(_f64(x) / 6.0 + 0.5, 0.0, 1.0), FLOAT_ONLY, flops_per_element=4,
+    torch_fn=lambda t, x: t.nn.functional.hardswish(x),
     doc="x * hardsigmoid(x) with alpha 1/6, beta 1/2 (ONNX HardSwish, opset 14; MobileNetV3).",
 )
 _TANH_C = float(np.sqrt(2.0 / np.pi))
 register_elementwise(
     "gelu_tanh", 1, lambda x: 0.5 * _f64(x) * (1.0 + np.tanh(_TANH_C * (_f64(x) + 0.044715 * _f64(x) ** 3))),
-    FLOAT_ONLY, flops_per_element=10,
+    FLOAT_ONLY, flops_per_element=10, torch_fn=lambda t, x: t.nn.functional.gelu(x, approximate="tanh"),
     doc="GELU's tanh approximation (ONNX Gelu approximate='tanh', opset 20; GPT-2's gelu_new).",
 )
 
@@ -86,6 +89,7 @@ def _where(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="where", arity=3, attrs=(), shape=_where_shape, flops=lambda attrs, ins, outs: numel(outs[0]),
     evaluate=_where, domains=NO_MOD, same_rank=True,
+    torch=lambda t, attrs, xs: t.where(xs[0] != 0, xs[1], xs[2]),
     doc="mask != 0 ? x : y (ONNX Where with a mask that is a constant, given as 0/1 reals; masked and "
         "causal attention). The output has x's shape; the mask and y broadcast to it (sizes equal or 1), "
         "so a (1, 1, S, S) causal mask is not copied for every head. A select is not a polynomial: no "
@@ -104,6 +108,7 @@ def _expand_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
 register(OpSpec(
     name="expand", arity=1, attrs=(AttrSpec("shape", "shape"),), shape=_expand_shape,
     evaluate=lambda attrs, xs, domain: np.broadcast_to(xs[0], attrs["shape"]),
+    torch=lambda t, attrs, xs: xs[0].expand(attrs["shape"]),  # a view, as numpy's
     linear_in=(0,), jointly_linear=True,
     doc="Broadcast to ``shape`` (numpy's rules; ONNX Expand): how the importer gives elementwise ops "
         "equal shapes, e.g. rotary cos/sin (1, 1, S, D) against (B, H, S, D). On a constant it folds "
@@ -143,6 +148,7 @@ def _reduce_mean(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
 register(OpSpec(
     name="reduce_mean", arity=1, attrs=(AttrSpec("axes", "ints"), AttrSpec("keepdims", "int", 1)),
     shape=_reduce_shape, normalize=_axes_normalize, evaluate=_reduce_mean,
+    torch=lambda t, attrs, xs: t.mean(xs[0], dim=attrs["axes"], keepdim=bool(attrs["keepdims"])),
     flops=lambda attrs, ins, outs: numel(ins[0]), terms=_reduce_count,
     linear_in=(0,), jointly_linear=True, domains=frozenset({"float", "mod"}),
     doc="The mean over ``axes`` (ONNX ReduceMean; its axes are an input from opset 18): RMSNorm's mean of "

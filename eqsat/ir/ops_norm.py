@@ -36,6 +36,7 @@ register(OpSpec(
     shape=_softmax_shape,
     flops=lambda attrs, ins, outs: 5 * numel(outs[0]),  # max, subtract, exp, sum, divide
     evaluate=_softmax, domains=FLOAT_ONLY, same_rank=True,
+    torch=lambda t, attrs, xs: t.softmax(xs[0], dim=attrs["axis"]),
     doc="exp(x) / sum(exp(x)) along ``axis`` (ONNX Softmax, opset 13 and later).",
 ))
 
@@ -62,6 +63,8 @@ register(OpSpec(
     shape=_layernorm_shape,
     flops=lambda attrs, ins, outs: 8 * numel(outs[0]),  # mean, centre, square, mean, rsqrt, scale, shift
     evaluate=_layernorm, domains=FLOAT_ONLY,
+    torch=lambda t, attrs, xs: t.nn.functional.layer_norm(
+        xs[0], tuple(xs[0].shape[attrs["axis"] % xs[0].ndim:]), xs[1], xs[2], attrs["epsilon"]),
     doc="Layer normalization over the axes from ``axis`` on, times a scale plus a bias "
         "(ONNX LayerNormalization, opset 17).",
 ))
@@ -73,9 +76,10 @@ def _erf(x: Any) -> Any:
     return erf(np.asarray(x, dtype=np.float64))
 
 
-register_elementwise("erf", 1, _erf, FLOAT_ONLY, doc="The error function (ONNX Erf); exporters write GELU with it.")
+register_elementwise("erf", 1, _erf, FLOAT_ONLY, torch_fn=lambda t, x: t.erf(x),
+                     doc="The error function (ONNX Erf); exporters write GELU with it.")
 register_elementwise(
     "gelu", 1, lambda x: 0.5 * x * (1.0 + _erf(np.asarray(x, dtype=np.float64) / np.sqrt(2.0))), FLOAT_ONLY,
-    flops_per_element=8,
+    flops_per_element=8, torch_fn=lambda t, x: t.nn.functional.gelu(x),
     doc="The exact GELU, x * (1 + erf(x / sqrt 2)) / 2 (ONNX Gelu, opset 20; onnxruntime's Gelu).",
 )

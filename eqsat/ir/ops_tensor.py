@@ -32,20 +32,25 @@ def _leaf_eval(attrs: Attrs, ins: Sequence[Any], domain: Domain) -> Any:
     raise ValueError(f"leaf {attrs['name']!r} has no value: pass it in the inputs mapping")
 
 
+def _leaf_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    raise ValueError(f"leaf {attrs['name']!r} has no value: a module is fed its inputs and holds its weights")
+
+
 for _leaf, _doc in (("input", "An activation fed at run time."), ("weight", "A parameter known at compile time.")):
     register(OpSpec(
         name=_leaf, arity=0, attrs=(AttrSpec("name", "name"), AttrSpec("shape", "shape")),
-        shape=_leaf_shape, evaluate=_leaf_eval, is_leaf=True, doc=_doc,
+        shape=_leaf_shape, evaluate=_leaf_eval, torch=_leaf_torch, is_leaf=True, doc=_doc,
     ))
 
 
 # --------------------------------------------------------------------------- elementwise
 register_elementwise("ewadd", 2, lambda a, b: a + b, ALL_DOMAINS, jointly_linear=True, commutative=True,
-                     doc="Elementwise sum.")
+                     torch_fn=lambda t, a, b: a + b, doc="Elementwise sum.")
 register_elementwise("ewmul", 2, lambda a, b: a * b, ALL_DOMAINS, linear_in=(0, 1), commutative=True,
-                     doc="Elementwise product.")
+                     torch_fn=lambda t, a, b: a * b, doc="Elementwise product.")
 for _act in (a for a in ACTIVATIONS if a != "none"):
-    register_elementwise(_act, 1, ACTIVATIONS[_act].fn, ACTIVATIONS[_act].domains, doc=f"Elementwise {_act}.")
+    register_elementwise(_act, 1, ACTIVATIONS[_act].fn, ACTIVATIONS[_act].domains, torch_fn=ACTIVATIONS[_act].torch,
+                         doc=f"Elementwise {_act}.")
 
 
 def _scalar_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
@@ -62,6 +67,7 @@ for _name, _fn, _linear, _doc in (
         name=_name, arity=2, attrs=(), shape=_scalar_shape,
         flops=lambda attrs, ins, outs: numel(outs[0]),
         evaluate=lambda attrs, xs, domain, _f=_fn: _f(xs[0], xs[1]),
+        torch=lambda t, attrs, xs, _f=_fn: _f(xs[0], xs[1]),  # a 0-d tensor broadcasts
         linear_in=_linear, elementwise=True, doc=_doc,
     ))
 
@@ -90,6 +96,7 @@ register(OpSpec(
     shape=_matmul_shape, flops=_matmul_flops,
     evaluate=lambda attrs, xs, domain: ACTIVATIONS[attrs["act"]].fn(
         domain.contract(np.matmul, xs[0], xs[1], terms=xs[0].shape[-1])),
+    torch=lambda t, attrs, xs: ACTIVATIONS[attrs["act"]].torch(t, t.matmul(xs[0], xs[1])),
     linear_in=(0, 1), merge_axes=((0, -1), (1, -2)), same_rank=True,
     doc="(Batched) matrix product with an optional fused activation.",
 ))
@@ -127,10 +134,12 @@ register(
         shape=_transpose_shape,
         normalize=_transpose_normalize,
         evaluate=_transpose_eval,
+        torch=lambda t, attrs, xs: xs[0].permute(attrs["perm"] or tuple(reversed(range(xs[0].ndim)))),
         linear_in=(0,),
         jointly_linear=True,
         same_rank=True,
-        doc="Axis permutation (default: reverse the axes); a real copy.",
+        doc="Axis permutation (default: reverse the axes); a real copy (in PyTorch a strided view, as "
+            "``permute`` is in PyTorch code: the consumer reads it as it can).",
     )
 )
 
@@ -159,6 +168,7 @@ register(
         shape=_reshape_shape,
         normalize=_reshape_normalize,
         evaluate=lambda attrs, xs, domain: np.reshape(xs[0], attrs["shape"]),
+        torch=lambda t, attrs, xs: xs[0].reshape(attrs["shape"]),  # a view unless the input is strided
         linear_in=(0,),
         jointly_linear=True,
         is_view=True,
@@ -194,6 +204,7 @@ register(
         shape=_concat_shape,
         normalize=_axis_normalize,
         evaluate=lambda attrs, xs, domain: np.concatenate(xs, axis=attrs["axis"]),
+        torch=lambda t, attrs, xs: t.cat(list(xs), dim=attrs["axis"]),
         jointly_linear=True,
         same_rank=True,
         doc="Concatenation along an axis; a real kernel on activations.",
@@ -224,6 +235,7 @@ register(
         attrs=(AttrSpec("axis", "int"), AttrSpec("sizes", "ints")),
         shape=_split_shape,
         evaluate=_split_eval,
+        torch=lambda t, attrs, xs: tuple(t.split(xs[0], list(attrs["sizes"]), dim=attrs["axis"])),  # views
         normalize=_axis_normalize,
         linear_in=(0,),
         jointly_linear=True,
@@ -247,6 +259,7 @@ register(
         attrs=(AttrSpec("index", "int"),),
         shape=_proj_shape,
         evaluate=lambda attrs, xs, domain: xs[0][attrs["index"]],
+        torch=lambda t, attrs, xs: xs[0][attrs["index"]],
         jointly_linear=True,
         is_view=True,
         takes_tuple=True,
@@ -262,6 +275,7 @@ register(
         attrs=(),
         shape=lambda attrs, ins: tuple(ins),
         evaluate=lambda attrs, xs, domain: tuple(xs),
+        torch=lambda t, attrs, xs: tuple(xs),
         jointly_linear=True,
         is_view=True,
         doc="Multi-output root tying a graph's outputs together.",
@@ -278,6 +292,15 @@ def _pad_shape(attrs: Attrs, ins: Sequence[Shape]) -> tuple[Shape, ...]:
     return (tuple(d + a + b for d, a, b in zip(x, pads[: len(x)], pads[len(x) :])),)
 
 
+def _pad_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
+    """torch's pad lists (before, after) from the last axis back; ONNX's all befores, then all afters."""
+    x, pads = xs[0], attrs["pads"]
+    if not any(pads):
+        return x
+    widths = [w for k in reversed(range(x.ndim)) for w in (pads[k], pads[x.ndim + k])]
+    return t.nn.functional.pad(x, widths)
+
+
 register(
     OpSpec(
         name="pad",
@@ -287,6 +310,7 @@ register(
         evaluate=lambda attrs, xs, domain: pad_array(
             xs[0], tuple(zip(attrs["pads"][: xs[0].ndim], attrs["pads"][xs[0].ndim :]))
         ),
+        torch=_pad_torch,
         linear_in=(0,),
         jointly_linear=True,
         same_rank=True,

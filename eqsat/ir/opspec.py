@@ -114,6 +114,8 @@ class Activation:
     name: str
     fn: Callable[[np.ndarray], np.ndarray]
     domains: frozenset[str]
+    torch: Callable[[Any, Any], Any] | None = None
+    """The activation on a torch tensor: ``torch(t, x)`` with ``t`` the torch module (see :class:`OpSpec`)."""
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -125,11 +127,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 ACTIVATIONS: dict[str, Activation] = {
-    "none": Activation("none", lambda x: x, ALL_DOMAINS),
-    "relu": Activation("relu", _relu, NO_MOD),
-    "sigmoid": Activation("sigmoid", _sigmoid, FLOAT_ONLY),
-    "tanh": Activation("tanh", np.tanh, FLOAT_ONLY),
-    "relu6": Activation("relu6", lambda x: np.clip(x, 0, 6), FLOAT_ONLY),  # MobileNet's; ONNX Clip(0, 6)
+    "none": Activation("none", lambda x: x, ALL_DOMAINS, lambda t, x: x),
+    "relu": Activation("relu", _relu, NO_MOD, lambda t, x: t.relu(x)),
+    "sigmoid": Activation("sigmoid", _sigmoid, FLOAT_ONLY, lambda t, x: t.sigmoid(x)),
+    "tanh": Activation("tanh", np.tanh, FLOAT_ONLY, lambda t, x: t.tanh(x)),
+    "relu6": Activation("relu6", lambda x: np.clip(x, 0, 6), FLOAT_ONLY,  # MobileNet's; ONNX Clip(0, 6)
+                        lambda t, x: t.clamp(x, 0, 6)),
 }
 ACT_NAMES = tuple(ACTIVATIONS)
 
@@ -138,6 +141,9 @@ ACT_NAMES = tuple(ACTIVATIONS)
 ShapeRule = Callable[[Attrs, Sequence[Shape]], tuple[Shape, ...]]
 FlopRule = Callable[[Attrs, Sequence[Shape], Sequence[Shape]], int]
 EvalRule = Callable[[Attrs, Sequence[Any], Domain], Any]
+TorchRule = Callable[[Any, Attrs, Sequence[Any]], Any]
+"""``torch(t, attrs, inputs)``: the op on torch tensors, ``t`` the ``torch`` module itself, so the op
+table imports no torch (an optional extra, slow to import) and a row stays a plain lambda."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,9 @@ class OpSpec:
     (at least ``min_arity``); ``optional_inputs`` more trailing inputs may follow
     (conv2d's bias). ``shape`` maps attributes and input shapes to the
     output shapes (one per output). ``flops`` counts arithmetic, ``evaluate`` is
-    the NumPy reference. ``linear_in`` lists inputs the op is linear in with the
+    the NumPy reference, ``torch`` the same op on torch tensors (:data:`TorchRule`; what
+    :mod:`eqsat.pytorch` runs: no data-dependent Python control flow and no host syncs, so a
+    whole graph can be captured in a CUDA graph). ``linear_in`` lists inputs the op is linear in with the
     other inputs fixed (multilinearity); ``jointly_linear`` says the op is a
     linear map of all inputs together (ewadd, concat, layout ops). Fused
     activations (an ``act`` attribute other than ``none``) cancel linearity.
@@ -182,6 +190,7 @@ class OpSpec:
     merge_axes: tuple[tuple[int, int], ...] = ()
     same_rank: bool = False
     terms: Callable[[Attrs, Sequence[Shape]], int] | None = None
+    torch: TorchRule | None = None
     doc: str = ""
 
     # -- attributes ---------------------------------------------------------
@@ -250,13 +259,16 @@ def register(spec: OpSpec) -> OpSpec:
 
 def register_elementwise(name: str, arity: int, fn: Callable[..., Any], domains: frozenset[str], *,
                          flops_per_element: int = 1, linear_in: tuple[int, ...] = (), jointly_linear: bool = False,
-                         commutative: bool = False, doc: str = "") -> OpSpec:
-    """One row for an elementwise op on equal shapes: ``fn`` applied to the inputs' values."""
+                         commutative: bool = False, torch_fn: Callable[..., Any] | None = None,
+                         doc: str = "") -> OpSpec:
+    """One row for an elementwise op on equal shapes: ``fn`` applied to the inputs' values
+    (``torch_fn(t, *inputs)`` on torch tensors, ``t`` the torch module)."""
     return register(OpSpec(
         name=name, arity=arity, attrs=(),
         shape=lambda attrs, ins, _n=name: _same_shapes(_n, ins),
         flops=lambda attrs, ins, outs: flops_per_element * numel(outs[0]),
         evaluate=lambda attrs, xs, domain: fn(*xs),
+        torch=None if torch_fn is None else (lambda t, attrs, xs: torch_fn(t, *xs)),
         linear_in=linear_in, jointly_linear=jointly_linear, elementwise=True,
         commutative=commutative, domains=domains, same_rank=True, doc=doc,
     ))
@@ -273,6 +285,19 @@ def get_op(name: str) -> OpSpec:
         return OP_TABLE[name]
     except KeyError:
         raise UnknownOpError(f"unknown op {name!r} (known: {', '.join(sorted(OP_TABLE))})") from None
+
+
+_DEVICE_CONSTANTS: dict[tuple[Any, ...], Any] = {}
+
+
+def device_constant(t: Any, key: tuple[Any, ...], device: Any, make: Callable[[], Any]) -> Any:
+    """A constant tensor an op's torch form needs (gather's indices), made by ``make()`` once per
+    ``key`` and device and kept: a copy from the host on every call would sync and could not be
+    captured in a CUDA graph (the first, eager call makes it)."""
+    found = _DEVICE_CONSTANTS.get((key, device))
+    if found is None:
+        found = _DEVICE_CONSTANTS[(key, device)] = t.as_tensor(np.array(make()), device=device)
+    return found
 
 
 def numel(shape: Shape) -> int:

@@ -51,3 +51,22 @@ def test_the_measuring_half_imports_nothing_the_search_needs():
              "print('ok')")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_both_halves_run_end_to_end_on_this_cpu(tmp_path):
+    """The searching half writes lora's two graphs; the measuring half (a CPU dry run, no
+    torch.compile) times both, finds them equal, and writes its three files."""
+    pytest.importorskip("torch")
+    from eqsat.pytorch import gpu_check
+    from experiments.runs.gpu_check import run
+
+    run(["lora"], tmp_path, seed=0, quick=True)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    (entry,) = manifest["models"]
+    assert entry["search"]["changed"] and entry["predicted"]["h100"]["eqsat"] < entry["predicted"]["h100"]["original"]
+    assert gpu_check.main([str(tmp_path), str(tmp_path / "m"), "--runs", "4", "--compile-share", "0"]) == 0
+    rows = json.loads((tmp_path / "m" / "gpu_check.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["original", "eqsat"]
+    assert all(r["eager_us"] > 0 and r["max_rel_diff"] < 1e-3 for r in rows)
+    assert "| lora | eqsat |" in (tmp_path / "m" / "gpu_check.md").read_text()
+    assert gpu_check.main([str(tmp_path / "nothing"), str(tmp_path / "m2")]) == 2

@@ -52,16 +52,24 @@ def environment(device: str) -> dict[str, Any]:
     return env
 
 
-def _modules(graphs: dict[str, Any], seed: int, device: str, dtype: str) -> tuple[dict[str, Any], dict[str, tuple]]:
-    """One module per variant with the same weights and inputs (drawn once from the original graph)."""
-    import torch
-
+def shared_values(graphs: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One draw of weights and inputs for every variant of a model (drawn from the original graph,
+    so the variants compute the same function on the same numbers)."""
     from eqsat.ir.evaluate import random_leaves
-    from eqsat.pytorch.module import to_module
 
     values = random_leaves(graphs["original"], seed)
     for graph in graphs.values():  # a leaf only an optimized graph has (none today) gets its own draw
         values |= {k: v for k, v in random_leaves(graph, seed).items() if k not in values}
+    return values
+
+
+def _modules(graphs: dict[str, Any], values: dict[str, Any], device: str,
+             dtype: str) -> tuple[dict[str, Any], dict[str, tuple]]:
+    """One module per variant on ``device`` in ``dtype``, and its inputs, from the shared values."""
+    import torch
+
+    from eqsat.pytorch.module import to_module
+
     modules, inputs = {}, {}
     for name, graph in graphs.items():
         leaves = {leaf.attr("name") for leaf in graph.leaves()}
@@ -72,13 +80,14 @@ def _modules(graphs: dict[str, Any], seed: int, device: str, dtype: str) -> tupl
     return modules, inputs
 
 
-def _check(graphs: dict[str, Any], seed: int, device: str) -> dict[str, float]:
+def _check(graphs: dict[str, Any], values: dict[str, Any], device: str) -> dict[str, float]:
     """Each variant's outputs against the original's, in float32 on the device."""
     import torch
 
     from eqsat.pytorch.timing import relative_difference
 
-    modules, inputs = _modules(graphs, seed, device, "float32")
+    modules, inputs = _modules(graphs, values, device, "float32")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # float32 means float32 here
     with torch.no_grad():
         ref = modules["original"](*inputs["original"])
         diffs = {name: relative_difference(ref, m(*inputs[name])) for name, m in modules.items()}
@@ -95,13 +104,15 @@ def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, r
     from eqsat.pytorch.timing import cuda_graph, interleaved
 
     graphs = {name: read_graph(folder / path) for name, path in entry["graphs"].items()}
-    diffs = _check(graphs, seed, device)
+    values = shared_values(graphs, seed)
+    diffs = _check(graphs, values, device)
     dtype = DTYPES.get(graphs["original"].dtype, "float32")
-    modules, inputs = _modules(graphs, seed, device, dtype)
+    modules, inputs = _modules(graphs, values, device, dtype)
     rows = {name: {"model": entry["model"], "variant": name, "ops": graphs[name].op_count(),
                    "pred_h100_us": entry["predicted"].get("h100", {}).get(name, math.nan),
                    "pred_h200_us": entry["predicted"].get("h200", {}).get(name, math.nan),
-                   "max_rel_diff": diffs[name], "note": "", "dtype": dtype} for name in graphs}
+                   "max_rel_diff": diffs[name], "note": "", "dtype": dtype,
+                   "changed": graphs[name] != graphs["original"]} for name in graphs}
     with torch.no_grad():
         calls = {name: (lambda m=m, x=inputs[name]: m(*x)) for name, m in modules.items()}
         for name, timing in interleaved(calls, device, runs).items():
@@ -142,10 +153,10 @@ def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, r
     return list(rows.values()), spent
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.4g}"
-    return str(v)
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:.4g}{unit}" if isinstance(v, float) else f"{v}{unit}"
 
 
 def _ratio(a: Any, b: Any) -> str:
@@ -169,22 +180,23 @@ def markdown(rows: Sequence[dict[str, Any]], env: dict[str, Any]) -> str:
         o = variants.get("original", {})
         for name, r in variants.items():
             if name == "original":
-                lines.append(f"| {model} | original | {r['ops']} | {_fmt(r['pred_h100_us'])} µs | "
-                             f"{_fmt(r['pred_h200_us'])} µs | {_fmt(r.get('eager_us', math.nan))} µs | | "
-                             f"{_fmt(r.get('graph_us', math.nan))} µs | | {_fmt(r.get('compile_us', math.nan))} µs "
+                lines.append(f"| {model} | original | {r['ops']} | {_fmt(r['pred_h100_us'], ' µs')} | "
+                             f"{_fmt(r['pred_h200_us'], ' µs')} | {_fmt(r.get('eager_us'), ' µs')} | | "
+                             f"{_fmt(r.get('graph_us'), ' µs')} | | {_fmt(r.get('compile_us'), ' µs')} "
                              f"| {_ratio(r.get('eager_us'), r.get('compile_us'))} (eager/compile) | "
                              f"{_fmt(r['max_rel_diff'])} |")
                 continue
             lines.append(
                 f"| {model} | {name} | {r['ops']} | {_ratio(o.get('pred_h100_us'), r['pred_h100_us'])} | "
-                f"{_ratio(o.get('pred_h200_us'), r['pred_h200_us'])} | {_fmt(r.get('eager_us', math.nan))} µs | "
-                f"{_ratio(o.get('eager_us'), r.get('eager_us'))} | {_fmt(r.get('graph_us', math.nan))} µs | "
-                f"{_ratio(o.get('graph_us'), r.get('graph_us'))} | {_fmt(r.get('compile_us', math.nan))} µs | "
+                f"{_ratio(o.get('pred_h200_us'), r['pred_h200_us'])} | {_fmt(r.get('eager_us'), ' µs')} | "
+                f"{_ratio(o.get('eager_us'), r.get('eager_us'))} | {_fmt(r.get('graph_us'), ' µs')} | "
+                f"{_ratio(o.get('graph_us'), r.get('graph_us'))} | {_fmt(r.get('compile_us'), ' µs')} | "
                 f"{_ratio(o.get('compile_us'), r.get('compile_us'))} | {_fmt(r['max_rel_diff'])} |")
     return "\n".join(lines) + "\n"
 
 
-def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models: Sequence[str] = ()) -> int:
+def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models: Sequence[str] = (),
+        compile_share: float = 0.5) -> int:
     """Measure every model of the manifest in ``folder``; write csv/json/md into ``out``."""
     import torch
 
@@ -196,7 +208,7 @@ def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models
     start = time.perf_counter()
     rows: list[dict[str, Any]] = []
     entries = [e for e in manifest["models"] if not models or e["model"] in models]
-    compile_budget = budget_s * 0.5
+    compile_budget = budget_s * compile_share
     for k, entry in enumerate(entries):
         left = budget_s - (time.perf_counter() - start)
         if left <= 0:
@@ -234,11 +246,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=60, help="timed runs per variant and mode (default 60)")
     p.add_argument("--budget-s", type=float, default=270.0, help="seconds for the whole check (default 270)")
     p.add_argument("--models", default="", help="comma-separated models of the manifest (default all)")
+    p.add_argument("--compile-share", type=float, default=0.5,
+                   help="share of the budget torch.compile may take (default 0.5; 0: no torch.compile)")
     args = p.parse_args(argv)
     if not (args.folder / MANIFEST).is_file():
         print(f"{args.folder}: no {MANIFEST}; run 'eqsat-lab experiment gpu-check' first", file=sys.stderr)
         return 2
-    return run(args.folder, args.out, args.runs, args.budget_s, [m for m in args.models.split(",") if m])
+    return run(args.folder, args.out, args.runs, args.budget_s, [m for m in args.models.split(",") if m],
+               args.compile_share)
 
 
 if __name__ == "__main__":

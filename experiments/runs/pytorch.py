@@ -28,12 +28,11 @@ def _modules(graph: Any, best: Any, seed: int) -> tuple[dict[str, Any], tuple[An
     inputs, and their largest relative difference."""
     import torch
 
-    from eqsat.ir.evaluate import random_leaves
+    from eqsat.pytorch.gpu_check import shared_values
     from eqsat.pytorch.module import to_module
     from eqsat.pytorch.timing import relative_difference
 
-    values = random_leaves(graph, seed)
-    values |= {k: v for k, v in random_leaves(best, seed).items() if k not in values}
+    values = shared_values({"original": graph, "optimized": best}, seed)
 
     def module(g: Any) -> Any:
         names = {leaf.attr("name") for leaf in g.leaves()}
@@ -104,13 +103,15 @@ def geomean(values: list[float]) -> float:
 
 
 def markdown(rows: list[dict[str, Any]], command: str) -> str:
-    lines = [f"`{command}`", "", "| model | ops in -> out | predicted | eager orig µs | eager opt µs | eager gain | A/A | "
+    lines = [f"`{command}`", "",
+             "| model | ops in -> out | predicted | eager orig µs | eager opt µs | eager gain | A/A | "
              "inductor orig µs | inductor opt µs | inductor gain | opt eager vs inductor orig | max rel diff |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['ops_in']} -> {r['ops_out']} | {r['predicted_gain']:.3f}x | "
-                     f"{r['original_us']:.1f} | {r['optimized_us']:.1f} | {r['eager_gain']:.3f}x | {r['aa_ratio']:.3f} | "
-                     f"{r.get('inductor_original_us', math.nan):.1f} | {r.get('inductor_optimized_us', math.nan):.1f} | "
+                     f"{r['original_us']:.1f} | {r['optimized_us']:.1f} | {r['eager_gain']:.3f}x | "
+                     f"{r['aa_ratio']:.3f} | {r.get('inductor_original_us', math.nan):.1f} | "
+                     f"{r.get('inductor_optimized_us', math.nan):.1f} | "
                      f"{r.get('inductor_gain', math.nan):.3f}x | {r.get('ours_vs_inductor', math.nan):.3f}x | "
                      f"{r['max_rel_diff']:.2g} |")
     lines += ["", f"geometric mean eager gain {geomean([r['eager_gain'] for r in rows]):.3f}x over {len(rows)} "

@@ -26,7 +26,7 @@ FIXED_LIMIT = 4096  # fixed weights (biases, masks, tables) above this many elem
 
 
 def _graph(model: str, seed: int, quick: bool) -> Any:
-    """A benchmark graph as built, or a zoo model as its ONNX file imports."""
+    """A benchmark graph as built, or a zoo or transformers/timm model as its ONNX file imports."""
     from eqsat.models import MODELS, build
 
     if model in MODELS:
@@ -35,12 +35,14 @@ def _graph(model: str, seed: int, quick: bool) -> Any:
         return build(model, **(QUICK_MODELS.get(model, {}) if quick else {}))
     from eqsat import onnx as onnx_io
     from experiments.zoo import ZOO
+    from experiments.zoo.hf import HF, write_hf
 
-    if model not in ZOO:
+    if model not in ZOO and model not in HF:
         raise ValueError(f"--models: unknown model {model!r} (benchmarks: {', '.join(BENCHMARKS)}; zoo: "
-                         f"{', '.join(ZOO)})")
+                         f"{', '.join(ZOO)}; transformers/timm: {', '.join(HF)})")
     with tempfile.TemporaryDirectory() as tmp:
-        path = ZOO[model].write(Path(tmp) / f"{model}.onnx", seed, small=quick)
+        path = Path(tmp) / f"{model}.onnx"
+        path = ZOO[model].write(path, seed, small=quick) if model in ZOO else write_hf(model, path, seed)
         return onnx_io.load(path).graph
 
 
@@ -80,10 +82,19 @@ def run(models: list[str], out: Path, seed: int = 0, quick: bool = False) -> Pat
     return out / MANIFEST
 
 
+def default_models() -> list[str]:
+    """The ten benchmark graphs, the zoo, and the transformers/timm models this machine can build."""
+    from experiments.zoo import ZOO
+    from experiments.zoo.hf import available
+
+    return list(BENCHMARKS) + list(ZOO) + available()
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from experiments.zoo import ZOO
 
-    add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}) and the zoo ({', '.join(ZOO)})")
+    add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}), the zoo ({', '.join(ZOO)}) and the "
+                  "transformers/timm models that are installed (experiments/zoo/hf.py)")
     p.add_argument("--out", default="results/gpu_check", help="the folder to write (default results/gpu_check)")
     p.add_argument("--seed", type=seed_int, default=0, help="seed of the check's weights and inputs")
     p.add_argument("--quick", action="store_true", help="small sizes and quick search limits (a smoke run)")
@@ -93,9 +104,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from experiments.zoo import ZOO
-
-    models = split_list(args.models) or list(BENCHMARKS) + list(ZOO)
+    models = split_list(args.models) or default_models()
     out = Path(args.out)
     run(models, out, args.seed, args.quick)
     if args.measure:

@@ -46,8 +46,19 @@ def _modules(graph: Any, best: Any, seed: int) -> tuple[dict[str, Any], tuple[An
     return mods, inputs, diff
 
 
+def _user_call(model: str, seed: int) -> Any:
+    """The model as its user runs it (a transformers/timm module in eager), or None for a graph."""
+    from experiments.zoo.hf import HF, build_module
+
+    if model not in HF:
+        return None
+    module, inputs = build_module(model, seed)
+    return lambda: module(*inputs)
+
+
 def measure(model: str, graph: Any, best: Any, seed: int, runs: int, inductor: bool) -> dict[str, Any]:
-    """One model's timings in µs: eager original, A/A copy, optimized; inductor of both."""
+    """One model's timings in µs: eager original, A/A copy, optimized (and the user's own module
+    for a transformers/timm model); inductor of the original and the optimized graph."""
     import torch
 
     from eqsat.pytorch.timing import interleaved
@@ -58,6 +69,9 @@ def measure(model: str, graph: Any, best: Any, seed: int, runs: int, inductor: b
     row: dict[str, Any] = {"max_rel_diff": diff}
     with torch.no_grad():
         calls = {name: (lambda m=m, x=inputs[name]: m(*x)) for name, m in mods.items()}
+        user = _user_call(model, seed)
+        if user is not None:
+            calls["user"] = user
         eager = interleaved(calls, "cpu", runs)
         row |= {f"{k}_us": t.median_us for k, t in eager.items()} | {"eager_spread": eager["original"].spread}
         if inductor:
@@ -102,18 +116,25 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
+TABLE: tuple[tuple[str, str, str], ...] = (  # column title, row field, format
+    ("model", "model", "{}"), ("ops in", "ops_in", "{}"), ("ops out", "ops_out", "{}"),
+    ("predicted", "predicted_gain", "{:.3f}x"), ("user's module µs", "user_us", "{:.1f}"),
+    ("eager orig µs", "original_us", "{:.1f}"), ("eager opt µs", "optimized_us", "{:.1f}"),
+    ("eager gain", "eager_gain", "{:.3f}x"), ("A/A", "aa_ratio", "{:.3f}"),
+    ("inductor orig µs", "inductor_original_us", "{:.1f}"), ("inductor opt µs", "inductor_optimized_us", "{:.1f}"),
+    ("inductor gain", "inductor_gain", "{:.3f}x"), ("opt eager vs inductor orig", "ours_vs_inductor", "{:.3f}x"),
+    ("max rel diff", "max_rel_diff", "{:.2g}"),
+)
+
+
+def _cell(row: dict[str, Any], field: str, fmt: str) -> str:
+    value = row.get(field)
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
+
+
 def markdown(rows: list[dict[str, Any]], command: str) -> str:
-    lines = [f"`{command}`", "",
-             "| model | ops in -> out | predicted | eager orig µs | eager opt µs | eager gain | A/A | "
-             "inductor orig µs | inductor opt µs | inductor gain | opt eager vs inductor orig | max rel diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['model']} | {r['ops_in']} -> {r['ops_out']} | {r['predicted_gain']:.3f}x | "
-                     f"{r['original_us']:.1f} | {r['optimized_us']:.1f} | {r['eager_gain']:.3f}x | "
-                     f"{r['aa_ratio']:.3f} | {r.get('inductor_original_us', math.nan):.1f} | "
-                     f"{r.get('inductor_optimized_us', math.nan):.1f} | "
-                     f"{r.get('inductor_gain', math.nan):.3f}x | {r.get('ours_vs_inductor', math.nan):.3f}x | "
-                     f"{r['max_rel_diff']:.2g} |")
+    lines = [f"`{command}`", "", "| " + " | ".join(t for t, _, _ in TABLE) + " |", "|---" * len(TABLE) + "|"]
+    lines += ["| " + " | ".join(_cell(r, f, fmt) for _, f, fmt in TABLE) + " |" for r in rows]
     lines += ["", f"geometric mean eager gain {geomean([r['eager_gain'] for r in rows]):.3f}x over {len(rows)} "
               f"models (A/A {geomean([r['aa_ratio'] for r in rows]):.3f})"]
     if any("inductor_gain" in r for r in rows):
@@ -141,7 +162,8 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from experiments.runs.gpu_check import BENCHMARKS
 
-    add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}) and the zoo")
+    add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}), the zoo and the installed transformers/timm "
+                  "models")
     p.add_argument("--search", default="eqsat", help="the search (default eqsat)")
     p.add_argument("--device", default="torch-cpu", help="the device the search prices on (default torch-cpu)")
     p.add_argument("--out", default="results/pytorch", help="output folder (default results/pytorch)")
@@ -155,11 +177,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     import torch
 
-    from experiments.runs.gpu_check import BENCHMARKS
-    from experiments.zoo import ZOO
+    from experiments.runs.gpu_check import default_models
 
     torch.set_num_threads(args.threads)
-    models = split_list(args.models) or list(BENCHMARKS) + list(ZOO)
+    models = split_list(args.models) or default_models()
     out = Path(args.out)
     rows = []
     for model in models:

@@ -197,6 +197,18 @@ def test_half_precision_runs_and_bad_requests_get_one_sentence():
             to_module(graph, device="cuda")
 
 
+def test_view_ops_are_views_of_their_input():
+    x = input_("x", (4, 6))
+    parts = node("split", x, axis=1, sizes=(2, 4))
+    outs = (node("reshape", x, shape=(6, 4)), node("proj", parts, index=1), node("expand", x, shape=(3, 4, 6)),
+            node("slice", x, starts=(1, 0), ends=(4, 6), steps=(2, 3)), node("transpose", x))
+    module = to_module(Graph(outs))
+    (inp,) = example_inputs(Graph(outs))
+    assert module.steps == 6  # the split once, its part read by proj
+    for out in module(inp):
+        assert out.untyped_storage().data_ptr() == inp.untyped_storage().data_ptr()
+
+
 def test_dynamo_traces_a_module_whole():
     """One graph, no breaks (fullgraph): forward has no data-dependent control flow or host sync;
     gather's device constant included."""

@@ -9,6 +9,10 @@ by name unless given) and returns a tuple of the graph's outputs; it runs a prec
 topological order, drops each value after its last use, and has no data-dependent Python control
 flow and no host syncs (unless an opaque node must run on the host, listed in ``host_ops``), so it
 can be captured in a CUDA graph and traced by ``torch.compile``.
+
+Inputs are real-valued tensors of the module's dtype, token ids too (the IR holds reals; an opaque
+``Gather`` casts them to int64): float32 holds ids exactly up to 2**24, float16 only up to 2048 and
+bfloat16 up to 256, so a model fed ids is run in float32.
 """
 from __future__ import annotations
 
@@ -68,7 +72,9 @@ class GraphModule(torch.nn.Module):
     ``input_names``/``input_shapes``: what ``forward`` takes, in order; ``output_shapes``: what it
     returns; ``host_ops``: opaque ONNX op types that run on the host (none: capturable in a CUDA
     graph); ``folded``: how many constant nodes were computed at construction; ``steps``: how many
-    ops ``forward`` runs.
+    ops ``forward`` runs; ``weight_buffers``: each weight read as it is by ``forward``, by name, and
+    the buffer holding it. ``dtype`` and ``device`` are fixed at construction (``forward`` checks its
+    inputs against them): for another, build another module rather than calling ``.to()``.
     """
 
     def __init__(self, graph: Graph, values: Mapping[str, np.ndarray], *, device: str | torch.device = "cpu",
@@ -89,10 +95,13 @@ class GraphModule(torch.nn.Module):
         needed = {x for n in runtime for x in n.inputs if x.is_const} | {o for o in graph.outputs if o.is_const}
         self.folded = sum(1 for n in needed if n.op != "weight")
         self._buffer_slots: list[tuple[str, int]] = []
+        self.weight_buffers: dict[str, str] = {}
         for n, value in _fold(order, needed, values).items():
             name = _buffer_name(n, len(self._buffer_slots))
             self.register_buffer(name, value.to(device=self.device, dtype=self.dtype).contiguous())
             self._buffer_slots.append((name, slot[n]))
+            if n.op == "weight":
+                self.weight_buffers[n.attr("name")] = name
         inputs = {n.attr("name"): n for n in order if n.op == "input"}
         self._input_slots = tuple(slot[inputs[name]] for name in self.input_names)
         self._outputs = tuple(slot[o] for o in graph.outputs)

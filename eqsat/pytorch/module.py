@@ -198,3 +198,11 @@ def example_inputs(graph: Graph, seed: int = 0, device: str = "cpu", *, dtype: s
     dt, dev = torch_dtype(dtype), torch_device(device)
     return tuple(torch.as_tensor(np.asarray(values[name]), dtype=dt).to(dev)
                  for name in _input_order(graph, input_names))
+
+
+def to_fx(module: GraphModule, inputs: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
+    """``module`` as one straight-line FX graph (``torch.export``, non-strict): what ``torch.compile``
+    should be given. Compiling the :class:`GraphModule` itself makes dynamo guard its step table on
+    every call and recompile its shared ``forward`` for every new module (measured on an H200: 320 µs
+    a call for three matmuls that run in 63 µs eager, and eager fallback after eight modules)."""
+    return torch.export.export(module, tuple(inputs), strict=False).module()

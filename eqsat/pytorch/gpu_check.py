@@ -209,7 +209,7 @@ def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    entries = [e for e in manifest["models"] if not models or e["model"] in models]
+    entries = [e for e in manifest["models"] if (not models or e["model"] in models) and "graphs" in e]
     compile_budget = budget_s * compile_share
     for k, entry in enumerate(entries):
         left = budget_s - (time.perf_counter() - start)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eqsat.errors import EqsatError
 from experiments.command import Experiment, add_models, seed_int, split_list
 
 BENCHMARKS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
@@ -73,12 +74,18 @@ def run(models: list[str], out: Path, seed: int = 0, quick: bool = False) -> Pat
     from eqsat.files import write_atomic
     from eqsat.pytorch.gpu_check import MANIFEST
 
-    entries = [search_model(m, out, seed, quick) for m in models]
+    entries = []
+    for model in models:
+        try:
+            entries.append(search_model(model, out, seed, quick))
+        except EqsatError as exc:  # a model the exporter or importer refuses: named in the manifest, not measured
+            print(f"{model}: skipped ({exc})", flush=True)
+            entries.append({"model": model, "error": str(exc)})
     manifest = {"seed": seed, "quick": quick, "priced_on": list(PRICED_ON), "models": entries,
                 "measure": "python -m eqsat.pytorch.gpu_check FOLDER OUT"}
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=1))
-    print(f"wrote {out / MANIFEST} and {len(entries) * 2} graph files; measure them on a CUDA machine with "
-          f"'python -m eqsat.pytorch.gpu_check {out} OUT'")
+    print(f"wrote {out / MANIFEST} and {2 * sum('graphs' in e for e in entries)} graph files; measure them on a "
+          f"CUDA machine with 'python -m eqsat.pytorch.gpu_check {out} OUT'")
     return out / MANIFEST
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eqsat.errors import UnsupportedError
+
 SEQ = 128
 IMAGE = 224
 
@@ -47,6 +49,7 @@ def _text(model_class: str, config_class: str, **config: Any) -> Callable[[], tu
 
         cfg = getattr(transformers, config_class)(**config)
         cfg._attn_implementation = "eager"
+        cfg.use_cache = False  # a KV cache in the outputs is no tensor the exporter can write
         model = getattr(transformers, model_class)(cfg)
         return model, _tokens(cfg.vocab_size)
     return build
@@ -111,7 +114,11 @@ def write_hf(name: str, path: str | Path, seed: int = 0) -> Path:
     module, inputs = build_module(name, seed)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
-        program = torch.onnx.export(module, inputs, dynamo=True, verbose=False)
+    try:
+        with torch.no_grad():
+            program = torch.onnx.export(module, inputs, dynamo=True, verbose=False)
+    except Exception as exc:  # noqa: BLE001 - the exporter's many error types become one sentence
+        reason = next((line for line in str(exc).splitlines() if "Error" in line or "error" in line), str(exc))
+        raise UnsupportedError(f"{name}: PyTorch's ONNX exporter failed: {reason.strip()[:200]}") from None
     program.save(str(path))
     return path

@@ -292,6 +292,19 @@ def test_a_rule_host_loads_each_rule_once_and_runs_as_a_new_egraph_would():
     assert sum(sizes.values()) == 0
 
 
+def test_a_graph_needing_a_constructor_only_an_earlier_runs_rules_declared_runs_in_the_same_host():
+    """The host declared qkv's matmul constructor for qkv's rules; a later run whose rules lack it
+    but whose graph has that matmul inserts its graph without declaring it twice (egglog refused:
+    'Function already bound', a T5 encoder after a LLaMA in one process)."""
+    from eqsat.egraph.runner import RuleHost
+
+    host = RuleHost()
+    _run_once(MERGE, build("qkv"), host)
+    ewadd_only = parse_rules("comm: (ewadd ?a ?b) <=> (ewadd ?b ?a)")
+    alone, _ = _run_once(ewadd_only, build("qkv"))
+    assert _run_once(ewadd_only, build("qkv"), host)[0] == alone
+
+
 def test_the_host_pool_starts_a_new_host_when_reuse_would_not_pay():
     """A host pays for the copies of every rule it holds at each save, so a run whose rules are
     a small part of a big host gets a new one; a run whose rules it holds gets it back."""

@@ -57,6 +57,7 @@ class EGraphRunner:
         own = host or RuleHost()
         self.egraph = own.egraph
         members = own.load(compiled, memory_gb)
+        self.declared = own.lines  # the host's own declarations: a graph's constructor among them is not sent again
         if host is not None:
             self._send("(push)")  # this run's state, popped by release
         batches: dict[tuple[str, int], list[str]] = {}  # the rules' own rulesets, BATCHES per kind (see run)
@@ -164,9 +165,14 @@ class EGraphRunner:
             lines.append(f"(let {var} {expr})")
             if facts:
                 lines.extend(self._facts(n, var))
-        self._send(self.lang.take_pending())
+        self._send(self._undeclared(self.lang.take_pending()))
         self._send_lines(lines)
         return names
+
+    def _undeclared(self, text: str) -> str:
+        """``text`` less the lines the host declared for an earlier run's rules: a constructor this
+        run's rules lack but its graph needs may be one another model's rules brought."""
+        return "\n".join(line for line in text.splitlines() if line not in self.declared)
 
     def insert_terms(self, graph: Graph, chunk: int = 16, offset: int = 0) -> dict[Node, int]:
         """Add every node of ``graph`` as ``(term K)``, K its index plus ``offset`` (a later call's
@@ -189,7 +195,7 @@ class EGraphRunner:
             ref[n] = f"(term {k})"
             lines.append(f"(set {ref[n]} {expr})")
             lines.extend(self._facts(n, ref[n]))
-        self._send(self.lang.take_pending())
+        self._send(self._undeclared(self.lang.take_pending()))
         for k in range(0, len(lines), chunk):
             self._send("\n".join(lines[k : k + chunk]))
         return ids

@@ -78,9 +78,10 @@ def run(models: list[str], out: Path, seed: int = 0, quick: bool = False) -> Pat
     for model in models:
         try:
             entries.append(search_model(model, out, seed, quick))
-        except EqsatError as exc:  # a model the exporter or importer refuses: named in the manifest, not measured
-            print(f"{model}: skipped ({exc})", flush=True)
-            entries.append({"model": model, "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - one model's failure is the manifest's record, not the run's end
+            kind = "" if isinstance(exc, EqsatError) else f"{type(exc).__name__}: "
+            print(f"{model}: skipped ({kind}{exc})", flush=True)
+            entries.append({"model": model, "error": f"{kind}{exc}"})
     manifest = {"seed": seed, "quick": quick, "priced_on": list(PRICED_ON), "models": entries,
                 "measure": "python -m eqsat.pytorch.gpu_check FOLDER OUT"}
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=1))

@@ -95,14 +95,9 @@ def _check(graphs: dict[str, Any], values: dict[str, Any], device: str) -> dict[
     return diffs
 
 
-def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, runs: int,
-                  compile_left_s: float) -> tuple[list[dict[str, Any]], float]:
-    """Rows for one model's variants; returns them and the compile seconds spent."""
-    import torch
-
+def _prepared(entry: dict[str, Any], folder: Path, seed: int, device: str) -> tuple[dict, dict, dict, str]:
+    """A model's graphs, their float32 check against the original, and modules in the graph's dtype."""
     from eqsat.ir.graphfile import read_graph
-    from eqsat.pytorch.module import to_fx
-    from eqsat.pytorch.timing import cuda_graph, interleaved
 
     graphs = {name: read_graph(folder / path) for name, path in entry["graphs"].items()}
     values = shared_values(graphs, seed)
@@ -114,6 +109,23 @@ def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, r
                    "pred_h200_us": entry["predicted"].get("h200", {}).get(name, math.nan),
                    "max_rel_diff": diffs[name], "note": "", "dtype": dtype,
                    "changed": graphs[name] != graphs["original"]} for name in graphs}
+    return rows, modules, inputs, dtype
+
+
+def _release(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, runs: int) -> list[dict[str, Any]]:
+    """Rows for one model's variants: checked, then timed eager and replayed from a CUDA graph."""
+    import torch
+
+    from eqsat.pytorch.timing import cuda_graph, interleaved
+
+    rows, modules, inputs, _ = _prepared(entry, folder, seed, device)
     with torch.no_grad():
         calls = {name: (lambda m=m, x=inputs[name]: m(*x)) for name, m in modules.items()}
         for name, timing in interleaved(calls, device, runs).items():
@@ -127,13 +139,25 @@ def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, r
                     rows[name]["note"] += f"no CUDA graph ({type(exc).__name__}); "
             for name, timing in interleaved(replays, device, runs).items():
                 rows[name]["graph_us"] = timing.median_us
-        spent = 0.0
-        compiled = {}
-        torch._dynamo.reset()  # each model compiles afresh: no cache limit carried over from the last
+    del modules, inputs, calls
+    _release(device)
+    return list(rows.values())
+
+
+def compile_model(entry: dict[str, Any], folder: Path, seed: int, device: str, runs: int) -> dict[str, dict]:
+    """``torch.compile`` (inductor, default mode) of each variant as one FX graph: the compiled
+    median and the compile seconds per variant, or why it failed."""
+    import torch
+
+    from eqsat.pytorch.module import to_fx
+    from eqsat.pytorch.timing import interleaved
+
+    rows, modules, inputs, _ = _prepared(entry, folder, seed, device)
+    out: dict[str, dict] = {name: {"note": ""} for name in modules}
+    compiled = {}
+    torch._dynamo.reset()  # each model compiles afresh: no cache limit carried over from the last
+    with torch.no_grad():
         for name, module in modules.items():
-            if spent >= compile_left_s:
-                rows[name]["note"] += "torch.compile skipped (the check's compile budget is spent); "
-                continue
             start = time.perf_counter()
             try:
                 x = inputs[name]
@@ -143,16 +167,14 @@ def measure_model(entry: dict[str, Any], folder: Path, seed: int, device: str, r
                 if device.startswith("cuda"):
                     torch.cuda.synchronize()
             except Exception as exc:  # noqa: BLE001 - inductor failing on a graph is a finding, not a crash
-                rows[name]["note"] += f"torch.compile failed ({type(exc).__name__}: {str(exc)[:80]}); "
+                out[name]["note"] = f"torch.compile failed ({type(exc).__name__}: {str(exc)[:80]}); "
                 compiled.pop(name, None)
-            rows[name]["compile_s"] = time.perf_counter() - start
-            spent += rows[name]["compile_s"]
+            out[name]["compile_s"] = time.perf_counter() - start
         for name, timing in interleaved(compiled, device, runs).items():
-            rows[name]["compile_us"] = timing.median_us
-    del modules, inputs
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    return list(rows.values()), spent
+            out[name]["compile_us"] = timing.median_us
+    del modules, inputs, compiled
+    _release(device)
+    return out
 
 
 def _fmt(v: Any, unit: str = "") -> str:
@@ -210,24 +232,42 @@ def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models
     start = time.perf_counter()
     rows: list[dict[str, Any]] = []
     entries = [e for e in manifest["models"] if (not models or e["model"] in models) and "graphs" in e]
-    compile_budget = budget_s * compile_share
-    for k, entry in enumerate(entries):
-        left = budget_s - (time.perf_counter() - start)
-        if left <= 0:
-            rows += [{"model": entry["model"], "variant": "original", "note": "not measured: the time budget is spent"}]
+    seed = manifest["seed"]
+
+    def log(model: str) -> None:
+        print(f"[{time.perf_counter() - start:6.1f} s] {model}: "
+              + "; ".join(f"{r['variant']} eager {_fmt(r.get('eager_us'))} graph {_fmt(r.get('graph_us'))} "
+                          f"compile {_fmt(r.get('compile_us'))} {r.get('note', '')}"
+                          for r in rows if r["model"] == model), flush=True)
+
+    timing_end = start + budget_s * (1 - compile_share)
+    for entry in entries:  # first every model eager and replayed: the check's core
+        if time.perf_counter() > timing_end + budget_s * compile_share * 0.5:
+            rows.append({"model": entry["model"], "variant": "original", "note": "not measured: the budget is spent"})
             continue
         try:
-            got, spent = measure_model(entry, folder, manifest["seed"], device, runs,
-                                       min(compile_budget, left * 0.6) / max(1, len(entries) - k) * 2)
-            compile_budget -= spent
-            rows += got
+            rows += measure_model(entry, folder, seed, device, runs)
         except Exception as exc:  # noqa: BLE001 - one model failing must not lose the others' numbers
             rows.append({"model": entry["model"], "variant": "original",
                          "note": f"failed: {type(exc).__name__}: {str(exc)[:200]}"})
-        print(f"[{time.perf_counter() - start:6.1f} s] {entry['model']}: "
-              + "; ".join(f"{r['variant']} eager {_fmt(r.get('eager_us', math.nan))} graph "
-                          f"{_fmt(r.get('graph_us', math.nan))} compile {_fmt(r.get('compile_us', math.nan))} "
-                          f"{r.get('note', '')}" for r in rows if r["model"] == entry["model"]), flush=True)
+        log(entry["model"])
+    for entry in entries:  # then torch.compile, in the manifest's order, while the budget lasts
+        mine = {r["variant"]: r for r in rows if r["model"] == entry["model"] and "eager_us" in r}
+        if not mine:
+            continue
+        if time.perf_counter() - start > budget_s:
+            for r in mine.values():
+                r["note"] += "torch.compile not run (the check's budget is spent); "
+            continue
+        try:
+            for name, got in compile_model(entry, folder, seed, device, runs).items():
+                note = got.pop("note")
+                mine[name] |= got
+                mine[name]["note"] += note
+        except Exception as exc:  # noqa: BLE001
+            for r in mine.values():
+                r["note"] += f"torch.compile failed ({type(exc).__name__}); "
+        log(entry["model"])
     payload = {"environment": env, "manifest": {k: v for k, v in manifest.items() if k != "models"},
                "seconds": time.perf_counter() - start, "rows": rows}
     (out / "gpu_check.json").write_text(json.dumps(payload, indent=1, default=str))

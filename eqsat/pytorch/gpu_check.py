@@ -216,7 +216,33 @@ def markdown(rows: Sequence[dict[str, Any]], env: dict[str, Any]) -> str:
                 f"{_ratio(o.get('eager_us'), r.get('eager_us'))} | {_fmt(r.get('graph_us'), ' µs')} | "
                 f"{_ratio(o.get('graph_us'), r.get('graph_us'))} | {_fmt(r.get('compile_us'), ' µs')} | "
                 f"{_ratio(o.get('compile_us'), r.get('compile_us'))} | {_fmt(r['max_rel_diff'])} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + summary(by_model)) + "\n"
+
+
+def _geomean(values: Sequence[float]) -> float:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def summary(by_model: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Geometric means of the gains, over the models the search changed, and the same ratio over
+    the models it left alone (two copies of one graph: the measurement's own noise)."""
+    pairs = [(v["original"], r) for v in by_model.values() for n, r in v.items()
+             if n != "original" and "original" in v and "eager_us" in r and "eager_us" in v["original"]]
+    lines = []
+    for changed in (True, False):
+        group = [(o, r) for o, r in pairs if bool(r.get("changed", True)) == changed]
+        if not group:
+            continue
+        gains = {key: _geomean([o.get(key, math.nan) / r.get(key, math.nan) for o, r in group
+                                if r.get(key) and o.get(key)])
+                 for key in ("pred_h100_us", "pred_h200_us", "eager_us", "graph_us", "compile_us")}
+        what = f"{len(group)} models the search changed" if changed else \
+            f"{len(group)} models it left alone (the same graph twice: noise)"
+        lines.append(f"Geometric mean over {what}: predicted h100 {gains['pred_h100_us']:.3f}x, h200 "
+                     f"{gains['pred_h200_us']:.3f}x; measured eager {gains['eager_us']:.3f}x, CUDA graph "
+                     f"{gains['graph_us']:.3f}x, torch.compile of each {gains['compile_us']:.3f}x.")
+    return lines
 
 
 def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models: Sequence[str] = (),

@@ -40,6 +40,16 @@ class Kept:
         """``input_us / best_us``: the speed-up the refused graph had on the guard's basis."""
         return self.input_us / self.best_us if self.best_us > 0 else 1.0
 
+    @property
+    def brief(self) -> str:
+        """A few words for a table cell: the guard, and the gain it refused on its basis."""
+        return f"{self.guard}, {self.basis} {self.gain:.3f}x"
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> Kept:
+        """The record :meth:`to_dict` wrote (its derived ``gain`` is recomputed)."""
+        return cls(**{k: v for k, v in row.items() if k != "gain"})
+
     def to_dict(self) -> dict[str, Any]:
         return {"guard": self.guard, "why": self.why, "input_us": self.input_us, "best_us": self.best_us,
                 "gain": self.gain, "threshold": self.threshold, "basis": self.basis}

@@ -12,9 +12,10 @@ import pytest
 
 from eqsat.cost.roofline import RooflineCost
 from eqsat.ir.graph import Graph, input_, node, weight
+from eqsat.onnx.runtime_baseline import runtime_baseline
+from eqsat.pipeline import keep_runtime_gain
 from eqsat.rules.rulesets import default_rules
 from eqsat.search import SearchResult, run_verified
-from experiments.runs.runtime_baseline import keep_runtime_gain, runtime_baseline
 from experiments.searches import get_search, limits_for
 
 
@@ -65,6 +66,7 @@ def test_another_graph_at_the_runtimes_price_keeps_the_input():
     assert other != g
     kept = keep_runtime_gain(g, result(g, other, model), model)
     assert kept.best == g and "1.000x beyond" in kept.stop
+    assert kept.kept.guard == "runtime-fusions" and kept.kept.gain == pytest.approx(1.0) and kept.kept.threshold == 0.01
 
 
 def test_a_mobilenet_v3_block_on_h100_is_written_as_the_input_file(tmp_path, capsys):

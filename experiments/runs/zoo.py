@@ -1,9 +1,11 @@
 """``eqsat-lab experiment zoo``: a folder of ONNX files through both searches on both kinds of device.
 
-One cell per (model, search, device) runs ``eqsat-lab optimize MODEL.onnx`` itself, in a child
-process with a time limit, so a file gets exactly what a user gets (the same import, search,
-onnxruntime check and written file) and a model that fails or hangs is a row with its one-line
-error instead of ending the run. A written file that is not the input is then timed against
+One cell per (model, search, device) runs ``eqsat-lab optimize MODEL.onnx`` itself (which is
+:func:`eqsat.pipeline.optimize_model` and its report), in a child process with a time limit, so a
+file gets exactly what a user gets (the same import, search, onnxruntime check and written file)
+and a model that fails, hangs or outgrows its memory is a row with its one-line error instead of
+ending the run: a hung saturation or ILP solve cannot be stopped from inside the process, only
+killed with its process group. A written file that is not the input is then timed against
 the input end to end (onnxruntime CPU, ``ORT_ENABLE_ALL`` on both sides, one thread, the two
 interleaved in several sessions, the median of at least ``--runs`` runs each); a file the search
 left as the input is the input copied, ratio 1 by construction, and is not timed. One cell per
@@ -141,6 +143,7 @@ def optimize_cell(model: str, digest: str, search: str, device: str, seed: int, 
     payload = json.loads(json_file.read_text())
     onnx_row = payload["onnx"]
     row |= {"status": "ok", "error": "", "search_s": payload["search_s"], "stop": payload["stop"],
+            "kept": payload.get("kept"),
             "original_us": payload["original_us"], "best_us": payload["best_us"],
             "written_us": onnx_row.get("written_us"), "written_latency_us": onnx_row.get("written_latency_us"),
             "predicted_gain": payload["original_us"] / payload["best_us"],

@@ -124,7 +124,8 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     fix_input_dims(path, model, batch, dims or {})
     imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}
-    shapes, types = _inferred_shapes(model, batch)
+    shapes, types = _inferred_shapes(model)
+    runtime = _RuntimeShapes(model, shapes, types)
     for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
         types.setdefault(init.name, init.data_type)
     opaque: list[str] = []
@@ -146,7 +147,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
                         raise
                     reason = f"not expressible in the op table: {exc}"
             if outs is None:
-                outs = _opaque(imp, n, shapes, types)
+                outs = _opaque(imp, n, shapes, types, runtime)
                 opaque.append(f"{n.op_type} ({n.name or n.output[0]}: {reason})")
         except EqsatError as exc:
             if isinstance(exc, OnnxError):
@@ -180,8 +181,13 @@ def _opset(path: str, model: Any) -> int:
     return versions[0]
 
 
-def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
-    """Shapes and element types of every value ONNX shape inference knows."""
+Shape = tuple[int | None, ...]  # None: a dimension shape inference leaves unknown (each its own unknown)
+
+
+def _inferred_shapes(model: Any) -> tuple[dict[str, Shape], dict[str, int]]:
+    """Shapes and element types of every value ONNX shape inference knows; a dimension it does not
+    know (a data-dependent size, a ``dim_param`` it made up) is None, never a guess: such a value's
+    shape comes from onnxruntime (:class:`_RuntimeShapes`)."""
     onnx = _onnx()
     inferred = onnx.shape_inference.infer_shapes(skeleton(model))
     shapes, types = {}, {}
@@ -189,10 +195,51 @@ def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]]
         t = vi.type.tensor_type
         types[vi.name] = t.elem_type
         if t.HasField("shape"):
-            shapes[vi.name] = tuple(
-                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch for d in t.shape.dim
-            )
+            shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
     return shapes, types
+
+
+def _known(shape: Shape | None) -> bool:
+    return shape is not None and all(d is not None for d in shape)
+
+
+class _RuntimeShapes:
+    """The shapes onnxruntime computes for the values shape inference leaves (partly) unknown: the
+    model (inputs sized) runs once, on the random inputs the final check feeds (seed 0), with every
+    such value as an extra output."""
+
+    def __init__(self, model: Any, shapes: dict[str, Shape], types: dict[str, int]):
+        self.model, self.shapes, self.types = model, shapes, types
+        self.found: dict[str, tuple[int, ...]] | None = None
+        self.error = ""
+
+    def get(self, name: str) -> tuple[int, ...] | None:
+        if self.found is None:
+            self.found = self._run()
+        return self.found.get(name)
+
+    def _run(self) -> dict[str, tuple[int, ...]]:
+        onnx = _onnx()
+        import onnxruntime as ort
+
+        from eqsat.onnx.runtime import random_feeds
+
+        model = type(self.model)()
+        model.CopyFrom(self.model)
+        outputs = {o.name for o in model.graph.output}
+        unknown = [n for node_ in model.graph.node for n in node_.output
+                   if n and n not in outputs and not _known(self.shapes.get(n))]
+        model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in unknown)
+        try:
+            so = ort.SessionOptions()
+            so.log_severity_level = 4
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # every value stays computed
+            session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            values = session.run(None, random_feeds(session))
+        except Exception as exc:  # onnxruntime's errors have no common base class
+            self.error = _first_line(exc)
+            return {}
+        return {o.name: tuple(np.shape(v)) for o, v in zip(session.get_outputs(), values)}
 
 
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -240,13 +287,39 @@ def _fold(imp: _Importer, n: Any) -> bool:
 STORED_CONST_ELEMENTS = 4096  # a float constant an opaque node reads up to this size is stored in the node
 
 
-def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: dict[str, int]) -> list[Node]:
+def _outer_scope_reads(n: Any) -> list[str]:
+    """Names ``n``'s subgraphs (If, Loop, Scan bodies) read from the enclosing graph, in order."""
+    found: list[str] = []
+
+    def walk(g: Any, known: set[str]) -> None:
+        known = known | {i.name for i in g.input} | {t.name for t in g.initializer}
+        for m in g.node:
+            for name in m.input:
+                if name and name not in known and name not in found:
+                    found.append(name)
+            for a in m.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(sub, known)
+            known |= set(m.output)
+
+    for a in n.attribute:
+        for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            walk(sub, set())
+    return found
+
+
+def _opaque(imp: _Importer, n: Any, shapes: dict[str, Shape], types: dict[str, int],
+            runtime: _RuntimeShapes) -> list[Node]:
     """An op without an importer: one ``opaque`` node per output, holding the ONNX node itself as a
     one-node graph (inputs ``in0..`` with their element types; the non-float constants it reads,
     and float ones of at most :data:`STORED_CONST_ELEMENTS`, as initializers ``c0..`` with their
     values, so the node is evaluated and timed as in its file; outputs ``out0..``)."""
     onnx = _onnx()
     h = onnx.helper
+    outer = _outer_scope_reads(n)
+    if outer:
+        raise OnnxError(f"{imp.where(n)}: its subgraph reads {outer[0]!r} from the enclosing graph, which a node "
+                        f"kept as is (no importer maps {n.op_type}) cannot carry")
     proto = type(n)()
     proto.CopyFrom(n)
     del proto.input[:]
@@ -271,8 +344,8 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: d
     proto.output.extend(f"out{k}" for k in range(len(n.output)))
     graph = h.make_graph([proto], n.op_type, values, [onnx.ValueInfoProto(name=o) for o in proto.output], consts)
     graph_hex = graph.SerializeToString().hex()
-    out_shapes = [shapes.get(o) for o in n.output]
-    if any(s is None for s in out_shapes):  # shape inference knows none (training-mode BatchNormalization): run it
+    out_shapes = [shapes.get(o) if _known(shapes.get(o)) else runtime.get(o) for o in n.output]
+    if any(s is None for s in out_shapes):  # onnxruntime cannot run the model: run the node alone
         try:
             zeros = [np.zeros(x.shape) for x in inputs]
             out_shapes = [tuple(run_node(graph_hex, zeros, k, imp.opset).shape) for k in range(len(n.output))]

@@ -40,3 +40,18 @@ def test_an_unknown_inner_dimension_takes_the_size_onnxruntime_computes_not_the_
     assert imported.graph.outputs[0].shape == (12, 2)
     assert [n.shape for n in imported.graph.nodes() if n.op == "opaque"] == [(2, 12)]
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_flatten_with_a_negative_axis_counts_from_the_end(tmp_path):
+    # axis % (rank + 1) made axis -1 of a (24, 5) tensor axis 2: (120, 1) instead of (24, 5)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])
+    shapes = {}
+    for axis, want in ((-1, (24, 5)), (-2, (6, 20)), (-4, (1, 120)), (0, (1, 120)), (4, (120, 1))):
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])
+        src = _save(tmp_path / f"flatten{axis}.onnx", [helper.make_node("Flatten", ["x"], ["y"], axis=axis)], [x], [y])
+        feeds = {"x": np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)}
+        imported, ref, got = _round_trip(tmp_path, src, feeds)
+        shapes[axis] = imported.graph.outputs[0].shape
+        assert got[0].shape == ref[0].shape == want
+        np.testing.assert_array_equal(got[0], ref[0])
+    assert shapes == {-1: (24, 5), -2: (6, 20), -4: (1, 120), 0: (1, 120), 4: (120, 1)}

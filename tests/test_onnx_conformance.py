@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 
 import eqsat.onnx as eo
@@ -55,3 +56,49 @@ def test_flatten_with_a_negative_axis_counts_from_the_end(tmp_path):
         assert got[0].shape == ref[0].shape == want
         np.testing.assert_array_equal(got[0], ref[0])
     assert shapes == {-1: (24, 5), -2: (6, 20), -4: (1, 120), 0: (1, 120), 4: (120, 1)}
+
+
+def test_integer_sub_and_div_keep_their_element_types(tmp_path):
+    # int8 Sub was written as Add(x, Mul(y, float -1)), which onnxruntime refuses, and int32 Div as a
+    # product with a float reciprocal, which does not truncate: integer arithmetic stays as it was
+    a = helper.make_tensor_value_info("a", TensorProto.INT8, [3, 4])
+    b = helper.make_tensor_value_info("b", TensorProto.INT8, [3, 4])
+    c = helper.make_tensor_value_info("c", TensorProto.INT32, [3, 4])
+    d = helper.make_tensor_value_info("d", TensorProto.INT32, [3, 4])
+    outs = [helper.make_tensor_value_info("s", TensorProto.INT8, [3, 4]),
+            helper.make_tensor_value_info("q", TensorProto.INT32, [3, 4])]
+    src = _save(tmp_path / "ints.onnx", [helper.make_node("Sub", ["a", "b"], ["s"]),
+                                         helper.make_node("Div", ["c", "d"], ["q"])], [a, b, c, d], outs)
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.integers(-50, 50, (3, 4), dtype=np.int8), "b": rng.integers(-50, 50, (3, 4), dtype=np.int8),
+             "c": rng.integers(-100, 100, (3, 4), dtype=np.int32), "d": rng.integers(1, 7, (3, 4), dtype=np.int32)}
+    imported, want, got = _round_trip(tmp_path, src, feeds)
+    assert sorted(o.split(" ")[0] for o in imported.opaque) == ["Div", "Sub"]
+    assert "int8 arithmetic" in " ".join(imported.opaque)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_a_cast_to_double_is_written_with_a_double_output(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2, 3])
+    src = _save(tmp_path / "cast.onnx", [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.DOUBLE)], [x], [y])
+    feeds = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)}
+    _, want, got = _round_trip(tmp_path, src, feeds)
+    assert got[0].dtype == want[0].dtype == np.float64
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_a_shape_that_follows_the_input_values_is_refused_in_one_sentence(tmp_path):
+    # Tile's output shape is its run-time repeats: no static graph holds it
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    r = helper.make_tensor_value_info("r", TensorProto.INT64, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [None, None])
+    src = _save(tmp_path / "tile.onnx", [helper.make_node("Tile", ["x", "r"], ["t"]),
+                                         helper.make_node("Relu", ["t"], ["y"]),
+                                         helper.make_node("Tile", ["t", "r"], ["z"])], [x, r], [y, z])
+    with pytest.raises(eo.OnnxError, match=r"the shape of 't' follows the input values") as err:
+        eo.load(src)
+    assert "\n" not in str(err.value)

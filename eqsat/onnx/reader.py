@@ -125,7 +125,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}
     shapes, types = _inferred_shapes(model)
-    runtime = _RuntimeShapes(model, shapes, types)
+    runtime = _RuntimeShapes(model, shapes)
     for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
         types.setdefault(init.name, init.data_type)
     opaque: list[str] = []
@@ -136,6 +136,9 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
         importer = IMPORTERS.get(n.op_type)
         try:
             reason = "no mapping"
+            computed = _not_float(n, types)
+            if importer is not None and computed is not None and n.op_type not in TYPE_KEEPING:
+                importer, reason = None, f"{elem_type_name(computed)} arithmetic (the op table computes on floats)"
             outs = None
             if importer is not None:
                 try:
@@ -205,13 +208,14 @@ def _known(shape: Shape | None) -> bool:
 
 class _RuntimeShapes:
     """The shapes onnxruntime computes for the values shape inference leaves (partly) unknown: the
-    model (inputs sized) runs once, on the random inputs the final check feeds (seed 0), with every
-    such value as an extra output."""
+    model (inputs sized) runs on the random inputs the final check feeds (seed 0), with every such
+    value as an extra output, and once more on other inputs (seed 1, integers 1, not 0): a shape that
+    differs follows the input values, which no static graph can hold (:attr:`varying`)."""
 
-    def __init__(self, model: Any, shapes: dict[str, Shape], types: dict[str, int]):
-        self.model, self.shapes, self.types = model, shapes, types
+    def __init__(self, model: Any, shapes: dict[str, Shape]):
+        self.model, self.shapes = model, shapes
         self.found: dict[str, tuple[int, ...]] | None = None
-        self.error = ""
+        self.varying: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
     def get(self, name: str) -> tuple[int, ...] | None:
         if self.found is None:
@@ -230,16 +234,43 @@ class _RuntimeShapes:
         unknown = [n for node_ in model.graph.node for n in node_.output
                    if n and n not in outputs and not _known(self.shapes.get(n))]
         model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in unknown)
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # every value stays computed
         try:
-            so = ort.SessionOptions()
-            so.log_severity_level = 4
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # every value stays computed
             session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-            values = session.run(None, random_feeds(session))
-        except Exception as exc:  # onnxruntime's errors have no common base class
-            self.error = _first_line(exc)
+            names = [o.name for o in session.get_outputs()]
+            found = {o: tuple(np.shape(v)) for o, v in zip(names, session.run(None, random_feeds(session)))}
+        except Exception:  # onnxruntime's errors have no common base class; the node alone is tried next
             return {}
-        return {o.name: tuple(np.shape(v)) for o, v in zip(session.get_outputs(), values)}
+        other = {k: (v + 1 if v.dtype.kind in "iu" else v) for k, v in random_feeds(session, seed=1).items()}
+        try:
+            again = {o: tuple(np.shape(v)) for o, v in zip(names, session.run(None, other))}
+        except Exception:  # inputs of 1 may be out of range (an index): the first run's shapes stand
+            again = found
+        self.varying = {o: (found[o], again[o]) for o in found if found[o] != again[o]}
+        return found
+
+
+TYPE_KEEPING = frozenset({"Flatten", "Unsqueeze", "Squeeze", "Gather", "Expand", "Concat", "Split", "Reshape",
+                          "Transpose", "Identity", "Slice"})
+"""ONNX ops whose importers only move elements: they map on any element type. Every other importer
+maps floats only; on integers or bools the node stays opaque, so it is written with the types it had
+(an integer Sub written as a product with a float -1, or an integer Div as a float reciprocal, is
+not the same op: onnxruntime refuses the first, the second truncates differently)."""
+
+
+def _not_float(n: Any, types: dict[str, int]) -> int | None:
+    """The first non-float element type among ``n``'s outputs (as shape inference knows them; the
+    arithmetic ops compute in their inputs' type), or None."""
+    for name in n.output:
+        t = types.get(name, 0) if name else 0
+        if t and t not in _FLOAT_ELEMS:
+            return t
+    return None
+
+
+_FLOAT_ELEMS = frozenset({1, 10, 11})  # float32, float16, float64
 
 
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -345,6 +376,11 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, Shape], types: dict[str, i
     graph = h.make_graph([proto], n.op_type, values, [onnx.ValueInfoProto(name=o) for o in proto.output], consts)
     graph_hex = graph.SerializeToString().hex()
     out_shapes = [shapes.get(o) if _known(shapes.get(o)) else runtime.get(o) for o in n.output]
+    varying = [o for o in n.output if o in runtime.varying]
+    if varying:
+        a, b = runtime.varying[varying[0]]
+        raise OnnxError(f"{imp.where(n)}: the shape of {varying[0]!r} follows the input values ({a} on one random "
+                        f"input, {b} on another), and an optimized graph has static shapes")
     if any(s is None for s in out_shapes):  # onnxruntime cannot run the model: run the node alone
         try:
             zeros = [np.zeros(x.shape) for x in inputs]

@@ -231,12 +231,16 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
         else:
             raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
     declared = _stored_input_types(onnx, graph)
+    own = {t for t in imported.elem_types.values() if t in _FLOAT_ELEM_TYPES}
+    mixed = len(own) > 1  # float32 in, float64 out (an opaque Cast): each keeps the type it had
 
     def elem_type(name: str) -> int:
         """The imported element type (else the one a stored node reading it declares: a graph
         built from an import, e.g. a kernel timed alone, keeps int64 token ids), a float one in
         the export's float width (ints, bools stay)."""
         t = imported.elem_types.get(name, declared.get(name, 1))
+        if mixed and name in imported.elem_types:
+            return t
         return onnx_float if t in _FLOAT_ELEM_TYPES else t
 
     outputs = []

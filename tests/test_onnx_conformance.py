@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import eqsat.onnx as eo
 
@@ -102,3 +102,43 @@ def test_a_shape_that_follows_the_input_values_is_refused_in_one_sentence(tmp_pa
     with pytest.raises(eo.OnnxError, match=r"the shape of 't' follows the input values") as err:
         eo.load(src)
     assert "\n" not in str(err.value)
+
+
+def _ir3_opset9_model(path):
+    """What ONNX's ``light`` models are: IR version 3, opset 9, every initializer also a graph input."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 144])
+    inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in (
+        ("w", rng.standard_normal((4, 3, 3, 3))), ("b", rng.standard_normal(4)), ("scale", rng.uniform(0.5, 2, 4)),
+        ("shift", rng.standard_normal(4)), ("mean", rng.standard_normal(4)), ("var", rng.uniform(0.5, 2, 4)))]
+    inits.append(numpy_helper.from_array(np.array([1, -1], np.int64), "shape"))
+    listed = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3]),
+             helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("Reshape", ["r", "shape"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "light", [x, *listed], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 9)], ir_version=3)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_an_ir3_opset9_model_is_read_as_it_is_optimized_and_written_equal(tmp_path, capsys):
+    from experiments.cli import main
+
+    src = _ir3_opset9_model(tmp_path / "light.onnx")
+    imported = eo.load(src)  # was: "not a valid ONNX model: w in initializer but not in graph input"
+    assert imported.opset == 13 and not imported.opaque
+    out = tmp_path / "light.opt.onnx"
+    assert main(["optimize", str(src), "--device", "h100", "--preset", "quick", "--out", str(out)]) == 0
+    assert "bn-fold-bias" in capsys.readouterr().out  # the search ran its rewrites on the imported graph
+    written = tmp_path / "light.written.onnx"  # what the writer makes of it (the search may keep the input)
+    eo.save(imported, imported.graph, written)
+    assert onnx.load(str(written)).opset_import[0].version == 13
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    want = ort.InferenceSession(str(src)).run(None, feeds)[0]
+    for path in (out, written):
+        np.testing.assert_allclose(ort.InferenceSession(str(path)).run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+    assert onnx.load(str(src)).ir_version == 3  # the file itself is untouched

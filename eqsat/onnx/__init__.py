@@ -1,6 +1,7 @@
 """ONNX models in and out of the IR (the ``onnx`` extra; ``onnxruntime`` checks the results).
 
-:func:`load` reads a model (opset 13 or newer) into a :class:`Graph` plus the initializer data:
+:func:`load` reads a model (opset 13 or newer; an older one, and IR version 3, converted in
+memory) into a :class:`Graph` plus the initializer data:
 inputs become ``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers
 become ``weight`` leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op.
 Node order in the file does not matter (nodes are sorted by their data dependences). A Conv bias

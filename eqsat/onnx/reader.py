@@ -111,6 +111,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
         model = onnx.load(path)
     except Exception as exc:  # onnx raises several types for unreadable files
         raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
+    model = upgrade(path, model)
     order = _topological_order(path, model)
     sorted_nodes = [model.graph.node[i] for i in order]  # file order does not matter: sort, then check
     del model.graph.node[:]
@@ -167,6 +168,36 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     graph = graph.with_fixed({w: imp.weights[w] for w in attribute_weights(graph)})  # checks keep these values
     elem_types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.input) + list(model.graph.output)}
     return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types)
+
+
+def upgrade(path: str, model: Any) -> Any:
+    """An older model as this tool reads it, in memory: IR version 3 lists every initializer among
+    the graph inputs (later versions make them constants unless fed, which is how onnxruntime runs
+    them too), so those entries go; a default-domain opset below :data:`MIN_OPSET` is converted to
+    it with ``onnx.version_converter`` (Split, Reshape and the reductions took attributes before).
+    The file itself is untouched; what is written is the converted model's opset."""
+    onnx = _onnx()
+    if model.ir_version < 4:
+        inits = {t.name for t in model.graph.initializer}
+        kept = [v for v in model.graph.input if v.name not in inits]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if versions and versions[0] < MIN_OPSET:
+        model.ir_version = max(model.ir_version, 4)
+        try:
+            from onnx import version_converter
+
+            converted = version_converter.convert_version(model, MIN_OPSET)
+        except Exception as exc:  # the converter raises several types
+            raise OnnxError(f"{path}: opset {versions[0]} is older than this tool reads ({MIN_OPSET} and newer) "
+                            f"and onnx.version_converter cannot convert it: {_first_line(exc)}") from None
+        if [v.SerializeToString() for v in converted.graph.input] != [v.SerializeToString() for v in model.graph.input]:
+            raise OnnxError(f"{path}: opset {versions[0]} is older than this tool reads ({MIN_OPSET} and newer) and "
+                            f"onnx.version_converter changes the graph inputs (opset 8's batched Scan, say)")
+        model = converted
+    model.ir_version = max(model.ir_version, onnx.helper.find_min_ir_version_for(list(model.opset_import), True))
+    return model
 
 
 def _opset(path: str, model: Any) -> int:

@@ -142,3 +142,37 @@ def test_an_ir3_opset9_model_is_read_as_it_is_optimized_and_written_equal(tmp_pa
     for path in (out, written):
         np.testing.assert_allclose(ort.InferenceSession(str(path)).run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
     assert onnx.load(str(src)).ir_version == 3  # the file itself is untouched
+
+
+def test_the_check_draws_inputs_inside_a_log_or_square_roots_domain(tmp_path):
+    # standard normal inputs make log and sqrt NaN: the check used to call that "outputs overflow"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 8])
+    src = _save(tmp_path / "log.onnx", [helper.make_node("Log", ["x"], ["y"]),
+                                        helper.make_node("Acosh", ["x"], ["a"]),  # needs x >= 1
+                                        helper.make_node("Sqrt", ["a"], ["z"])], [x], [y, z])
+    imported = eo.load(src)
+    eo.save(imported, imported.graph, tmp_path / "back.onnx")
+    assert eo.max_difference(src, tmp_path / "back.onnx") == 0.0
+    nan = _save(tmp_path / "nan.onnx", [helper.make_node("Sub", ["x", "x"], ["d"]),
+                                        helper.make_node("Div", ["d", "d"], ["y"])], [x], [y])  # 0 / 0
+    with pytest.raises(eo.OnnxError, match="outputs are NaN in onnxruntime on every random input"):
+        eo.max_difference(nan, nan)
+
+
+def test_every_integer_input_type_the_reader_lets_in_the_check_can_feed(tmp_path):
+    # int16, uint16, uint32 and uint64 inputs were read, searched, and refused by the final check
+    from eqsat.onnx.reader import READABLE_ELEM_TYPES
+    from eqsat.onnx.runtime import _FEED_TYPES
+
+    fed = {helper.np_dtype_to_tensor_dtype(np.dtype(t)) for t in _FEED_TYPES.values()}
+    assert READABLE_ELEM_TYPES <= fed
+    for elem in (TensorProto.INT16, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64):
+        a = helper.make_tensor_value_info("a", elem, [2, 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+        src = _save(tmp_path / f"t{elem}.onnx", [helper.make_node("Cast", ["a"], ["c"], to=TensorProto.FLOAT),
+                                                 helper.make_node("Relu", ["c"], ["y"])], [a], [y])
+        imported = eo.load(src)
+        eo.save(imported, imported.graph, tmp_path / "back.onnx")
+        assert eo.max_difference(src, tmp_path / "back.onnx") == 0.0

@@ -176,3 +176,22 @@ def test_every_integer_input_type_the_reader_lets_in_the_check_can_feed(tmp_path
         imported = eo.load(src)
         eo.save(imported, imported.graph, tmp_path / "back.onnx")
         assert eo.max_difference(src, tmp_path / "back.onnx") == 0.0
+
+
+def test_float32_math_inside_a_float16_graph_keeps_its_type(tmp_path):
+    # attention's float32 softmax in a float16 graph: the IR writes its nodes in one float type (the
+    # interface's), so the float32 part stays opaque instead of being written as float16 next to a
+    # float32 Cast (onnxruntime: "Type parameter (T) of Optype (Add) bound to different types")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 8])
+    nodes = [helper.make_node("Cast", ["x"], ["x32"], to=TensorProto.FLOAT),
+             helper.make_node("Softmax", ["x32"], ["p32"], axis=-1),
+             helper.make_node("Mul", ["p32", "x32"], ["m32"]),
+             helper.make_node("Cast", ["m32"], ["m"], to=TensorProto.FLOAT16),
+             helper.make_node("Add", ["m", "x"], ["y"])]
+    src = _save(tmp_path / "mixed.onnx", nodes, [x], [y])
+    feeds = {"x": np.random.default_rng(2).standard_normal((2, 8)).astype(np.float16)}
+    imported, want, got = _round_trip(tmp_path, src, feeds)
+    assert {o.split(" ")[0] for o in imported.opaque} == {"Cast", "Softmax", "Mul"}
+    assert "float arithmetic (the graph is written in float16)" in " ".join(imported.opaque)
+    np.testing.assert_allclose(got[0].astype(np.float32), want[0].astype(np.float32), rtol=1e-3, atol=1e-3)

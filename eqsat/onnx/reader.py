@@ -129,6 +129,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     runtime = _RuntimeShapes(model, shapes)
     for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
         types.setdefault(init.name, init.data_type)
+    compute = _compute_type(model)
     opaque: list[str] = []
     for n in model.graph.node:
         if _fold(imp, n):  # constants, shapes of static tensors and what only reads them
@@ -137,9 +138,10 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
         importer = IMPORTERS.get(n.op_type)
         try:
             reason = "no mapping"
-            computed = _not_float(n, types)
-            if importer is not None and computed is not None and n.op_type not in TYPE_KEEPING:
-                importer, reason = None, f"{elem_type_name(computed)} arithmetic (the op table computes on floats)"
+            other = _other_type(n, types, compute)
+            if importer is not None and other is not None and n.op_type not in TYPE_KEEPING:
+                importer, reason = None, f"{elem_type_name(other)} arithmetic (the graph is written in " \
+                                         f"{elem_type_name(compute)})"
             outs = None
             if importer is not None:
                 try:
@@ -286,17 +288,28 @@ class _RuntimeShapes:
 TYPE_KEEPING = frozenset({"Flatten", "Unsqueeze", "Squeeze", "Gather", "Expand", "Concat", "Split", "Reshape",
                           "Transpose", "Identity", "Slice"})
 """ONNX ops whose importers only move elements: they map on any element type. Every other importer
-maps floats only; on integers or bools the node stays opaque, so it is written with the types it had
+maps the graph's float type only (:func:`_compute_type`); on integers, bools or another float type
+the node stays opaque, so it is written with the types it had
 (an integer Sub written as a product with a float -1, or an integer Div as a float reciprocal, is
 not the same op: onnxruntime refuses the first, the second truncates differently)."""
 
 
-def _not_float(n: Any, types: dict[str, int]) -> int | None:
-    """The first non-float element type among ``n``'s outputs (as shape inference knows them; the
-    arithmetic ops compute in their inputs' type), or None."""
+def _compute_type(model: Any) -> int:
+    """The float type the IR's nodes are written in: the one float type of the graph's inputs and
+    outputs, else float32 (as :func:`eqsat.onnx.writer.interface_dtype` picks)."""
+    inits = {t.name for t in model.graph.initializer}
+    found = {v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output] if v.name not in inits}
+    floats = found & _FLOAT_ELEMS
+    return floats.pop() if len(floats) == 1 else 1
+
+
+def _other_type(n: Any, types: dict[str, int], compute: int) -> int | None:
+    """The first of ``n``'s output types (as shape inference knows them; the arithmetic ops compute
+    in their inputs' type) that is not ``compute``: an integer, a bool, or another float (float32
+    softmax inside a float16 graph), or None."""
     for name in n.output:
         t = types.get(name, 0) if name else 0
-        if t and t not in _FLOAT_ELEMS:
+        if t and t != compute:
             return t
     return None
 

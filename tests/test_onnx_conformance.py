@@ -195,3 +195,18 @@ def test_float32_math_inside_a_float16_graph_keeps_its_type(tmp_path):
     assert {o.split(" ")[0] for o in imported.opaque} == {"Cast", "Softmax", "Mul"}
     assert "float arithmetic (the graph is written in float16)" in " ".join(imported.opaque)
     np.testing.assert_allclose(got[0].astype(np.float32), want[0].astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
+def test_a_constant_integer_output_is_computed_not_refused_as_never_computed(tmp_path):
+    # Shape of a static input folds to an int64 constant, which the IR holds no node for: the graph
+    # output was refused as "never computed"; it now stays the node that computes it
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    s = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    src = _save(tmp_path / "shape.onnx", [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["y"])],
+                [x], [s, y])
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 3)).astype(np.float32)}
+    imported, want, got = _round_trip(tmp_path, src, feeds)
+    assert [o.split(" ")[0] for o in imported.opaque] == ["Shape"]
+    np.testing.assert_array_equal(got[0], [2, 3])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -130,11 +130,12 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
         types.setdefault(init.name, init.data_type)
     compute = _compute_type(model)
+    returned = {o.name for o in model.graph.output}
     opaque: list[str] = []
     for n in model.graph.node:
-        if _fold(imp, n):  # constants, shapes of static tensors and what only reads them
-            ops[n.op_type] = ops.get(n.op_type, 0) + 1
-            continue
+        if _fold(imp, n) and not any(o in returned and o not in imp.values for o in n.output):
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1  # constants, shapes of static tensors, what only reads them
+            continue  # (a non-float one the graph returns stays a node: the IR holds no integer constants)
         importer = IMPORTERS.get(n.op_type)
         try:
             reason = "no mapping"

@@ -210,3 +210,13 @@ def test_a_constant_integer_output_is_computed_not_refused_as_never_computed(tmp
     assert [o.split(" ")[0] for o in imported.opaque] == ["Shape"]
     np.testing.assert_array_equal(got[0], [2, 3])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_sequence_input_is_named_a_sequence_not_a_tensor_without_an_element_type(tmp_path):
+    seq = helper.make_tensor_sequence_value_info("xs", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    src = _save(tmp_path / "seq.onnx", [helper.make_node("SequenceAt", ["xs", "i"], ["y"])], [seq], [y],
+                [numpy_helper.from_array(np.array(0, np.int64), "i")])
+    with pytest.raises(eo.OnnxError, match=r"graph input 'xs' is a sequence, not a tensor") as err:
+        eo.load(src)
+    assert "no element type" not in str(err.value)

@@ -53,6 +53,11 @@ def check_interface(path: str, model: Any) -> None:
     inputs = [v for v in model.graph.input if v.name not in inits]
     for what, values in (("graph input", inputs), ("graph output", model.graph.output)):
         for v in values:
+            kind = v.type.WhichOneof("value")
+            if kind not in (None, "tensor_type"):  # a sequence, map, optional or sparse tensor
+                name = kind.removesuffix("_type").replace("_", " ")
+                raise OnnxError(f"{path}: {what} {v.name!r} is {'an' if name[0] in 'aeiou' else 'a'} {name}, not a "
+                                f"tensor; this tool reads tensor inputs and outputs only")
             elem = v.type.tensor_type.elem_type
             if elem == 0:  # ONNX's checker allows it; onnxruntime refuses the file (after the whole search)
                 raise OnnxError(f"{path}: {what} {v.name!r} has no element type; declare one in the file")

@@ -220,3 +220,20 @@ def test_a_sequence_input_is_named_a_sequence_not_a_tensor_without_an_element_ty
     with pytest.raises(eo.OnnxError, match=r"graph input 'xs' is a sequence, not a tensor") as err:
         eo.load(src)
     assert "no element type" not in str(err.value)
+
+
+def test_the_check_feeds_integers_of_one_where_zero_is_no_valid_input(tmp_path):
+    # Mod by an integer input of 0 fails in onnxruntime: the check used to end in an internal error
+    a = helper.make_tensor_value_info("a", TensorProto.INT32, [4])
+    b = helper.make_tensor_value_info("b", TensorProto.INT32, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [4])
+    src = _save(tmp_path / "mod.onnx", [helper.make_node("Mod", ["a", "b"], ["y"])], [a, b], [y])
+    imported = eo.load(src)
+    eo.save(imported, imported.graph, tmp_path / "back.onnx")
+    assert eo.max_difference(src, tmp_path / "back.onnx") == 0.0
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    r = helper.make_tensor_value_info("r", TensorProto.INT64, [2])  # [0, 0] and [1, 1] both fail for 4 elements
+    bad = _save(tmp_path / "bad.onnx", [helper.make_node("Reshape", ["x", "r"], ["y"])], [x, r],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])])
+    with pytest.raises(eo.OnnxError, match="onnxruntime cannot run the model on the check's random inputs"):
+        eo.max_difference(bad, bad)

@@ -105,7 +105,7 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
     sb = ort.InferenceSession(str(b))
     for domain in (None, *DOMAINS):
         feeds = random_feeds(sa, seed, input_scale, like=sb, domain=domain)
-        xa = sa.run(None, feeds)
+        xa = _run_input(a, sa, feeds)
         if not any(np.isnan(x).any() for x in xa if np.asarray(x).dtype.kind == "f"):
             break
     else:
@@ -119,6 +119,23 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
     xb = [np.asarray(x, dtype=np.float64) for x in xb]
     scale = max([1.0] + [float(np.abs(x).max()) for x in xa if x.size])
     return max([0.0] + [float(np.abs(x - y).max()) for x, y in zip(xa, xb) if x.size]) / scale
+
+
+def _run_input(path: str | Path, session: Any, feeds: dict[str, np.ndarray]) -> list[Any]:
+    """The input model's outputs on ``feeds``; where its integer inputs of 0 are not valid (a
+    divisor, a count, a size), on integers of 1; else one sentence naming onnxruntime's reason."""
+    try:
+        return session.run(None, feeds)
+    except Exception as exc:  # onnxruntime's errors have no common base class
+        first = exc
+    ones = {k: (v + 1 if v.dtype.kind in "iu" else v) for k, v in feeds.items()}
+    try:
+        out = session.run(None, ones)
+    except Exception:  # the first error names the cause
+        raise OnnxError(f"{path}: onnxruntime cannot run the model on the check's random inputs (integers 0 and "
+                        f"1, floats standard normal): {_first_line(first)}") from None
+    feeds.update(ones)  # the optimized model is compared on the same inputs
+    return out
 
 
 set_opaque_runner(run_node)

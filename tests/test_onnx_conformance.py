@@ -237,3 +237,28 @@ def test_the_check_feeds_integers_of_one_where_zero_is_no_valid_input(tmp_path):
                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])])
     with pytest.raises(eo.OnnxError, match="onnxruntime cannot run the model on the check's random inputs"):
         eo.max_difference(bad, bad)
+
+
+def test_an_if_whose_branches_read_the_enclosing_graph_is_kept_with_those_values(tmp_path):
+    # the branches read 'h' (computed outside the If) and 'w' (an initializer): the opaque node carries
+    # both into its one-node graph, and the writer renames what the branches read (refused before)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    then = helper.make_graph([helper.make_node("Add", ["h", "w"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    other = helper.make_graph([helper.make_node("Mul", ["h", "w"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])])
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    nodes = [helper.make_node("Relu", ["x"], ["h"]),
+             helper.make_node("If", ["c"], ["i"], then_branch=then, else_branch=other),
+             helper.make_node("Sigmoid", ["i"], ["y"])]
+    src = _save(tmp_path / "if.onnx", nodes, [x, c], [y], [w])
+    imported = eo.load(src)
+    assert [o.split(" ")[0] for o in imported.opaque] == ["If"]
+    dst = tmp_path / "written.onnx"
+    eo.save(imported, imported.graph, dst)
+    for cond in (True, False):
+        feeds = {"x": np.random.default_rng(4).standard_normal((2, 3)).astype(np.float32), "c": np.array(cond)}
+        want = ort.InferenceSession(str(src)).run(None, feeds)[0]
+        np.testing.assert_allclose(ort.InferenceSession(str(dst)).run(None, feeds)[0], want, rtol=1e-6)

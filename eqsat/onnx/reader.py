@@ -12,7 +12,16 @@ import numpy as np
 from eqsat.errors import EqsatError
 from eqsat.ir.evaluate import attribute_weights
 from eqsat.ir.graph import Graph, Node, node, weight
-from eqsat.onnx.common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
+from eqsat.onnx.common import (
+    MIN_OPSET,
+    Decline,
+    Imported,
+    OnnxError,
+    _first_line,
+    _onnx,
+    rename_subgraph_reads,
+    skeleton,
+)
 from eqsat.onnx.importers import IMPORTERS, _attrs, _Importer
 from eqsat.onnx.runtime import run_node
 
@@ -382,6 +391,7 @@ def _outer_scope_reads(n: Any) -> list[str]:
                 for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
                     walk(sub, known)
             known |= set(m.output)
+        found.extend(o.name for o in g.output if o.name not in known and o.name not in found)
 
     for a in n.attribute:
         for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
@@ -397,10 +407,6 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, Shape], types: dict[str, i
     values, so the node is evaluated and timed as in its file; outputs ``out0..``)."""
     onnx = _onnx()
     h = onnx.helper
-    outer = _outer_scope_reads(n)
-    if outer:
-        raise OnnxError(f"{imp.where(n)}: its subgraph reads {outer[0]!r} from the enclosing graph, which a node "
-                        f"kept as is (no importer maps {n.op_type}) cannot carry")
     proto = type(n)()
     proto.CopyFrom(n)
     del proto.input[:]
@@ -421,6 +427,18 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, Shape], types: dict[str, i
             inputs.append(imp.values[name])
         else:
             imp.value(n, name)  # raises: names the missing input
+    outer: dict[str, str] = {}  # what its subgraphs read from the enclosing graph: inputs of the one-node graph
+    for k, name in enumerate(_outer_scope_reads(n)):
+        outer[name] = f"outer{k}"
+        if name in imp.consts and (name not in imp.values or imp.consts[name].size <= STORED_CONST_ELEMENTS):
+            consts.append(onnx.numpy_helper.from_array(imp.consts[name], outer[name]))
+        elif name in imp.values:
+            values.append(h.make_tensor_value_info(outer[name], types.get(name, onnx.TensorProto.FLOAT),
+                                                   list(imp.values[name].shape)))
+            inputs.append(imp.values[name])
+        else:
+            imp.value(n, name)  # raises: names the missing value
+    rename_subgraph_reads(proto, outer)
     del proto.output[:]
     proto.output.extend(f"out{k}" for k in range(len(n.output)))
     graph = h.make_graph([proto], n.op_type, values, [onnx.ValueInfoProto(name=o) for o in proto.output], consts)

@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from experiments.command import Experiment, command_line, positive_int
+from eqsat.cost.devices import DEFAULT_DEVICE
+from experiments.command import Experiment, command_line, positive_int, seed_int
 from experiments.output import write_table
+from experiments.searches import SEARCHES, search_graph
 
 KINDS = ("node", "simple", "pytorch-converted", "pytorch-operator", "light")
 CLASSES = ("equal", "equal-opaque", "refused", "crashed", "wrong", "ort-fails")
@@ -172,7 +174,7 @@ def _sized(model: Any, inputs: Sequence[Any]) -> Any:
 
 def check_case(case: SuiteCase, folder: Path, search: str | None = None) -> dict[str, Any]:
     """One case through onnxruntime (as given), import, write and onnxruntime (as written); with
-    ``search``, an equal case is also optimized (quick preset, h100 roofline) and what the search
+    ``search``, an equal case is also optimized (quick preset, the default device's roofline) and what the search
     picked is written and run against the references (``optimized``: ``kept`` when it kept the input)."""
     import onnx
 
@@ -213,10 +215,9 @@ def _optimized(imported: Any, case: SuiteCase, feeds: dict[str, Any], dst: Path,
     import onnx
 
     from eqsat import onnx as onnx_io
-    from experiments.searches import search_graph
 
     try:
-        _, best = search_graph(imported.graph, case.name, search, "h100", quick=True)
+        _, best = search_graph(imported.graph, case.name, search, DEFAULT_DEVICE, quick=True)
         if best.outputs == imported.graph.outputs:
             return {"optimized": "kept"}
         onnx_io.save(imported, best, dst, dtype=onnx_io.interface_dtype(imported))
@@ -317,9 +318,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kinds", default=",".join(KINDS), help=f"case families to run (default {','.join(KINDS)})")
     p.add_argument("--sample", type=positive_int, help="run N cases drawn at random (with --seed) instead of all")
     p.add_argument("--limit", type=positive_int, help="run at most the first N (picked) cases")
-    p.add_argument("--seed", type=int, default=0, help="seed of --sample's draw")
-    p.add_argument("--optimize", choices=("eqsat", "taso"),
-                   help="also optimize every equal case with this search (quick preset, h100) and check what it wrote")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of --sample's draw")
+    p.add_argument("--optimize", choices=tuple(SEARCHES), help="also optimize every equal case with this search "
+                   f"(quick preset, {DEFAULT_DEVICE} roofline) and check what it wrote")
     p.add_argument("--out", default="results/onnx_suite", help="output folder (default results/onnx_suite)")
 
 

@@ -262,3 +262,17 @@ def test_an_if_whose_branches_read_the_enclosing_graph_is_kept_with_those_values
         feeds = {"x": np.random.default_rng(4).standard_normal((2, 3)).astype(np.float32), "c": np.array(cond)}
         want = ort.InferenceSession(str(src)).run(None, feeds)[0]
         np.testing.assert_allclose(ort.InferenceSession(str(dst)).run(None, feeds)[0], want, rtol=1e-6)
+
+
+def test_a_layout_op_on_integers_reading_an_integer_constant_is_kept_not_refused(tmp_path):
+    # AffineGrid's expansion concatenates a computed int64 tensor with an int64 constant: the IR holds
+    # no integer constants, so this was refused ("a int64 constant this node reads as data")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [4])
+    three = numpy_helper.from_array(np.array([3], np.int64), "three")
+    src = _save(tmp_path / "concat.onnx", [helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT64),
+                                           helper.make_node("Concat", ["i", "three"], ["y"], axis=0)], [x], [y], [three])
+    feeds = {"x": np.array([1.5, -2.0, 7.0], np.float32)}
+    imported, want, got = _round_trip(tmp_path, src, feeds)
+    assert "Concat" in " ".join(imported.opaque)
+    np.testing.assert_array_equal(got[0], want[0])

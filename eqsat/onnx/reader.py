@@ -164,8 +164,10 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
                 except Decline as exc:
                     reason = str(exc)
                 except EqsatError as exc:  # the op table rejects this use: keep the node exactly
-                    if isinstance(exc, OnnxError):
+                    if isinstance(exc, OnnxError) and other is None:
                         raise
+                    # a layout op on integers that reads an integer constant (Concat of a shape and a
+                    # constant tail): the IR holds no integer constants, the node kept as is does
                     reason = f"not expressible in the op table: {exc}"
             if outs is None:
                 outs = _opaque(imp, n, shapes, types, runtime)

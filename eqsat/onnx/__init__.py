@@ -1,6 +1,7 @@
 """ONNX models in and out of the IR (the ``onnx`` extra; ``onnxruntime`` checks the results).
 
-:func:`load` reads a model (opset 13 or newer) into a :class:`Graph` plus the initializer data:
+:func:`load` reads a model (opset 13 or newer; an older one, and IR version 3, converted in
+memory) into a :class:`Graph` plus the initializer data:
 inputs become ``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers
 become ``weight`` leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op.
 Node order in the file does not matter (nodes are sorted by their data dependences). A Conv bias
@@ -9,9 +10,10 @@ is conv2d's optional third input; an Add or Mul of a per-channel vector (ONNX br
 (scale and shift computed from its four statistics). Folding these into convolutions is done by
 the rules in ``rules/epilogue.rules``, not here. An op without an importer, or a node its importer
 declines (training-mode BatchNormalization, Gather of run-time indices, ...), becomes ``opaque``
-nodes, one per output: the ONNX node itself, shapes from ONNX shape inference (or from running
-it), kept exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works
-around it, and the reason is listed. :func:`save` writes a graph back at the model's opset,
+nodes, one per output: the ONNX node itself, shapes from ONNX shape inference (a dimension it
+leaves unknown, from one onnxruntime run of the model on the check's random inputs), kept
+exactly and evaluated by onnxruntime; no rule matches it, so the optimizer works around it,
+and the reason is listed. :func:`save` writes a graph back at the model's opset,
 folding weight-only subgraphs into initializers computed from the imported data; the file is
 written whole or not at all and passes ``onnx.checker``. :func:`export_graph` writes a graph
 built in Python with given or random weights. :func:`max_difference` runs two models in

@@ -72,6 +72,20 @@ def skeleton(model: Any) -> Any:
     return out
 
 
+def rename_subgraph_reads(n: Any, names: dict[str, str]) -> None:
+    """Rename, in place, the values ``n``'s subgraphs (If, Loop, Scan bodies, at any depth) read
+    from enclosing graphs: a node kept as is carries them as inputs of its own one-node graph."""
+    for a in n.attribute:
+        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for m in g.node:
+                renamed = [names.get(i, i) for i in m.input]
+                del m.input[:]
+                m.input.extend(renamed)
+                rename_subgraph_reads(m, names)
+            for o in g.output:
+                o.name = names.get(o.name, o.name)
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

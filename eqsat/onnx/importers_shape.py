@@ -13,7 +13,8 @@ from eqsat.onnx.importers_base import _Importer, _inputs
 
 def _flatten(imp: _Importer, n: Any, a: dict[str, Any]) -> list[Node]:
     x = imp.value(n, n.input[0])
-    axis = int(a.get("axis", 1)) % (len(x.shape) + 1) if x.shape else 0
+    axis = int(a.get("axis", 1))
+    axis += len(x.shape) if axis < 0 else 0  # ONNX: axis in [-rank, rank], a negative one counts from the end
     return [node("reshape", x, shape=(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))))]
 
 

@@ -12,7 +12,16 @@ import numpy as np
 from eqsat.errors import EqsatError
 from eqsat.ir.evaluate import attribute_weights
 from eqsat.ir.graph import Graph, Node, node, weight
-from eqsat.onnx.common import MIN_OPSET, Decline, Imported, OnnxError, _first_line, _onnx, skeleton
+from eqsat.onnx.common import (
+    MIN_OPSET,
+    Decline,
+    Imported,
+    OnnxError,
+    _first_line,
+    _onnx,
+    rename_subgraph_reads,
+    skeleton,
+)
 from eqsat.onnx.importers import IMPORTERS, _attrs, _Importer
 from eqsat.onnx.runtime import run_node
 
@@ -53,6 +62,11 @@ def check_interface(path: str, model: Any) -> None:
     inputs = [v for v in model.graph.input if v.name not in inits]
     for what, values in (("graph input", inputs), ("graph output", model.graph.output)):
         for v in values:
+            kind = v.type.WhichOneof("value")
+            if kind not in (None, "tensor_type"):  # a sequence, map, optional or sparse tensor
+                name = kind.removesuffix("_type").replace("_", " ")
+                raise OnnxError(f"{path}: {what} {v.name!r} is {'an' if name[0] in 'aeiou' else 'a'} {name}, not a "
+                                f"tensor; this tool reads tensor inputs and outputs only")
             elem = v.type.tensor_type.elem_type
             if elem == 0:  # ONNX's checker allows it; onnxruntime refuses the file (after the whole search)
                 raise OnnxError(f"{path}: {what} {v.name!r} has no element type; declare one in the file")
@@ -111,6 +125,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
         model = onnx.load(path)
     except Exception as exc:  # onnx raises several types for unreadable files
         raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
+    model = upgrade(path, model)
     order = _topological_order(path, model)
     sorted_nodes = [model.graph.node[i] for i in order]  # file order does not matter: sort, then check
     del model.graph.node[:]
@@ -124,17 +139,24 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     fix_input_dims(path, model, batch, dims or {})
     imp = _Importer(path, model, batch, opset)
     ops: dict[str, int] = {}
-    shapes, types = _inferred_shapes(model, batch)
+    shapes, types = _inferred_shapes(model)
+    runtime = _RuntimeShapes(model, shapes)
     for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
         types.setdefault(init.name, init.data_type)
+    compute = _compute_type(model)
+    returned = {o.name for o in model.graph.output}
     opaque: list[str] = []
     for n in model.graph.node:
-        if _fold(imp, n):  # constants, shapes of static tensors and what only reads them
-            ops[n.op_type] = ops.get(n.op_type, 0) + 1
-            continue
+        if _fold(imp, n) and not any(o in returned and o not in imp.values for o in n.output):
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1  # constants, shapes of static tensors, what only reads them
+            continue  # (a non-float one the graph returns stays a node: the IR holds no integer constants)
         importer = IMPORTERS.get(n.op_type)
         try:
             reason = "no mapping"
+            other = _other_type(n, types, compute)
+            if importer is not None and other is not None and n.op_type not in TYPE_KEEPING:
+                importer, reason = None, f"{elem_type_name(other)} arithmetic (the graph is written in " \
+                                         f"{elem_type_name(compute)})"
             outs = None
             if importer is not None:
                 try:
@@ -142,11 +164,13 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
                 except Decline as exc:
                     reason = str(exc)
                 except EqsatError as exc:  # the op table rejects this use: keep the node exactly
-                    if isinstance(exc, OnnxError):
+                    if isinstance(exc, OnnxError) and other is None:
                         raise
+                    # a layout op on integers that reads an integer constant (Concat of a shape and a
+                    # constant tail): the IR holds no integer constants, the node kept as is does
                     reason = f"not expressible in the op table: {exc}"
             if outs is None:
-                outs = _opaque(imp, n, shapes, types)
+                outs = _opaque(imp, n, shapes, types, runtime)
                 opaque.append(f"{n.op_type} ({n.name or n.output[0]}: {reason})")
         except EqsatError as exc:
             if isinstance(exc, OnnxError):
@@ -165,6 +189,36 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types)
 
 
+def upgrade(path: str, model: Any) -> Any:
+    """An older model as this tool reads it, in memory: IR version 3 lists every initializer among
+    the graph inputs (later versions make them constants unless fed, which is how onnxruntime runs
+    them too), so those entries go; a default-domain opset below :data:`MIN_OPSET` is converted to
+    it with ``onnx.version_converter`` (Split, Reshape and the reductions took attributes before).
+    The file itself is untouched; what is written is the converted model's opset."""
+    onnx = _onnx()
+    if model.ir_version < 4:
+        inits = {t.name for t in model.graph.initializer}
+        kept = [v for v in model.graph.input if v.name not in inits]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if versions and versions[0] < MIN_OPSET:
+        model.ir_version = max(model.ir_version, 4)
+        try:
+            from onnx import version_converter
+
+            converted = version_converter.convert_version(model, MIN_OPSET)
+        except Exception as exc:  # the converter raises several types
+            raise OnnxError(f"{path}: opset {versions[0]} is older than this tool reads ({MIN_OPSET} and newer) "
+                            f"and onnx.version_converter cannot convert it: {_first_line(exc)}") from None
+        if [v.SerializeToString() for v in converted.graph.input] != [v.SerializeToString() for v in model.graph.input]:
+            raise OnnxError(f"{path}: opset {versions[0]} is older than this tool reads ({MIN_OPSET} and newer) and "
+                            f"onnx.version_converter changes the graph inputs (opset 8's batched Scan, say)")
+        model = converted
+    model.ir_version = max(model.ir_version, onnx.helper.find_min_ir_version_for(list(model.opset_import), True))
+    return model
+
+
 def _opset(path: str, model: Any) -> int:
     """The model's default-domain opset, if this tool reads it."""
     onnx = _onnx()
@@ -180,8 +234,13 @@ def _opset(path: str, model: Any) -> int:
     return versions[0]
 
 
-def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
-    """Shapes and element types of every value ONNX shape inference knows."""
+Shape = tuple[int | None, ...]  # None: a dimension shape inference leaves unknown (each its own unknown)
+
+
+def _inferred_shapes(model: Any) -> tuple[dict[str, Shape], dict[str, int]]:
+    """Shapes and element types of every value ONNX shape inference knows; a dimension it does not
+    know (a data-dependent size, a ``dim_param`` it made up) is None, never a guess: such a value's
+    shape comes from onnxruntime (:class:`_RuntimeShapes`)."""
     onnx = _onnx()
     inferred = onnx.shape_inference.infer_shapes(skeleton(model))
     shapes, types = {}, {}
@@ -189,10 +248,90 @@ def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]]
         t = vi.type.tensor_type
         types[vi.name] = t.elem_type
         if t.HasField("shape"):
-            shapes[vi.name] = tuple(
-                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else batch for d in t.shape.dim
-            )
+            shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
     return shapes, types
+
+
+def _known(shape: Shape | None) -> bool:
+    return shape is not None and all(d is not None for d in shape)
+
+
+class _RuntimeShapes:
+    """The shapes onnxruntime computes for the values shape inference leaves (partly) unknown: the
+    model (inputs sized) runs on the random inputs the final check feeds (seed 0), with every such
+    value as an extra output, and once more on other inputs (seed 1, integers 1, not 0): a shape that
+    differs follows the input values, which no static graph can hold (:attr:`varying`)."""
+
+    def __init__(self, model: Any, shapes: dict[str, Shape]):
+        self.model, self.shapes = model, shapes
+        self.found: dict[str, tuple[int, ...]] | None = None
+        self.varying: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+    def get(self, name: str) -> tuple[int, ...] | None:
+        if self.found is None:
+            self.found = self._run()
+        return self.found.get(name)
+
+    def _run(self) -> dict[str, tuple[int, ...]]:
+        onnx = _onnx()
+        import onnxruntime as ort
+
+        from eqsat.onnx.runtime import random_feeds
+
+        model = type(self.model)()
+        model.CopyFrom(self.model)
+        outputs = {o.name for o in model.graph.output}
+        unknown = [n for node_ in model.graph.node for n in node_.output
+                   if n and n not in outputs and not _known(self.shapes.get(n))]
+        model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in unknown)
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # every value stays computed
+        try:
+            session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            names = [o.name for o in session.get_outputs()]
+            found = {o: tuple(np.shape(v)) for o, v in zip(names, session.run(None, random_feeds(session)))}
+        except Exception:  # onnxruntime's errors have no common base class; the node alone is tried next
+            return {}
+        other = {k: (v + 1 if v.dtype.kind in "iu" else v) for k, v in random_feeds(session, seed=1).items()}
+        try:
+            again = {o: tuple(np.shape(v)) for o, v in zip(names, session.run(None, other))}
+        except Exception:  # inputs of 1 may be out of range (an index): the first run's shapes stand
+            again = found
+        self.varying = {o: (found[o], again[o]) for o in found if found[o] != again[o]}
+        return found
+
+
+TYPE_KEEPING = frozenset({"Flatten", "Unsqueeze", "Squeeze", "Gather", "Expand", "Concat", "Split", "Reshape",
+                          "Transpose", "Identity", "Slice"})
+"""ONNX ops whose importers only move elements: they map on any element type. Every other importer
+maps the graph's float type only (:func:`_compute_type`); on integers, bools or another float type
+the node stays opaque, so it is written with the types it had
+(an integer Sub written as a product with a float -1, or an integer Div as a float reciprocal, is
+not the same op: onnxruntime refuses the first, the second truncates differently)."""
+
+
+def _compute_type(model: Any) -> int:
+    """The float type the IR's nodes are written in: the one float type of the graph's inputs and
+    outputs, else float32 (as :func:`eqsat.onnx.writer.interface_dtype` picks)."""
+    inits = {t.name for t in model.graph.initializer}
+    found = {v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output] if v.name not in inits}
+    floats = found & _FLOAT_ELEMS
+    return floats.pop() if len(floats) == 1 else 1
+
+
+def _other_type(n: Any, types: dict[str, int], compute: int) -> int | None:
+    """The first of ``n``'s output types (as shape inference knows them; the arithmetic ops compute
+    in their inputs' type) that is not ``compute``: an integer, a bool, or another float (float32
+    softmax inside a float16 graph), or None."""
+    for name in n.output:
+        t = types.get(name, 0) if name else 0
+        if t and t != compute:
+            return t
+    return None
+
+
+_FLOAT_ELEMS = frozenset({1, 10, 11})  # float32, float16, float64
 
 
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -240,7 +379,30 @@ def _fold(imp: _Importer, n: Any) -> bool:
 STORED_CONST_ELEMENTS = 4096  # a float constant an opaque node reads up to this size is stored in the node
 
 
-def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: dict[str, int]) -> list[Node]:
+def _outer_scope_reads(n: Any) -> list[str]:
+    """Names ``n``'s subgraphs (If, Loop, Scan bodies) read from the enclosing graph, in order."""
+    found: list[str] = []
+
+    def walk(g: Any, known: set[str]) -> None:
+        known = known | {i.name for i in g.input} | {t.name for t in g.initializer}
+        for m in g.node:
+            for name in m.input:
+                if name and name not in known and name not in found:
+                    found.append(name)
+            for a in m.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(sub, known)
+            known |= set(m.output)
+        found.extend(o.name for o in g.output if o.name not in known and o.name not in found)
+
+    for a in n.attribute:
+        for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            walk(sub, set())
+    return found
+
+
+def _opaque(imp: _Importer, n: Any, shapes: dict[str, Shape], types: dict[str, int],
+            runtime: _RuntimeShapes) -> list[Node]:
     """An op without an importer: one ``opaque`` node per output, holding the ONNX node itself as a
     one-node graph (inputs ``in0..`` with their element types; the non-float constants it reads,
     and float ones of at most :data:`STORED_CONST_ELEMENTS`, as initializers ``c0..`` with their
@@ -267,12 +429,29 @@ def _opaque(imp: _Importer, n: Any, shapes: dict[str, tuple[int, ...]], types: d
             inputs.append(imp.values[name])
         else:
             imp.value(n, name)  # raises: names the missing input
+    outer: dict[str, str] = {}  # what its subgraphs read from the enclosing graph: inputs of the one-node graph
+    for k, name in enumerate(_outer_scope_reads(n)):
+        outer[name] = f"outer{k}"
+        if name in imp.consts and (name not in imp.values or imp.consts[name].size <= STORED_CONST_ELEMENTS):
+            consts.append(onnx.numpy_helper.from_array(imp.consts[name], outer[name]))
+        elif name in imp.values:
+            values.append(h.make_tensor_value_info(outer[name], types.get(name, onnx.TensorProto.FLOAT),
+                                                   list(imp.values[name].shape)))
+            inputs.append(imp.values[name])
+        else:
+            imp.value(n, name)  # raises: names the missing value
+    rename_subgraph_reads(proto, outer)
     del proto.output[:]
     proto.output.extend(f"out{k}" for k in range(len(n.output)))
     graph = h.make_graph([proto], n.op_type, values, [onnx.ValueInfoProto(name=o) for o in proto.output], consts)
     graph_hex = graph.SerializeToString().hex()
-    out_shapes = [shapes.get(o) for o in n.output]
-    if any(s is None for s in out_shapes):  # shape inference knows none (training-mode BatchNormalization): run it
+    out_shapes = [shapes.get(o) if _known(shapes.get(o)) else runtime.get(o) for o in n.output]
+    varying = [o for o in n.output if o in runtime.varying]
+    if varying:
+        a, b = runtime.varying[varying[0]]
+        raise OnnxError(f"{imp.where(n)}: the shape of {varying[0]!r} follows the input values ({a} on one random "
+                        f"input, {b} on another), and an optimized graph has static shapes")
+    if any(s is None for s in out_shapes):  # onnxruntime cannot run the model: run the node alone
         try:
             zeros = [np.zeros(x.shape) for x in inputs]
             out_shapes = [tuple(run_node(graph_hex, zeros, k, imp.opset).shape) for k in range(len(n.output))]

@@ -45,17 +45,21 @@ def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: in
 
     graph = onnx.GraphProto()
     graph.ParseFromString(bytes.fromhex(graph_hex))
-    session = ort.InferenceSession(node_model(graph_hex, opset).SerializeToString())
+    so = ort.SessionOptions()
+    so.log_severity_level = 4  # a failure is raised (and named by the caller), not also logged to stderr
+    session = ort.InferenceSession(node_model(graph_hex, opset).SerializeToString(), so)
     feeds = {vi.name: x.astype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
              for vi, x in zip(graph.input, inputs)}
     return np.asarray(session.run([f"out{index}"], feeds)[0])
 
 
 
-def random_feeds(session: Any, seed: int = 0, input_scale: float = 1.0, like: Any = None) -> dict[str, np.ndarray]:
+def random_feeds(session: Any, seed: int = 0, input_scale: float = 1.0, like: Any = None,
+                 domain: tuple[float, float] | None = None) -> dict[str, np.ndarray]:
     """Inputs for an onnxruntime session: standard normal times ``input_scale`` in each float
-    input's type; zeros for integer inputs (always a valid index or count) and random bools; a
-    dynamic dimension takes ``like``'s size (another session), else 1."""
+    input's type (uniform in ``domain`` when given, see :data:`DOMAINS`); zeros for integer inputs
+    (always a valid index or count) and random bools; a dynamic dimension takes ``like``'s size
+    (another session), else 1."""
     rng = np.random.default_rng(seed)
     fixed = {i.name: i.shape for i in (like or session).get_inputs()}
     feeds = {}
@@ -68,14 +72,25 @@ def random_feeds(session: Any, seed: int = 0, input_scale: float = 1.0, like: An
             feeds[i.name] = np.asarray(rng.integers(0, 2, dims), dtype=np.bool_)
         elif np.issubdtype(kind, np.integer):
             feeds[i.name] = np.zeros(dims, dtype=kind)
+        elif domain is not None:
+            feeds[i.name] = np.asarray(rng.uniform(domain[0], domain[1], dims), dtype=kind)
         else:
             feeds[i.name] = np.asarray(input_scale * rng.standard_normal(dims), dtype=kind)
     return feeds
 
 
+DOMAINS: tuple[tuple[float, float], ...] = ((0.1, 0.9), (1.1, 2.0))
+"""Where the check draws float inputs when standard normal ones make the input model's outputs NaN
+(a log, square root or power of a negative number: (0.1, 0.9), also inside asin, acos and atanh's
+domain; acosh: (1.1, 2.0)): the check compares two models where both are defined."""
+
+
 _FEED_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
-               "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+               "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
+               "tensor(uint64)": np.uint64, "tensor(uint32)": np.uint32, "tensor(uint16)": np.uint16,
                "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+"""onnxruntime input type -> the numpy type the check feeds: every type :data:`eqsat.onnx.reader.
+READABLE_ELEM_TYPES` lets in, so no model reaches the check with an input it cannot feed."""
 
 
 def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: float = 1.0) -> float:
@@ -90,8 +105,15 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
     except Exception as exc:  # onnxruntime's own checks (e.g. node input types) are stricter than onnx's
         raise OnnxError(f"{a}: onnxruntime cannot load this model: {_first_line(exc)}") from None
     sb = ort.InferenceSession(str(b))
-    feeds = random_feeds(sa, seed, input_scale, like=sb)
-    xa, xb = sa.run(None, feeds), sb.run(None, feeds)
+    for domain in (None, *DOMAINS):
+        feeds = random_feeds(sa, seed, input_scale, like=sb, domain=domain)
+        xa = _run_input(a, sa, feeds)
+        if not any(np.isnan(x).any() for x in xa if np.asarray(x).dtype.kind == "f"):
+            break
+    else:
+        raise OnnxError(f"{a}: outputs are NaN in onnxruntime on every random input the check draws (standard "
+                        f"normal, uniform in {' and '.join(map(str, DOMAINS))}); check it on your own inputs")
+    xb = sb.run(None, feeds)
     if not all(np.isfinite(x).all() for x in xa):
         raise OnnxError(f"{a}: outputs overflow in onnxruntime ({', '.join(i.type for i in sa.get_inputs())}); "
                         f"compare float64 exports instead")
@@ -99,6 +121,23 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
     xb = [np.asarray(x, dtype=np.float64) for x in xb]
     scale = max([1.0] + [float(np.abs(x).max()) for x in xa if x.size])
     return max([0.0] + [float(np.abs(x - y).max()) for x, y in zip(xa, xb) if x.size]) / scale
+
+
+def _run_input(path: str | Path, session: Any, feeds: dict[str, np.ndarray]) -> list[Any]:
+    """The input model's outputs on ``feeds``; where its integer inputs of 0 are not valid (a
+    divisor, a count, a size), on integers of 1; else one sentence naming onnxruntime's reason."""
+    try:
+        return session.run(None, feeds)
+    except Exception as exc:  # onnxruntime's errors have no common base class
+        first = exc
+    ones = {k: (v + 1 if v.dtype.kind in "iu" else v) for k, v in feeds.items()}
+    try:
+        out = session.run(None, ones)
+    except Exception:  # the first error names the cause
+        raise OnnxError(f"{path}: onnxruntime cannot run the model on the check's random inputs (integers 0 and "
+                        f"1, floats standard normal): {_first_line(first)}") from None
+    feeds.update(ones)  # the optimized model is compared on the same inputs
+    return out
 
 
 set_opaque_runner(run_node)

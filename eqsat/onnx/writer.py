@@ -12,7 +12,16 @@ from eqsat.files import replace_atomic
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
-from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, OPSET, Imported, OnnxError, _onnx, skeleton
+from eqsat.onnx.common import (
+    ACTIVATIONS,
+    FUSED_DOMAIN,
+    OPSET,
+    Imported,
+    OnnxError,
+    _onnx,
+    rename_subgraph_reads,
+    skeleton,
+)
 from eqsat.onnx.writer_ops import EXPORTERS as _DYNAMO_OP_EXPORTERS
 
 
@@ -154,6 +163,7 @@ def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[
         renamed = [rename.get(i, i) for i in proto.input]
         del proto.input[:]
         proto.input.extend(renamed)
+        rename_subgraph_reads(proto, rename)  # what its subgraphs read from the enclosing graph
         outs = [w.fresh() for _ in proto.output]
         del proto.output[:]
         proto.output.extend(outs)
@@ -231,12 +241,16 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
         else:
             raise OnnxError(f"{path}: cannot export op {n.op} (node {n}); EXPORTERS has no entry for it")
     declared = _stored_input_types(onnx, graph)
+    own = {t for t in imported.elem_types.values() if t in _FLOAT_ELEM_TYPES}
+    mixed = len(own) > 1  # float32 in, float64 out (an opaque Cast): each keeps the type it had
 
     def elem_type(name: str) -> int:
         """The imported element type (else the one a stored node reading it declares: a graph
         built from an import, e.g. a kernel timed alone, keeps int64 token ids), a float one in
         the export's float width (ints, bools stay)."""
         t = imported.elem_types.get(name, declared.get(name, 1))
+        if mixed and name in imported.elem_types:
+            return t
         return onnx_float if t in _FLOAT_ELEM_TYPES else t
 
     outputs = []

@@ -17,6 +17,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.tuned_pricing",
     "experiments.runs.pet_searches",
     "experiments.runs.onnx_roundtrip",
+    "experiments.runs.onnx_suite",
     "experiments.runs.real",
     "experiments.runs.tuning",
     "experiments.runs.tuning_budget",

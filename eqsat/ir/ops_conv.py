@@ -111,37 +111,10 @@ def _torch_window_pads(t: Any, op: str, x: Any, attrs: Attrs, kh: int, kw: int, 
     return t.nn.functional.pad(x, (pl, pr, pt, pb), value=fill), (0, 0)
 
 
-_CUDNN_RELU: dict[tuple[Any, Any], bool] = {}
-"""(device, dtype) -> whether cuDNN's fused convolution + ReLU ran there (tried once, on the first call)."""
-
-
-def _conv_relu_cuda(t: Any, x: Any, w: Any, bias: Any, attrs: Attrs, pad: tuple[int, int]) -> Any | None:
-    """conv2d + ReLU as one cuDNN kernel (``torch.cudnn_convolution_relu``), the fused kernel TASO and
-    TENSAT priced, where this PyTorch has it for this device and dtype; None elsewhere."""
-    if not x.is_cuda or not hasattr(t, "cudnn_convolution_relu"):
-        return None
-    key = (x.device, x.dtype)
-    args = (x, w, bias, list(attrs["stride"]), list(pad), list(attrs["dilation"]), attrs["groups"])
-    state = _CUDNN_RELU.get(key)
-    if state is None:  # the first call, eager: a later trace (torch.compile) sees no try
-        try:
-            out = t.cudnn_convolution_relu(*args)
-        except RuntimeError:  # no such kernel for this dtype: the two kernels from now on
-            _CUDNN_RELU[key] = False
-            return None
-        _CUDNN_RELU[key] = True
-        return out
-    return t.cudnn_convolution_relu(*args) if state else None
-
-
 def _conv_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
     w = xs[1]
     x, pad = _torch_window_pads(t, "conv2d", xs[0], attrs, w.shape[2], w.shape[3])
     bias = xs[2] if len(xs) == 3 else None
-    if attrs["act"] == "relu":
-        fused = _conv_relu_cuda(t, x, w, bias, attrs, pad)
-        if fused is not None:
-            return fused
     out = t.nn.functional.conv2d(x, w, bias, attrs["stride"], pad, attrs["dilation"], attrs["groups"])
     return ACTIVATIONS[attrs["act"]].torch(t, out)
 

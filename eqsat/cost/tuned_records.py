@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eqsat.diskcache import cache_dir
+from eqsat.diskcache import database_path
 
 ENV_PATH = "EQSAT_LAB_HYPOGPU_KERNELS"
 
@@ -44,11 +44,7 @@ class TunedKernel:
 def default_path() -> Path | None:
     """``$EQSAT_LAB_HYPOGPU_KERNELS``, else ``hypogpu-kernels.jsonl`` in the cache folder (None: the
     cache is off)."""
-    where = os.environ.get(ENV_PATH)
-    if where:
-        return Path(where)
-    folder = cache_dir()
-    return folder / "hypogpu-kernels.jsonl" if folder is not None else None
+    return database_path(ENV_PATH)
 
 
 def tune_kernel(M: int, N: int, K: int, source: str, seed: int) -> TunedKernel:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.measured.timer import Timing
-from eqsat.diskcache import cache_dir
+from eqsat.diskcache import database_path
 
 ENV_PATH = "EQSAT_LAB_MEASUREMENTS"
 
@@ -90,11 +90,7 @@ def timed_under_contention(row: dict[str, Any]) -> bool:
 def default_path() -> Path | None:
     """``$EQSAT_LAB_MEASUREMENTS``, else ``measurements.jsonl`` in the cache folder (None: the
     cache is off, and measurements live only as long as the process)."""
-    where = os.environ.get(ENV_PATH)
-    if where:
-        return Path(where)
-    folder = cache_dir()
-    return folder / "measurements.jsonl" if folder is not None else None
+    return database_path(ENV_PATH)
 
 
 class MeasurementDB:

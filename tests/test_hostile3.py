@@ -1,0 +1,103 @@
+"""Hostile input, round three (issue 52), each test written as the attack: outputs onto devices,
+FIFOs and the files a run reads; records with wrong fields or impossible numbers; overflowing
+profiles and timings; a C locale; nesting 400 deep. Each asserts one sentence naming what and
+where, nothing destroyed, and no wrong number used."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from experiments.cli import main
+
+RULE = "ewadd-comm: (ewadd ?a ?b) <=> (ewadd ?b ?a) ; vars=a:?x?,b:?x?\n"
+
+
+def run_cli(capsys: pytest.CaptureFixture, argv: list[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(code: int, err: str, *names: str) -> str:
+    """Exit 2 and one ``eqsat-lab`` error line naming every one of ``names``; no traceback."""
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if "error" in ln]
+    assert len(lines) == 1, err
+    for name in names:
+        assert name in lines[0], lines[0]
+    return lines[0]
+
+
+def external_model(folder: Path) -> Path:
+    """A MatMul model whose weight lives in ``w.bin`` beside it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save_model
+
+    w = numpy_helper.from_array(np.ones((8, 8), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [w])
+    path = folder / "m.onnx"
+    save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path),
+               save_as_external_data=True, location="w.bin", size_threshold=0)
+    return path
+
+
+# --------------------------------------------------------------------------- 1. outputs are regular files
+@pytest.mark.parametrize("argv, names", [
+    (["cost", "{model}", "--json", "{fifo}"], ("--json", "is a FIFO, not a regular file")),
+    (["cost", "{model}", "--json", "{null}"], ("--json", "is a character device")),
+    (["cost", "{model}", "--json", "{loop}"], ("--json", "is a symlink loop")),
+    (["cost", "{model}", "--device", "{profile}", "--json", "{profile}"], ("--json", "--device profile")),
+    (["cost", "{model}", "--json", "{data}"], ("--json", "model's external data", "w.bin")),
+    (["cost", "{model}", "--json", "{db}"], ("--json", "database $EQSAT_LAB_MEASUREMENTS")),
+    (["optimize", "{model}", "--out", "{db}"], ("--out", "database $EQSAT_LAB_MEASUREMENTS")),
+    (["tune", "--records", "{fifo}", "--trials", "4"], ("--records", "is a FIFO")),
+    (["tune", "--records", "{records}", "--json", "{records}", "--trials", "4"], ("--json", "also --records")),
+    (["rules", "minimize", "{rules}", "--out", "{tmp}/k.rules", "--json", "{rules}"], ("--json", "input files")),
+    (["dot", "mlp", "--out", "{fifo}"], ("--out", "is a FIFO")),
+])
+def test_an_output_onto_a_device_fifo_or_a_file_the_run_reads_is_refused(tmp_path, capsys, monkeypatch, argv,
+                                                                           names):
+    """``--json`` onto a FIFO or a character device replaced it with a regular file; onto the
+    ``--device`` profile, the model's external data or the measurement database it overwrote them."""
+    model = external_model(tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "null").symlink_to("/dev/null")  # a link: a regression replaces the link, never /dev/null itself
+    paths = {"null": tmp_path / "null", "model": model, "fifo": tmp_path / "fifo", "loop": tmp_path / "loop", "data": tmp_path / "w.bin",
+             "profile": tmp_path / "dev.json", "db": tmp_path / "db.jsonl", "records": tmp_path / "rec.jsonl",
+             "rules": tmp_path / "r.rules", "tmp": tmp_path}
+    for name, text in (("profile", '{"name": "d", "peak_flops": 1e12, "bandwidth": 1e11, "launch_us": 1}'),
+                       ("db", "{}\n"), ("records", "{}\n"), ("rules", RULE)):
+        paths[name].write_text(text)
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(paths["db"]))
+    before = {p.name: (p.read_bytes() if p.is_file() else stat.S_IFMT(os.lstat(p).st_mode))
+              for p in tmp_path.iterdir()}
+    code, out, err = run_cli(capsys, [a.format(**paths) for a in argv])
+    one_error(code, err, *names)
+    assert out == ""  # refused before any work
+    assert {p.name: (p.read_bytes() if p.is_file() else stat.S_IFMT(os.lstat(p).st_mode))
+            for p in tmp_path.iterdir()} == before
+    assert stat.S_ISCHR(os.stat(tmp_path / "null").st_mode)
+
+
+def test_the_atomic_writer_never_renames_over_a_fifo_or_a_folder(tmp_path):
+    from eqsat.files import write_atomic
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    for name, what in (("fifo", "a FIFO"), ("dir", "a folder")):
+        with pytest.raises(ValueError, match=f"is {what}, not a regular file"):
+            write_atomic(tmp_path / name, "x")
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) and (tmp_path / "dir").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "fifo"]  # no temporary left
+    write_atomic(tmp_path / "new.txt", "x")
+    assert (tmp_path / "new.txt").read_text() == "x"

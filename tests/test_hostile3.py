@@ -4,6 +4,7 @@ profiles and timings; a C locale; nesting 400 deep. Each asserts one sentence na
 where, nothing destroyed, and no wrong number used."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -101,3 +102,80 @@ def test_the_atomic_writer_never_renames_over_a_fifo_or_a_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "fifo"]  # no temporary left
     write_atomic(tmp_path / "new.txt", "x")
     assert (tmp_path / "new.txt").read_text() == "x"
+
+
+# --------------------------------------------------------------------------- 2. records validated when read
+def test_tuning_records_with_a_torn_or_foreign_last_line_are_kept_and_bad_ones_never_used(tmp_path, capsys):
+    """``tune --records`` deleted a last line without a newline (the whole file when it was one line
+    of other JSON); a record with a negative ``time_us`` became the best."""
+    from autotune.measure import best_from_records, read_records
+    from autotune.workload import SHAPES
+
+    records = tmp_path / "rec.jsonl"
+    records.write_text('{"mine": 1}')  # one line of other JSON, no newline
+    code, out, err = run_cli(capsys, ["tune", "--records", str(records), "--trials", "4", "--shape", "decode"])
+    assert code == 0 and "1 invalid record(s) skipped, kept in the file" in err and err.count("warning") == 1
+    assert records.read_text().startswith('{"mine": 1}\n')
+    valid = [json.loads(x) for x in records.read_text().splitlines()[1:]]
+    assert len(valid) == 4
+    w = SHAPES["decode"]
+    best = min(r["time_us"] for r in valid if r["time_us"] is not None)
+    bad = [dict(valid[0], time_us=-5.0), dict(valid[0], time_us=1e308), dict(valid[0], time_us="1"),
+           {k: v for k, v in valid[0].items() if k != "workload"}, dict(valid[0], config={"split_k": "x"})]
+    records.write_text("".join(json.dumps(r) + "\n" for r in [*valid, *bad]))
+    with pytest.warns(UserWarning, match=r"rec.jsonl: 5 invalid record\(s\) skipped.*line 5: time_us"):
+        assert len(read_records(records)) == 4
+    with pytest.warns(UserWarning, match="5 invalid"):
+        assert best_from_records(records, w)[1] == best  # never -5.00
+
+
+def test_measurement_database_lines_out_of_range_are_skipped_in_one_warning(tmp_path):
+    from eqsat.cost.measured.database import Context, MeasurementDB
+
+    ctx = {"machine": "m", "runtime": "onnxruntime test", "threads": 1}
+    good = {"median_us": 2.0, "p10_us": 1.0, "p90_us": 3.0, "runs": 5}
+    rows = [{**ctx, "key": "ok", "timing": good}]
+    rows += [{**ctx, "key": f"bad{i}", "timing": {**good, **t}} for i, t in enumerate(
+        [{"median_us": -5.0}, {"median_us": 1e308}, {"p90_us": "3"}, {"runs": 0}, {"runs": 2.5}])]
+    rows += [{**ctx, "timing": good}, {**ctx, "key": "x", "timing": [1]}]
+    path = tmp_path / "db.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = path.read_bytes()
+    with pytest.warns(UserWarning, match=r"7 corrupt line\(s\) skipped") as caught:
+        db = MeasurementDB(Context(**ctx), path)
+    assert len(caught) == 1 and set(db.timings) == {"ok"} and path.read_bytes() == before
+
+
+def test_tuned_kernel_records_with_impossible_fields_are_skipped(tmp_path):
+    from eqsat.cost import tuned_records
+
+    row = {"M": 32, "N": 256, "K": 128, "source": "oracle", "seed": 0, "config": [1, 2], "time_us": 5.0, "trials": 1}
+    path = tmp_path / "k.jsonl"
+    path.write_text("".join(json.dumps({**row, **bad}) + "\n" for bad in
+                            [{}, {"time_us": -1.0}, {"time_us": 1e308}, {"M": "32"}, {"config": ["a"]}]))
+    with pytest.warns(UserWarning, match="4 line"):
+        kernels = tuned_records.TunedKernels(path)
+    assert list(kernels.kernels.values())[0].time_us == 5.0 and len(kernels.kernels) == 1
+
+
+def test_a_cell_key_holds_the_content_of_the_files_it_reads(tmp_path):
+    """A sweep resumed after its ``--device`` profile changed reused the old cells (the key held
+    the profile's path): 1615.6 µs where a fresh run gave 10.6 µs."""
+    from experiments.sweep import Cell, run_cells
+
+    profile = tmp_path / "dev.json"
+    profile.write_text('{"peak_flops": 1}')
+    cell = Cell.of("toy", "builtins:dict", device=str(profile), seed=1)
+    first = cell.path(tmp_path)
+    run_cells([cell], tmp_path, progress=False)
+    profile.write_text('{"peak_flops": 2}')
+    assert cell.path(tmp_path) != first and first.exists()  # a new cell; the old one kept
+    assert Cell.of("toy", "builtins:dict", device="h100").slug == "h100-" + Cell.of(
+        "toy", "builtins:dict", device="h100").slug.split("-")[-1]
+    cells = [Cell.of("toy", "builtins:dict", index=i) for i in range(3)]
+    run_cells(cells, tmp_path, progress=False)
+    for c in cells[:2]:
+        c.path(tmp_path).write_text('{"fn": 1, "params": {}, "result": {}}')
+    with pytest.warns(UserWarning, match=r"^2 damaged cell file\(s\) computed again") as caught:
+        assert run_cells(cells, tmp_path, progress=False) == [{"index": i} for i in range(3)]
+    assert len(caught) == 1

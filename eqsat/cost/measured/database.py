@@ -25,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import os
 import platform
 import warnings
@@ -139,10 +138,9 @@ class MeasurementDB:
                 row = json.loads(raw)
                 context = {k: row[k] for k in mine}
                 key, timing = row["key"], Timing(**row["timing"])
-                if not isinstance(key, str) or not (math.isfinite(timing.median_us) and timing.median_us >= 0
-                                                     and timing.runs > 0):
+                if not isinstance(key, str) or timing.problem() is not None:
                     raise ValueError
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 self.corrupt += 1
                 bad.append(self._lines)
                 continue

@@ -203,13 +203,23 @@ def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostMod
                              f"{why} recomputed): input kept, unfused it is no faster")
 
 
+def check_finite(time_us: float, model: str, device: str) -> None:
+    """Refuse a price that overflowed to inf (or is nan or negative) before it is printed as a
+    result: a profile of 1e-300 FLOP/s printed "inf -> inf µs"."""
+    if not (math.isfinite(time_us) and time_us >= 0):
+        raise ValueError(f"{model} on {device}: the cost model priced it at {time_us} µs, not a finite time; "
+                         f"check the device's profile or measurement records")
+
+
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
                  seed: int = 0) -> SearchResult:
     """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs);
     the verification's seconds join the result's timings. A fusion that recomputes is undone
     (:func:`refuse_recomputation`); a gain below the cost model's resolution keeps the input
     (:func:`keep_unresolved_gain`)."""
+    check_finite(cost_model.graph_time_us(graph), graph.name, cost_model.name)
     result = search.run(graph, rules, cost_model, limits)
+    check_finite(result.best_us, graph.name, cost_model.name)
     result = refuse_recomputation(graph, result, cost_model)
     result = keep_unresolved_gain(graph, result, cost_model)
     start = time.perf_counter()

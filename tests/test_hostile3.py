@@ -63,7 +63,7 @@ def external_model(folder: Path) -> Path:
     (["tune", "--records", "{fifo}", "--trials", "4"], ("--records", "is a FIFO")),
     (["tune", "--records", "{records}", "--json", "{records}", "--trials", "4"], ("--json", "also --records")),
     (["rules", "minimize", "{rules}", "--out", "{tmp}/k.rules", "--json", "{rules}"], ("--json", "input files")),
-    (["dot", "mlp", "--out", "{fifo}"], ("--out", "is a FIFO")),
+    (["dot", "lora", "--out", "{fifo}"], ("--out", "is a FIFO")),
 ])
 def test_an_output_onto_a_device_fifo_or_a_file_the_run_reads_is_refused(tmp_path, capsys, monkeypatch, argv,
                                                                            names):
@@ -179,3 +179,32 @@ def test_a_cell_key_holds_the_content_of_the_files_it_reads(tmp_path):
     with pytest.warns(UserWarning, match=r"^2 damaged cell file\(s\) computed again") as caught:
         assert run_cells(cells, tmp_path, progress=False) == [{"index": i} for i in range(3)]
     assert len(caught) == 1
+
+
+# --------------------------------------------------------------------------- 3. overflow
+@pytest.mark.parametrize("fields, names", [
+    ({"peak_flops": 1e-300, "bandwidth": 1e-300}, ("peak_flops must be at least 1 per second", "dev.json")),
+    ({"peak_flops": 10**400}, ("peak_flops must be a finite number at most 1e+30", "dev.json")),
+    ({"launch_us": "4"}, ("launch_us must be a number, got str", "dev.json")),
+])
+def test_a_profile_that_overflows_every_price_is_refused(tmp_path, capsys, fields, names):
+    """Tiny ``peak_flops``/``bandwidth`` printed "inf -> inf µs" (exit 0); a 400-digit figure
+    raised OverflowError."""
+    profile = tmp_path / "dev.json"
+    profile.write_text(json.dumps({"name": "d", "peak_flops": 1e12, "bandwidth": 1e11, "launch_us": 1, **fields}))
+    for argv in (["cost", "lora", "--device", str(profile)], ["optimize", "lora", "--device", str(profile)]):
+        code, out, err = run_cli(capsys, argv)
+        one_error(code, err, *names)
+        assert "inf" not in out
+
+
+def test_a_price_that_overflows_is_refused_not_printed():
+    from eqsat.cost.devices import Device
+    from eqsat.cost.roofline import op_cost
+    from eqsat.search import check_finite
+
+    slow = Device("slow", 1.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="matmul .* on device 'slow': its time overflows"):
+        op_cost("matmul", {"act": "none"}, [(10**154, 10**154), (10**154, 10**154)], [(10**154, 10**154)], False, slow)
+    with pytest.raises(ValueError, match="lora on ort-cpu: the cost model priced it at inf µs"):
+        check_finite(float("inf"), "lora", "ort-cpu")

@@ -86,6 +86,10 @@ def check_outputs(outputs: Mapping[str, str | Path | None], inputs: Mapping[str,
     sources = {flag: Path(p) for flag, p in inputs.items() if p and Path(p).is_file()}
     seen: dict[str, Path] = {}
     for flag, path in given.items():
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:  # another encoding's bytes: the writers crashed on it after the work
+            raise ValueError(f"{flag} {ascii(str(path))}: the name is not valid UTF-8; give a UTF-8 name") from None
         why = not_a_file(path)
         if why == "a folder":
             raise ValueError(f"{flag} {path} is a folder; give a file name")

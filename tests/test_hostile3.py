@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -208,3 +211,55 @@ def test_a_price_that_overflows_is_refused_not_printed():
         op_cost("matmul", {"act": "none"}, [(10**154, 10**154), (10**154, 10**154)], [(10**154, 10**154)], False, slow)
     with pytest.raises(ValueError, match="lora on ort-cpu: the cost model priced it at inf µs"):
         check_finite(float("inf"), "lora", "ort-cpu")
+
+
+# --------------------------------------------------------------------------- 4. C locale, SIGTERM
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=Path(__file__).parent.parent,
+                          env={**os.environ, "PYTHONUTF8": "0", **env}, timeout=120)
+
+
+@pytest.mark.parametrize("env", [{"LC_ALL": "C"}, {"PYTHONIOENCODING": "ascii"}])
+def test_help_and_results_print_under_an_ascii_locale(env):
+    """``eqsat-lab --help`` under ``LC_ALL=C`` raised UnicodeEncodeError on "α"; ``optimize``
+    failed on "µ" after the whole search."""
+    run = _python("import sys; from experiments.cli import main; sys.argv[0] = 'eqsat-lab'; "
+                  "code = main(['cost', 'lora']); main(['--help'])", **env)
+    out = run.stdout.decode("ascii")  # nothing but ASCII reached the stream
+    assert run.returncode == 0 and "Traceback" not in run.stderr.decode(), run.stderr.decode()
+    assert "alpha" in out and " us a launch" in out
+
+
+def test_a_non_utf8_output_name_is_refused_before_the_work(tmp_path, capsys):
+    name = os.fsdecode(bytes(tmp_path) + b"/\xff\xfe.json")
+    code, out, err = run_cli(capsys, ["cost", "lora", "--json", name])
+    one_error(code, err, "--json", "not valid UTF-8")
+    assert out == "" and list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_mid_write_removes_the_temporary_file_like_ctrl_c(tmp_path):
+    """No SIGTERM handler: a run terminated while writing left a hidden temporary of up to 64 MB."""
+    script = f"""
+import sys, time
+from dataclasses import replace
+import experiments.commands.dot as dot
+from eqsat.files import replace_atomic
+def slow(args):
+    def write(tmp):
+        open(tmp, "w").write("x" * 1000)
+        print("writing", flush=True)
+        time.sleep(60)
+    replace_atomic(args.out, write)
+    return 0
+dot.COMMAND = replace(dot.COMMAND, run=slow)
+from experiments.cli import main
+sys.exit(main(["dot", "lora", "--out", {str(tmp_path / "g.dot")!r}]))
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=Path(__file__).parent.parent)
+    assert proc.stdout.readline() == b"writing\n"
+    assert len(list(tmp_path.iterdir())) == 1  # the temporary, mid-write
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.decode().strip() == "eqsat-lab: terminated"
+    assert list(tmp_path.iterdir()) == []

@@ -99,7 +99,14 @@ class Terminated(KeyboardInterrupt):
     writer's removes its temporary file: a SIGTERM mid-write left up to 64 MB behind)."""
 
 
+_MAIN_PID = os.getpid()
+
+
 def _terminate(signum: int, frame: Any) -> None:
+    if os.getpid() != _MAIN_PID:  # a forked worker (saturation) inherits the handler: it dies as it did
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     raise Terminated
 
 
@@ -110,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     warnings.showwarning = _show_warning
     reuse_large_blocks()
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:

@@ -263,3 +263,34 @@ sys.exit(main(["dot", "lora", "--out", {str(tmp_path / "g.dot")!r}]))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err.decode().strip() == "eqsat-lab: terminated"
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- 5. deep nesting, long numbers
+def _nested(depth: int, inner: str, wrap: str) -> str:
+    for _ in range(depth):
+        inner = wrap.format(inner)
+    return inner
+
+
+@pytest.mark.parametrize("argv, text, names", [
+    (["rules", "check", "{f}"], "r: {deep} => {deep} ; vars=x:?x?\n".replace("{deep}", _nested(400, "?x", "(relu {})")),
+     ("deep.rules:1:", "nested more than 100 levels deep")),
+    (["optimize", "lora", "--search", "eqsat", "--rules", "{f}"],
+     "r: (relu ?x) => (conv2d :stride " + _nested(400, "1", "(+ {} 1)") + " ?x ?x) ; vars=x:?x?\n",
+     ("deep.rules:1:", "nested more than 100 levels deep")),
+    (["cost", "lora", "--device", "{f}"], json.dumps({"name": json.loads(_nested(400, '"d"', '{{"a": {}}}')),
+                                                      "peak_flops": 1e12, "bandwidth": 1e11, "launch_us": 1}),
+     ("deep.json", "name must be a string, got dict")),
+    (["cost", "lora", "--device", "{f}"], '{"name": "d", "peak_flops": 1' + "0" * 5000 + "}",
+     ("deep.json", "not valid JSON for a device profile", "5001 digits")),
+    (["extract", "{f}"], '{"nodes": {"a": {"op": "x", "children": [], "eclass": "c", "cost": 1' + "0" * 5000
+     + '}}, "root_eclasses": ["c"]}', ("deep.json", "a number too long to read", "5001 digits")),
+])
+def test_deep_nesting_and_long_numbers_are_one_sentence_naming_the_file(tmp_path, capsys, argv, text, names):
+    """Rules, rule attributes and profiles 400 levels deep raised RecursionError; a 5,000-digit cost
+    told the user to call ``sys.set_int_max_str_digits()``."""
+    path = tmp_path / ("deep.json" if "deep.json" in names[0] else "deep.rules")
+    path.write_text(text)
+    code, out, err = run_cli(capsys, [a.format(f=path) for a in argv])
+    line = one_error(code, err, *names)
+    assert "internal error" not in line and "set_int_max_str_digits" not in line and out == ""

@@ -27,6 +27,10 @@ class Device:
     note: str = ""
 
     def __post_init__(self) -> None:
+        for field_name in ("name", "note"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str):
+                raise ValueError(f"a device's {field_name} must be a string, got {type(value).__name__}")
         for field_name in ("peak_flops", "bandwidth", "launch_us"):
             value = getattr(self, field_name)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -113,8 +117,9 @@ def get_device(name_or_path: str | Device) -> Device:
     if path.suffix == ".json" and path.exists():
         try:
             data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:  # ValueError: a 5,000-digit number
+            why = "nested too deep" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            raise ValueError(f"{path}: not valid JSON for a device profile ({why})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a device profile is a JSON object with name, peak_flops, bandwidth, launch_us")
         try:

@@ -294,3 +294,58 @@ def test_deep_nesting_and_long_numbers_are_one_sentence_naming_the_file(tmp_path
     code, out, err = run_cli(capsys, [a.format(f=path) for a in argv])
     line = one_error(code, err, *names)
     assert "internal error" not in line and "set_int_max_str_digits" not in line and out == ""
+
+
+# --------------------------------------------------------------------------- 6. bodies' outer scope, fold size
+def test_an_if_whose_branches_read_an_outer_tensor_keeps_that_dependency(tmp_path):
+    """A valid model: both branches read ``h`` from the outer graph; the import lost the Sigmoid
+    computing it, and the written file did not load ("h is not output of any previous nodes")."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, save
+
+    from eqsat import onnx as onnx_io
+
+    out = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 4])  # noqa: E731
+    then_g = helper.make_graph([helper.make_node("Relu", ["h"], ["t"])], "then", [], [out("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["e"])], "else", [], [out("e")])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Sigmoid", ["x"], ["h"])]  # after its reader in the file: sorted by the body's use
+    g = helper.make_graph(nodes, "g", [out("x"), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                          [out("y")])
+    path = tmp_path / "if.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    imported = onnx_io.load(path)
+    assert sorted(n.op for n in imported.graph.nodes()) == ["input", "input", "opaque", "sigmoid"]
+    onnx_io.save(imported, imported.graph, tmp_path / "w.onnx")
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    session = ort.InferenceSession(str(tmp_path / "w.onnx"))
+    assert np.allclose(session.run(None, {"x": x, "cond": np.array(False)})[0], -1 / (1 + np.exp(-x)), atol=1e-6)
+
+
+def test_constant_folding_estimates_its_size_before_allocating(tmp_path):
+    """A 180-byte model, ConstantOfShape of 16384x32768 feeding an Add, built 2 GB while folding
+    (the fold's cap was checked on the result)."""
+    import tracemalloc
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    from eqsat import onnx as onnx_io
+
+    big = [16384, 32768]
+    nodes = [helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array(big, np.int64))),
+             helper.make_node("ConstantOfShape", ["s"], ["c"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+             helper.make_node("Add", ["x", "c"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, big)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, big)])
+    path = tmp_path / "big.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    tracemalloc.start()
+    try:
+        imported = onnx_io.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 * 2**20, peak  # never the 2 GiB tensor
+    assert "c" not in imported.weights

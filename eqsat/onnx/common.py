@@ -105,3 +105,42 @@ def fused_activation(attrs: dict[str, Any]) -> str | None:
         return "none"
     params = tuple(float(v) for v in attrs.get("activation_params", ()))
     return next((act for act, form in ACTIVATIONS.items() if (form.op_type, form.params) == (name, params)), None)
+
+
+def _subgraphs(n: Any) -> list[Any]:
+    """The bodies of an If, Loop or Scan node (any graph-valued attribute)."""
+    return [g for a in n.attribute for g in ([a.g] if a.HasField("g") else []) + list(a.graphs)]
+
+
+def outer_names(n: Any) -> list[str]:
+    """The outer-scope tensors ``n``'s bodies read (If branches, Loop and Scan bodies): inputs of
+    the node in all but name, which an importer must count as its dependencies."""
+    defined: set[str] = set()
+    used: list[str] = []
+    bodies = _subgraphs(n)
+    while bodies:  # iterative: bodies nest
+        g = bodies.pop()
+        defined.update(v.name for v in g.input)
+        defined.update(t.name for t in g.initializer)
+        for inner in g.node:
+            defined.update(inner.output)
+            used.extend(i for i in inner.input if i)
+            bodies.extend(_subgraphs(inner))
+        used.extend(o.name for o in g.output)
+    return list(dict.fromkeys(u for u in used if u not in defined))
+
+
+def rename_outer(n: Any, names: dict[str, str]) -> None:
+    """Rename, in place, the outer-scope tensors ``n``'s bodies read (ONNX names never shadow an
+    outer scope's, so every use of such a name is that tensor)."""
+    bodies = _subgraphs(n)
+    while bodies:
+        g = bodies.pop()
+        for inner in g.node:
+            for k, i in enumerate(inner.input):
+                if i in names:
+                    inner.input[k] = names[i]
+            bodies.extend(_subgraphs(inner))
+        for o in g.output:
+            if o.name in names:
+                o.name = names[o.name]

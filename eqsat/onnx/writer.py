@@ -12,7 +12,7 @@ from eqsat.files import replace_atomic
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
-from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, OPSET, Imported, OnnxError, _onnx, skeleton
+from eqsat.onnx.common import ACTIVATIONS, FUSED_DOMAIN, OPSET, Imported, OnnxError, _onnx, rename_outer, skeleton
 from eqsat.onnx.writer_ops import EXPORTERS as _DYNAMO_OP_EXPORTERS
 
 
@@ -154,6 +154,7 @@ def _opaque_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list[
         renamed = [rename.get(i, i) for i in proto.input]
         del proto.input[:]
         proto.input.extend(renamed)
+        rename_outer(proto, rename)  # what an If/Loop/Scan body reads from outside
         outs = [w.fresh() for _ in proto.output]
         del proto.output[:]
         proto.output.extend(outs)

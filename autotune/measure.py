@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -56,25 +57,64 @@ def _record(workload: Workload, r: MeasureResult, measurer: str, wall_s: float) 
             "clock_s": r.clock_s, "wall_s": wall_s, "measurer": measurer}
 
 
+MAX_TIME_US = 1e12  # 11.6 days for one kernel: past it a record is damage (as eqsat.cost.measured.timer's)
+
+
+def _positive_finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= MAX_TIME_US
+
+
+def _non_negative_finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def record_problem(rec: Any) -> str | None:
+    """Why ``rec`` is not a measurement record (a field missing, of the wrong type or out of range:
+    a time that is not finite and positive), or None: a negative ``time_us`` became the best."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    for field, kind in (("workload", str), ("error", str), ("measurer", str), ("config", dict)):
+        if not isinstance(rec.get(field), kind):
+            return f"{field} missing or not a {kind.__name__}"
+    for field in ("M", "N", "K"):
+        if not (isinstance(rec.get(field), int) and not isinstance(rec[field], bool) and 0 < rec[field] <= 2**31):
+            return f"{field} missing or not a positive integer"
+    if not (rec.get("time_us") is None or _positive_finite(rec["time_us"])):
+        return f"time_us neither null nor a time in (0, {MAX_TIME_US:g}] us"
+    if rec["time_us"] is None and not rec["error"]:
+        return "time_us null without an error"
+    if not _non_negative_finite(rec.get("clock_s")):
+        return "clock_s missing or not a finite number >= 0"
+    try:
+        Config.from_dict(rec["config"])
+    except (TypeError, ValueError, OverflowError) as exc:
+        return f"config: {exc}"
+    return None
+
+
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a JSON-lines file. A torn last line (a kill while appending leaves one, with
-    no newline after it) is dropped with a warning; any other malformed line is an error naming it."""
-    out = []
-    with open(path) as fh:
-        lines = fh.readlines()
+    """The valid records of a JSON-lines file. A line that does not parse (a torn last line of a
+    killed append among them) or is not a valid record is skipped, never used and never deleted:
+    their count and first line numbers come in one warning naming the file."""
+    out, bad = [], []
+    with open(path, "rb") as fh:
+        lines = fh.read().split(b"\n")
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
-            Config.from_dict(rec["config"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            if i == len(lines) and not line.endswith("\n"):
-                warnings.warn(f"{path}:{i}: dropped a torn last record (a run was killed while writing it)",
-                              stacklevel=2)
-                break
-            raise ValueError(f"{path}:{i}: not a measurement record ({exc})") from None
+        except (ValueError, RecursionError):
+            bad.append((i, "not JSON"))
+            continue
+        why = record_problem(rec)
+        if why is not None:
+            bad.append((i, why))
+            continue
         out.append(rec)
+    if bad:
+        shown = "; ".join(f"line {i}: {why}" for i, why in bad[:3]) + ("; ..." if len(bad) > 3 else "")
+        warnings.warn(f"{path}: {len(bad)} invalid record(s) skipped, kept in the file ({shown})", stacklevel=2)
     return out
 
 
@@ -89,16 +129,6 @@ def best_from_records(path: str | Path, workload: Workload) -> tuple[Config, flo
     return best
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a last line that has no newline (a killed append), so the next append starts clean."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        read_records(path)  # warns about the torn line, or raises if another line is bad
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
-
-
 class RecordLog:
     """Appends records to a JSON-lines file and serves earlier ones back in order on resume."""
 
@@ -107,7 +137,6 @@ class RecordLog:
         self.measurer = measurer
         self.replay: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
         if self.path is not None and self.path.exists() and resume:
-            _drop_torn_tail(self.path)
             for rec in read_records(self.path):
                 if rec.get("measurer") == measurer:
                     key = (rec["workload"], Config.from_dict(rec["config"]).as_tuple())
@@ -123,9 +152,11 @@ class RecordLog:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
-            for row in rows:
-                fh.write(json.dumps(row) + "\n")
+        with open(self.path, "a+b") as fh:
+            text = "".join(json.dumps(row) + "\n" for row in rows)
+            if fh.tell() and (fh.seek(fh.tell() - 1), fh.read(1))[1] != b"\n":
+                text = "\n" + text  # end a torn last line: it stays one invalid line, skipped on reading
+            fh.write(text.encode())
 
 
 class SimulatedMeasurer:

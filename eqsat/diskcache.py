@@ -39,6 +39,19 @@ def cache_dir() -> Path | None:
     return Path(where) if where else Path.home() / ".cache" / "eqsat-lab"
 
 
+DATABASES = {"EQSAT_LAB_MEASUREMENTS": "measurements.jsonl", "EQSAT_LAB_HYPOGPU_KERNELS": "hypogpu-kernels.jsonl"}
+
+
+def database_path(env: str) -> Path | None:
+    """A JSON-lines database every run reads and appends to: ``$env``, else its file in the cache
+    folder (None: the cache is off). One table, so the CLI refuses an output onto any of them."""
+    where = os.environ.get(env)
+    if where:
+        return Path(where)
+    folder = cache_dir()
+    return folder / DATABASES[env] if folder is not None else None
+
+
 @cache
 def code_fingerprint() -> str:
     """A hash of every source file of the package and of egglog's version."""

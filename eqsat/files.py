@@ -7,7 +7,9 @@ one rename, so a killed run leaves no torn file and two processes never share a 
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,10 +21,30 @@ def _umask() -> int:
     return mask
 
 
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """Why ``path`` cannot be replaced by a written file ("a FIFO", "a symlink loop"), or None for a
+    regular file or a new path: renaming over a device or a FIFO replaced it (as root, ``/dev/null``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None  # a new path (or a dangling link, which the rename replaces, not its target)
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror or exc})"
+    return next((what for test, what in _KINDS if test(mode)), None)
+
+
 def replace_atomic(path: str | Path, write: Callable[[str], None]) -> None:
     """Call ``write(tmp)`` on a fresh temp path beside ``path``, then rename it into place; on any
-    error the temp file is removed and ``path`` is untouched."""
+    error the temp file is removed and ``path`` is untouched. A ``path`` that is not a regular file
+    (a device, a FIFO, a folder) is refused, never renamed over."""
     target = Path(path)
+    why = not_a_file(target)
+    if why is not None:
+        raise ValueError(f"{target} is {why}, not a regular file; refusing to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
@@ -56,13 +78,23 @@ def check_outputs(outputs: Mapping[str, str | Path | None], inputs: Mapping[str,
     """Refuse, before any work starts, an output path that would destroy an input or another
     output, or that cannot be written: keys are the flags that name the paths (``--json``).
 
-    Checked: not an input file nor another output (symlinks and hard links resolved), not a
-    folder, its folder exists and is writable, and its name (with the temp name's extra
-    characters) fits the file system, so a long name fails now and not after an hour's search."""
+    Checked: not an input file nor another output (symlinks and hard links resolved), a regular
+    file or a new path (not a folder, a device, a FIFO, a symlink loop), its folder exists and is
+    writable, and its name (with the temp name's extra characters) fits the file system, so a long
+    name fails now and not after an hour's search."""
     given = {flag: Path(p) for flag, p in outputs.items() if p}
     sources = {flag: Path(p) for flag, p in inputs.items() if p and Path(p).is_file()}
     seen: dict[str, Path] = {}
     for flag, path in given.items():
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:  # another encoding's bytes: the writers crashed on it after the work
+            raise ValueError(f"{flag} {ascii(str(path))}: the name is not valid UTF-8; give a UTF-8 name") from None
+        why = not_a_file(path)
+        if why == "a folder":
+            raise ValueError(f"{flag} {path} is a folder; give a file name")
+        if why is not None:
+            raise ValueError(f"{flag} {path} is {why}, not a regular file; give a file name")
         for other, src in sources.items():
             if _same(path, src):
                 raise ValueError(f"{flag} {path} is the input {other} ({src}); write it to another file")
@@ -71,8 +103,6 @@ def check_outputs(outputs: Mapping[str, str | Path | None], inputs: Mapping[str,
                 raise ValueError(f"{flag} {path} is also {other}; give each output its own file")
         seen[flag] = path
         folder = path.resolve().parent
-        if path.is_dir():
-            raise ValueError(f"{flag} {path} is a folder; give a file name")
         if not folder.is_dir():
             raise ValueError(f"{flag} {path}: the folder {folder} does not exist")
         if not os.access(folder, os.W_OK | os.X_OK):

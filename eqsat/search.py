@@ -215,13 +215,23 @@ def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostMod
     return result if kept is None else result.input_kept(graph, kept)
 
 
+def check_finite(time_us: float, model: str, device: str) -> None:
+    """Refuse a price that overflowed to inf (or is nan or negative) before it is printed as a
+    result: a profile of 1e-300 FLOP/s printed "inf -> inf µs"."""
+    if not (math.isfinite(time_us) and time_us >= 0):
+        raise ValueError(f"{model} on {device}: the cost model priced it at {time_us} µs, not a finite time; "
+                         f"check the device's profile or measurement records")
+
+
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
                  seed: int = 0, guards: tuple[Guard, ...] = GUARDS) -> SearchResult:
     """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs);
     the verification's seconds join the result's timings. A fusion that recomputes is undone
     (:func:`unfuse_recomputation`); then the guards of the search stage (``guards``, default
-    :data:`eqsat.guards.GUARDS`) may keep the input."""
+    :data:`eqsat.guards.GUARDS`) may keep the input. A price that is not a finite time is refused."""
+    check_finite(cost_model.graph_time_us(graph), graph.name, cost_model.name)
     result = search.run(graph, rules, cost_model, limits)
+    check_finite(result.best_us, graph.name, cost_model.name)
     result = unfuse_recomputation(result, cost_model)
     result = apply_search_guards(graph, result, cost_model, guards)
     start = time.perf_counter()

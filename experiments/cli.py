@@ -7,9 +7,12 @@ rows, and every user error becomes one line naming what and where, with exit cod
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -67,24 +70,70 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     print(f"eqsat-lab: warning: {message}", file=file or sys.stderr)
 
 
+ASCII_FALLBACKS = {"α": "alpha", "µ": "u", "μ": "u", "×": "x", "→": "->", "≤": "<=", "≥": ">=", "≈": "~",
+                   "–": "-", "—": "-", "…": "...", "²": "^2", "±": "+-", "✓": "ok", "✗": "x"}
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: the characters eqsat-lab prints as ASCII (α -> alpha, µ -> u), else ``?``."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(ASCII_FALLBACKS.get(c, "?") for c in exc.object[exc.start:exc.end]), exc.end
+
+
+def plain_streams() -> None:
+    """Under ``LC_ALL=C`` or ``PYTHONIOENCODING=ascii`` the help (α) and every result (µs) raised
+    UnicodeEncodeError, the results after the whole search: a stream that cannot encode them
+    prints ASCII stand-ins instead."""
+    codecs.register_error("eqsat-lab-ascii", _ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "αµ×".encode(getattr(stream, "encoding", None) or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="eqsat-lab-ascii")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so every ``finally`` runs (the atomic
+    writer's removes its temporary file: a SIGTERM mid-write left up to 64 MB behind)."""
+
+
+_MAIN_PID = os.getpid()
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    if os.getpid() != _MAIN_PID:  # a forked worker (saturation) inherits the handler: it dies as it did
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv_given = argv is not None
     argv = sys.argv[1:] if argv is None else argv
+    plain_streams()
     args = build_parser(argv).parse_args(argv)
     warnings.showwarning = _show_warning
     reuse_large_blocks()
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         check_paths(args)
         return args._run(args)
-    except KeyboardInterrupt:
-        print("eqsat-lab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"eqsat-lab: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
         if argv_given:
-            return 130
+            return 143 if terminated else 130
         # the program itself: leave without the interpreter's finalization, where a native solver
         # thread still winding down after the interrupt aborted the process (SIGABRT, not 130)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(143 if terminated else 130)
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -94,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = user_error(exc)
         print(f"eqsat-lab: error: {message if message is not None else internal_error(exc)}", file=sys.stderr)
         return 2 if message is not None else 3
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -98,8 +98,57 @@ def check_paths(args: argparse.Namespace) -> None:
         value = getattr(args, dest, None)
         for i, item in enumerate(value if isinstance(value, list) else [value]):
             inputs[f"{dest}[{i}]" if isinstance(value, list) and len(value) > 1 else dest] = item
+    inputs |= read_implicitly(args, inputs)
     check_outputs(outputs, inputs)
     check_output_folders({_flag(d): getattr(args, d, None) for d in getattr(args, "_folders", ())}, inputs)
+
+
+def external_data(model: Path) -> list[Path]:
+    """The external-data files an ONNX model names (beside it); none when it does not parse (the
+    loader names that error later)."""
+    import onnx
+
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except Exception:  # noqa: BLE001 - any damage is reported by the loader, with its own sentence
+        return []
+    found: list[Path] = []
+    graphs = [proto.graph]
+    while graphs:  # iterative: subgraphs nest
+        graph = graphs.pop()
+        tensors = list(graph.initializer)
+        for node in graph.node:
+            for attr in node.attribute:
+                tensors += [attr.t, *attr.tensors]
+                graphs += [*([attr.g] if attr.HasField("g") else []), *attr.graphs]
+        for t in tensors:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                found += [model.parent / e.value for e in t.external_data if e.key == "location"]
+    return list(dict.fromkeys(found))
+
+
+def read_implicitly(args: argparse.Namespace, inputs: dict[str, Any]) -> dict[str, Path]:
+    """Files a command reads that no ``input_args`` row names: a ``--device``/``--devices`` profile,
+    the external data of an input ``.onnx`` model, the measurement and tuned-kernel databases, so
+    no output lands on them (``--json`` onto the profile or the database overwrote it)."""
+    from eqsat.diskcache import DATABASES, database_path
+
+    found: dict[str, Path] = {}
+    for dest in ("device", "devices"):
+        for i, name in enumerate(split_list(getattr(args, dest, None) or "")):
+            if Path(name).is_file():
+                found[f"--{dest} profile" + (f"[{i}]" if dest == "devices" else "")] = Path(name)
+    for env in DATABASES:
+        where = database_path(env)
+        if where is not None:
+            found[f"database ${env}"] = where
+    if not any(getattr(args, d, None) for d in getattr(args, "_outputs", ())):
+        return found  # no output file: no model need be parsed for its data files
+    for flag, value in inputs.items():
+        if isinstance(value, (str, Path)) and str(value).endswith(".onnx") and Path(value).is_file():
+            for j, data in enumerate(external_data(Path(value))):
+                found[f"{flag}'s external data" + (f"[{j}]" if j else "")] = data
+    return found
 
 
 def split_list(text: str) -> list[str]:

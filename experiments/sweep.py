@@ -46,14 +46,41 @@ class Cell:
 
     @property
     def slug(self) -> str:
-        """A file name that names the cell and cannot collide (readable part + hash of the key)."""
+        """A file name that names the cell and cannot collide (readable part + hash of the key: the
+        function, the parameters and the content of every file a parameter names, so a changed
+        device profile or model is a new cell, not the old one's result under its path)."""
         readable = "-".join(f"{v}" for _, v in self.params)
         readable = re.sub(r"[^A-Za-z0-9_.=-]+", "_", readable)[:80]
-        digest = hashlib.sha1(json.dumps([self.fn, self.params], default=str).encode()).hexdigest()[:8]
+        files = input_hashes(self.params)
+        key = [self.fn, self.params] + ([files] if files else [])  # unchanged keys for cells reading no file
+        digest = hashlib.sha1(json.dumps(key, default=str).encode()).hexdigest()[:8]
         return f"{readable}-{digest}"
 
     def path(self, out: Path) -> Path:
         return out / "cells" / self.experiment / f"{self.slug}.json"
+
+
+_HASHED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> content hash, once per process
+
+
+def input_hashes(params: tuple[tuple[str, Any], ...]) -> dict[str, str]:
+    """The SHA-256 of each file a parameter names (a string, or a list of strings, that is an
+    existing file: a ``--device`` profile, a model), by the parameter and its text."""
+    found: dict[str, str] = {}
+    for name, value in params:
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if not isinstance(item, str) or not item or not Path(item).is_file():
+                continue
+            st = Path(item).stat()
+            memo = (str(Path(item).resolve()), st.st_size, st.st_mtime_ns)
+            if memo not in _HASHED:
+                h = hashlib.sha256()
+                with open(item, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(block)
+                _HASHED[memo] = h.hexdigest()
+            found[f"{name}={item}"] = _HASHED[memo]
+    return found
 
 
 def resolve(fn: str) -> Callable[..., dict[str, Any]]:
@@ -68,18 +95,24 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     return resolve(cell.fn)(**cell.kwargs)
 
 
-def load_finished(cell: Cell, out: Path) -> dict[str, Any] | None:
-    """The saved result of ``cell`` if its file exists and holds this exact cell, else None."""
+def load_finished(cell: Cell, out: Path, damaged: list[str] | None = None) -> dict[str, Any] | None:
+    """The saved result of ``cell`` if its file exists and holds this exact cell, else None. A
+    damaged file is recomputed (never deleted): a warning, or a line appended to ``damaged`` for
+    the caller's one warning."""
     path = cell.path(out)
     if not path.exists():
         return None
     try:
         saved = json.loads(path.read_bytes())
-        if not isinstance(saved, dict) or not isinstance(saved.get("result"), dict):
+        if not isinstance(saved, dict) or not isinstance(saved.get("result"), dict) \
+                or not isinstance(saved.get("fn"), str) or not isinstance(saved.get("params"), dict):
             raise ValueError("not a saved cell")
     except (OSError, ValueError, RecursionError) as exc:  # torn by a killed run, or edited: recompute it
         why = str(exc) if str(exc) == "not a saved cell" else type(exc).__name__
-        warnings.warn(f"{path}: damaged cell file ({why}); computing the cell again", stacklevel=2)
+        if damaged is None:
+            warnings.warn(f"{path}: damaged cell file ({why}); computing the cell again", stacklevel=2)
+        else:
+            damaged.append(f"{path}: damaged cell file ({why})")
         return None
     if saved.get("fn") != cell.fn or saved.get("params") != json.loads(json.dumps(cell.kwargs)):
         return None
@@ -104,12 +137,16 @@ def run_cells(cells: Sequence[Cell], out: Path, *, workers: int = 1, executor: s
         raise ValueError(f"workers must be >= 1, got {workers}")
     results: dict[Cell, dict[str, Any]] = {}
     todo: list[Cell] = []
+    damaged: list[str] = []
     for cell in cells:
-        done = load_finished(cell, out)
+        done = load_finished(cell, out, damaged)
         if done is None:
             todo.append(cell)
         else:
             results[cell] = done
+    if damaged:
+        warnings.warn(f"{len(damaged)} damaged cell file(s) computed again: " + "; ".join(damaged[:3])
+                      + ("; ..." if len(damaged) > 3 else ""), stacklevel=2)
     bar = tqdm(total=len(cells), initial=len(results), desc=desc, disable=not progress, leave=False)
     for cell, result in _execute(todo, workers, executor):
         _save(cell, out, result)

@@ -145,11 +145,11 @@ def test_resuming_from_records_repeats_no_measurement(tmp_path):
     assert len(read_records(path)) == 40
 
 
-def test_malformed_record_is_an_error_naming_the_line(tmp_path):
+def test_a_malformed_record_is_skipped_with_a_warning_naming_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"workload": "x", "config": {"split_k": 1}}\n')
-    with pytest.raises(ValueError, match="bad.jsonl:1"):
-        read_records(path)
+    with pytest.warns(UserWarning, match="bad.jsonl: 1 invalid record.*line 1"):
+        assert read_records(path) == []
 
 
 # ----------------------------------------------------------------------------- tuners
@@ -223,8 +223,8 @@ def test_reselect_re_measures_the_finalists(capsys):
 
 
 def test_a_torn_last_record_is_dropped_with_a_warning_and_the_run_resumes(tmp_path):
-    """A kill while appending leaves a torn last line: resume drops it (with a warning) and
-    measures that config again; a corrupt line in the middle stays an error naming the line."""
+    """A kill while appending leaves a torn last line: resume skips it (with a warning, keeping it in
+    the file) and measures that config again; a corrupt line in the middle is skipped the same way."""
     from autotune.measure import SimulatedMeasurer, read_records
     from autotune.space import SPACE
     from autotune.workload import SHAPES
@@ -234,15 +234,17 @@ def test_a_torn_last_record_is_dropped_with_a_warning_and_the_run_resumes(tmp_pa
     first = SimulatedMeasurer(seed=3, records=path).measure(SHAPES["decode"], configs)
     text = path.read_text()
     path.write_text(text[: len(text) - 25])  # the last record cut mid-line
-    with pytest.warns(UserWarning, match="torn last record"):
+    with pytest.warns(UserWarning, match="1 invalid record"):
         again = SimulatedMeasurer(seed=3, records=path)
         resumed = again.measure(SHAPES["decode"], configs)
     assert [r.time_us for r in resumed] == [r.time_us for r in first] and again.measured == 1
-    assert len(read_records(path)) == 4
+    with pytest.warns(UserWarning, match="1 invalid record"):  # the torn line stays, as its own line
+        assert len(read_records(path)) == 4
+    assert path.read_text().startswith(text[: len(text) - 25])
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
-    with pytest.raises(ValueError, match=r"run.jsonl:2: not a measurement record"):
-        read_records(path)
+    with pytest.warns(UserWarning, match=r"run.jsonl: 2 invalid record.*line 2: not JSON"):
+        assert len(read_records(path)) == 4
 
 
 def test_knob_distance_counts_differing_knobs_to_the_nearest_other():

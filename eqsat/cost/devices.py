@@ -12,6 +12,9 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+MIN_RATE = 1.0  # FLOP/s and B/s: a profile's floor, so a graph's time (at most ~1e30 FLOPs) stays finite
+MAX_DEVICE_FIGURE = 1e30  # the ceiling of every figure of a profile (peak, bandwidth, launch µs)
+
 
 @dataclass(frozen=True)
 class Device:
@@ -24,12 +27,27 @@ class Device:
     note: str = ""
 
     def __post_init__(self) -> None:
+        for field_name in ("name", "note"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str):
+                raise ValueError(f"a device's {field_name} must be a string, got {type(value).__name__}")
+        for field_name in ("peak_flops", "bandwidth", "launch_us"):
+            value = getattr(self, field_name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ValueError(f"device {self.name!r}: {field_name} must be a number, got {type(value).__name__}")
+            try:  # a 400-digit integer raised OverflowError in every later use
+                finite = math.isfinite(value) and abs(value) <= MAX_DEVICE_FIGURE
+            except OverflowError:
+                finite = False
+            if not finite:
+                raise ValueError(f"device {self.name!r}: {field_name} must be a finite number "
+                                 f"at most {MAX_DEVICE_FIGURE:g}")
         for field_name in ("peak_flops", "bandwidth"):
             if not getattr(self, field_name) > 0:
                 raise ValueError(f"device {self.name!r}: {field_name} must be positive")
-        for field_name in ("peak_flops", "bandwidth", "launch_us"):
-            if not math.isfinite(getattr(self, field_name)):
-                raise ValueError(f"device {self.name!r}: {field_name} must be a finite number")
+            if not getattr(self, field_name) >= MIN_RATE:  # 1e-300 FLOP/s priced every graph "inf -> inf µs"
+                raise ValueError(f"device {self.name!r}: {field_name} must be at least {MIN_RATE:g} per second "
+                                 f"(got {getattr(self, field_name):g}): smaller rates overflow every price")
         if not self.launch_us >= 0:
             raise ValueError(f"device {self.name!r}: launch_us must be >= 0")
 
@@ -100,8 +118,9 @@ def get_device(name_or_path: str | Device) -> Device:
     if path.suffix == ".json" and path.exists():
         try:
             data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:  # ValueError: a 5,000-digit number
+            why = "nested too deep" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            raise ValueError(f"{path}: not valid JSON for a device profile ({why})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a device profile is a JSON object with name, peak_flops, bandwidth, launch_us")
         try:

@@ -15,6 +15,7 @@ rewritten graph only pays for the nodes that are new.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +37,11 @@ def dtype_bytes(dtype: str) -> int:
         raise KeyError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})") from None
 
 
+def _g(n: int) -> str:
+    """``n`` as ``1.23e+45``, also past a float's range."""
+    return f"{n:.3g}" if n < 1e300 else f"~1e+{len(str(n)) - 1}"
+
+
 def op_cost(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_shapes: Sequence[Shape],
             is_const: bool, device: Device, dtype: str = "bf16") -> OpCost:
     """Price one op from its shapes (no graph needed)."""
@@ -49,8 +55,14 @@ def op_cost(op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape], out_s
     nbytes = spec.elements_moved(in_shapes, out_shapes) * dtype_bytes(dtype)
     if is_const:
         return OpCost(op, shown, flops, nbytes, 0.0, "folded")
-    compute_s, memory_s = flops / device.peak_flops, nbytes / device.bandwidth
-    time_us = max(compute_s, memory_s) * 1e6 + device.launch_us
+    try:
+        compute_s, memory_s = flops / device.peak_flops, nbytes / device.bandwidth
+        time_us = max(compute_s, memory_s) * 1e6 + device.launch_us
+    except OverflowError:
+        time_us = math.inf
+    if not math.isfinite(time_us):
+        raise ValueError(f"{op} {shown} on device {device.name!r}: its time overflows ({_g(flops)} FLOPs, "
+                         f"{_g(nbytes)} bytes at {device.peak_flops:.3g} FLOP/s, {device.bandwidth:.3g} B/s)")
     return OpCost(op, shown, flops, nbytes, time_us, "compute" if compute_s >= memory_s else "memory")
 
 

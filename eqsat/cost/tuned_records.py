@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import os
 import warnings
 from dataclasses import asdict, dataclass
@@ -18,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eqsat.diskcache import cache_dir
+from eqsat.cost.measured.timer import plausible_us
+from eqsat.diskcache import database_path
 
 ENV_PATH = "EQSAT_LAB_HYPOGPU_KERNELS"
 
@@ -36,6 +36,16 @@ class TunedKernel:
     time_us: float
     trials: int
 
+    def problem(self) -> str | None:
+        """Why this kernel, read from a file, cannot be used (a field of the wrong type, a time not
+        in (0, 1e12] µs), or None: a negative or 1e308 time became the best or summed to inf."""
+        ints = (self.M, self.N, self.K, self.seed, self.trials, *self.config)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+            return "a size, seed, trial count or knob is not an integer >= 0"
+        if not isinstance(self.source, str):
+            return "source is not a string"
+        return None if plausible_us(self.time_us) else "time_us is not a time in (0, 1e12] µs"
+
     @property
     def key(self) -> tuple[int, int, int, str, int]:
         return (self.M, self.N, self.K, self.source, self.seed)
@@ -44,11 +54,7 @@ class TunedKernel:
 def default_path() -> Path | None:
     """``$EQSAT_LAB_HYPOGPU_KERNELS``, else ``hypogpu-kernels.jsonl`` in the cache folder (None: the
     cache is off)."""
-    where = os.environ.get(ENV_PATH)
-    if where:
-        return Path(where)
-    folder = cache_dir()
-    return folder / "hypogpu-kernels.jsonl" if folder is not None else None
+    return database_path(ENV_PATH)
 
 
 def tune_kernel(M: int, N: int, K: int, source: str, seed: int) -> TunedKernel:
@@ -91,9 +97,9 @@ class TunedKernels:
             try:
                 row = json.loads(raw)
                 kernel = TunedKernel(**{**row, "config": tuple(row["config"])})
-                if not (math.isfinite(kernel.time_us) and kernel.time_us > 0):
+                if kernel.problem() is not None:
                     raise ValueError
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, RecursionError):
                 skipped += 1
                 continue
             self.kernels.setdefault(kernel.key, kernel)
@@ -116,9 +122,12 @@ class TunedKernels:
         line = (json.dumps({**asdict(kernel), "config": list(kernel.config)}) + "\n").encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # end a torn last line: it stays one skipped line of its own
                 os.write(fd, line)
             finally:
                 os.close(fd)

@@ -122,4 +122,6 @@ def read_json(path: str | Path) -> tuple[EGraphView, list[float], list[Any]]:
         raise EGraphFileError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:
         raise EGraphFileError(f"{path}: JSON nested too deeply to be an egraph-serialize file") from None
+    except ValueError as exc:  # a 5,000-digit number: Python's int conversion limit
+        raise EGraphFileError(f"{path}: a number too long to read ({str(exc).split(';')[0]})") from None
     return from_json(data, str(path))

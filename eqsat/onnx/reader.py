@@ -2,6 +2,7 @@
 makes it opaque, with its reason."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ def _topological_order(path: str, model: Any) -> list[int]:
     deps = nx.DiGraph()
     deps.add_nodes_from(range(len(model.graph.node)))
     for i, n in enumerate(model.graph.node):
-        for name in n.input:
+        for name in [*n.input, *_outer_scope_reads(n)]:  # what an If/Loop/Scan body reads is an input too
             if name in producers:
                 deps.add_edge(producers[name], i)
     try:
@@ -147,7 +148,7 @@ def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None
     returned = {o.name for o in model.graph.output}
     opaque: list[str] = []
     for n in model.graph.node:
-        if _fold(imp, n) and not any(o in returned and o not in imp.values for o in n.output):
+        if _fold(imp, n, shapes) and not any(o in returned and o not in imp.values for o in n.output):
             ops[n.op_type] = ops.get(n.op_type, 0) + 1  # constants, shapes of static tensors, what only reads them
             continue  # (a non-float one the graph returns stays a node: the IR holds no integer constants)
         importer = IMPORTERS.get(n.op_type)
@@ -339,7 +340,34 @@ _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "R
 FOLD_MAX_ELEMENTS = 1 << 26  # a folded tensor larger than this stays a computation
 
 
-def _fold(imp: _Importer, n: Any) -> bool:
+def _fold_elements(imp: _Importer, n: Any, shapes: Mapping[str, tuple[int, ...]]) -> int:
+    """An upper estimate of the elements folding ``n`` makes, from its constant inputs' values for
+    the ops whose size they set (ConstantOfShape, Expand, Tile, Range), else from shape inference,
+    else the largest input."""
+    ins = [np.asarray(imp.consts[i]) if i else np.zeros(0) for i in n.input]
+    try:
+        if n.op_type == "ConstantOfShape" and ins:
+            return math.prod(int(d) for d in ins[0].reshape(-1))
+        if n.op_type == "Expand" and len(ins) == 2:
+            dims = [int(d) for d in ins[1].reshape(-1)]
+            rank = max(len(dims), ins[0].ndim)
+            a = (1,) * (rank - ins[0].ndim) + ins[0].shape
+            b = (1,) * (rank - len(dims)) + tuple(dims)
+            return math.prod(max(x, y) for x, y in zip(a, b))
+        if n.op_type == "Tile" and len(ins) == 2:
+            return ins[0].size * math.prod(int(r) for r in ins[1].reshape(-1))
+        if n.op_type == "Range" and len(ins) == 3:
+            start, limit, delta = (float(x.reshape(-1)[0]) for x in ins)
+            return max(0, math.ceil((limit - start) / delta)) if delta else 0
+    except (ValueError, OverflowError, IndexError):
+        return FOLD_MAX_ELEMENTS + 1  # sizes that do not even convert: never fold them
+    known = [shapes.get(o) for o in n.output if o]
+    if known and all(k is not None for k in known):
+        return max(math.prod(k) for k in known)  # type: ignore[arg-type]
+    return max((x.size for x in ins), default=0)
+
+
+def _fold(imp: _Importer, n: Any, shapes: Mapping[str, tuple[int, ...]] | None = None) -> bool:
     """Evaluate ``n`` now when its value does not depend on the inputs' data: ``Constant`` nodes,
     ``Shape`` of a tensor whose shape is static, and any deterministic ONNX op all of whose inputs
     are constants (the ``Shape -> Gather -> Concat -> Reshape`` chains exporters emit). Float
@@ -348,15 +376,18 @@ def _fold(imp: _Importer, n: Any) -> bool:
     if n.domain not in ("", "ai.onnx") or n.op_type in _RANDOM_OPS or not n.output:
         return False
     names = [i for i in n.input if i]
+    outer = _outer_scope_reads(n)
     if n.op_type == "Shape" and names and names[0] in imp.values and names[0] not in imp.consts:
         a = _attrs(n)
         shape = np.array(imp.values[names[0]].shape, dtype=np.int64)
         outs = [shape[a.get("start", 0): a["end"] if "end" in a else None]]
-    elif all(i in imp.consts for i in names) and (names or n.op_type == "Constant"):
+    elif all(i in imp.consts for i in names + outer) and (names or n.op_type == "Constant"):
         from onnx.reference import ReferenceEvaluator
 
+        if _fold_elements(imp, n, shapes or {}) > FOLD_MAX_ELEMENTS:  # estimated before evaluating: a 164-byte
+            return False  # ConstantOfShape of 16384x32768 was built (2 GB) before its size was looked at
         h = onnx.helper
-        inits = [onnx.numpy_helper.from_array(np.asarray(imp.consts[i]), i) for i in names]
+        inits = [onnx.numpy_helper.from_array(np.asarray(imp.consts[i]), i) for i in dict.fromkeys(names + outer)]
         graph = h.make_graph([n], "fold", [], [h.make_empty_tensor_value_info(o) for o in n.output if o], inits)
         model = h.make_model(graph, opset_imports=[h.make_opsetid("", imp.opset)])
         try:

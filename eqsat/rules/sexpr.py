@@ -45,6 +45,9 @@ class SList:
 Datum = Atom | SList
 
 
+MAX_DEPTH = 100  # brackets one rule may nest (shipped rules: under 10; 400 raised RecursionError)
+
+
 def read_all(text: str, filename: str = "<string>", line: int = 1, col_offset: int = 0) -> list[Datum]:
     """Read every datum in ``text`` (one line of a rule file); columns are 1-based."""
     pos = 0
@@ -65,6 +68,8 @@ def read_all(text: str, filename: str = "<string>", line: int = 1, col_offset: i
         col = col_offset + m.start(kind) + 1
         pos = m.end()
         if kind == "open":
+            if len(stack) == MAX_DEPTH:  # deeper terms overflowed the recursive passes after this reader
+                raise RuleParseError(f"nested more than {MAX_DEPTH} levels deep (the limit)", filename, line, col)
             stack.append((m.group(kind), col, []))
         elif kind == "close":
             if not stack:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import os
 import platform
 import warnings
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.measured.timer import Timing
-from eqsat.diskcache import cache_dir
+from eqsat.diskcache import database_path
 
 ENV_PATH = "EQSAT_LAB_MEASUREMENTS"
 
@@ -90,11 +89,7 @@ def timed_under_contention(row: dict[str, Any]) -> bool:
 def default_path() -> Path | None:
     """``$EQSAT_LAB_MEASUREMENTS``, else ``measurements.jsonl`` in the cache folder (None: the
     cache is off, and measurements live only as long as the process)."""
-    where = os.environ.get(ENV_PATH)
-    if where:
-        return Path(where)
-    folder = cache_dir()
-    return folder / "measurements.jsonl" if folder is not None else None
+    return database_path(ENV_PATH)
 
 
 class MeasurementDB:
@@ -143,10 +138,9 @@ class MeasurementDB:
                 row = json.loads(raw)
                 context = {k: row[k] for k in mine}
                 key, timing = row["key"], Timing(**row["timing"])
-                if not isinstance(key, str) or not (math.isfinite(timing.median_us) and timing.median_us >= 0
-                                                     and timing.runs > 0):
+                if not isinstance(key, str) or timing.problem() is not None:
                     raise ValueError
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 self.corrupt += 1
                 bad.append(self._lines)
                 continue

@@ -21,6 +21,15 @@ KERNEL_SECONDS = 0.5  # a slow kernel is timed for about this long (at least MIN
 MIN_RUNS = 5
 
 
+MAX_TIME_US = 1e12  # 11.6 days for one kernel: a time past it in a file is damage, not a timing (1e308
+# timings summed to inf and printed "0.00 -> 0.00 µs")
+
+
+def plausible_us(x: object) -> bool:
+    """A time as a file may hold one: a number, finite, positive and at most :data:`MAX_TIME_US`."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= MAX_TIME_US
+
+
 @dataclass(frozen=True)
 class Timing:
     """Wall time of one ``session.run`` (µs): median and the 10th/90th percentiles of ``runs``."""
@@ -29,6 +38,16 @@ class Timing:
     p10_us: float
     p90_us: float
     runs: int
+
+    def problem(self) -> str | None:
+        """Why this timing cannot be one read back from a file (a time not finite, not positive or
+        past :data:`MAX_TIME_US`, a run count not a positive integer), or None."""
+        for field in ("median_us", "p10_us", "p90_us"):
+            if not plausible_us(getattr(self, field)):
+                return f"{field} is not a time in (0, {MAX_TIME_US:g}] µs"
+        if not (isinstance(self.runs, int) and not isinstance(self.runs, bool) and self.runs > 0):
+            return "runs is not a positive integer"
+        return None
 
     @classmethod
     def of(cls, us: np.ndarray, median_us: float | None = None) -> Timing:

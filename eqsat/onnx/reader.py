@@ -362,7 +362,7 @@ def _fold_elements(imp: _Importer, n: Any, shapes: Mapping[str, tuple[int, ...]]
     except (ValueError, OverflowError, IndexError):
         return FOLD_MAX_ELEMENTS + 1  # sizes that do not even convert: never fold them
     known = [shapes.get(o) for o in n.output if o]
-    if known and all(k is not None for k in known):
+    if known and all(k is not None and all(isinstance(d, int) for d in k) for k in known):  # None: an unknown dim
         return max(math.prod(k) for k in known)  # type: ignore[arg-type]
     return max((x.size for x in ins), default=0)
 

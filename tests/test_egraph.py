@@ -8,6 +8,7 @@ from eqsat.egraph import Limits
 from eqsat.egraph import optimize as _optimize
 from eqsat.egraph.extract import read_egraph
 from eqsat.egraph.runner import NODE_SLACK, EGraphRunner
+from eqsat.errors import ShapeError
 from eqsat.ir.ops import get_op
 from eqsat.models import build
 from eqsat.rules.rulefile import parse_rules
@@ -47,14 +48,47 @@ def test_egglog_shapes_agree_with_the_op_table():
     runner.insert(graph)
     report = runner.run(Limits(iterations=3, nodes=20_000, k_multi=2))
     view = read_egraph(runner.egraph, runner.lang)
-    checked = 0
+    assert ill_typed(view) == []
+    checked = sum(n.op not in ("leaf", "splitproj") for n in view.nodes)
+    assert checked > 20 and report.enodes > len(graph.nodes())
+
+
+def ill_typed(view) -> list:
+    """The e-nodes whose class shape is not what the op table gives for their children's shapes."""
+    bad = []
     for n in view.nodes:
         if n.op in ("leaf", "splitproj"):
             continue
-        ins = tuple(view.shapes[c] for c in n.children)
-        assert get_op(n.op).shape(dict(n.attrs), ins)[0] == view.shapes[n.eclass], n
-        checked += 1
-    assert checked > 20 and report.enodes > len(graph.nodes())
+        try:
+            ok = get_op(n.op).shape(dict(n.attrs), tuple(view.shapes[c] for c in n.children))[0] == view.shapes[n.eclass]
+        except ShapeError:  # no valid shape at all
+            ok = False
+        if not ok:
+            bad.append(n)
+    return bad
+
+
+def test_marking_a_graph_adds_no_term_of_another_let():
+    """hf_vit crashed a merge round's judge (``matmul`` priced on a rank-0 input): egglog 13.2 read
+    ``$b1_101`` as ``$b1_10`` in ``(chadd $b1_101 $b1_10)`` while marking the best graph, after
+    ten uses of ``$b1_10``, so ``chadd(b, b)`` entered with no shape facts, and the ops above it
+    too. Let names now end in ``_`` (no name is a prefix of another). The graph is the ViT's
+    pattern: the bias ``b`` at index 10, its uses at the same indices, fillers between."""
+    from eqsat.ir.graph import Graph, input_, node, weight
+
+    g, b, s = weight("g", (8,)), weight("b", (8,)), weight("s", ())
+    at = {9: g, 10: b, 24: s} | {i: input_(f"x{i}", (1, 4, 8)) for i in (8, 19, 40, 50, 64, 74, 91, 101)}
+    norm = lambda i: node("layernorm", at[i], g, b, axis=-1, epsilon=1e-5)  # noqa: E731
+    bias = lambda i: node("chadd", at[i], b, axis=2)  # noqa: E731
+    at |= {11: norm(8), 20: bias(19), 28: node("smul", b, s), 41: bias(40), 51: bias(50)}
+    at |= {52: norm(51), 65: bias(64)}
+    at |= {66: norm(65), 75: bias(74), 92: bias(91), 102: bias(101)}
+    graph = Graph(tuple(at.get(i) or weight(f"f{i}", (1,)) for i in range(103)))
+    assert graph.nodes().index(at[102]) == 102 and graph.nodes().index(b) == 10
+    runner = EGraphRunner([])
+    runner.mark_best(graph)
+    view = read_egraph(runner.egraph, runner.lang)
+    assert ill_typed(view) == [] and len(view.nodes) == len(graph.nodes())
 
 
 def test_a_size_condition_filters_matches():

@@ -87,6 +87,20 @@ def egg_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def let_name(prefix: str, i: int) -> str:
+    """The egglog global bound to node ``i`` (in topological order) of a graph sent under ``prefix``.
+
+    It ends in ``_``, so no name is a prefix of another: egglog 13.2 can read a global whose name
+    extends another's as that other one (``(chadd $b1_101 $b1_10)`` built ``chadd($b1_10, $b1_10)``
+    after a few earlier uses of ``$b1_10``), an e-node of no valid shape with no shape facts."""
+    return f"{prefix}{i}_"
+
+
+def alternative_prefix(k: int) -> str:
+    """The prefix of the let names of graph-level alternative ``k``'s nodes."""
+    return f"$a{k}_"
+
+
 def alternative_let(k: int, i: int) -> str:
     """The let name of node ``i`` (in topological order) of graph-level alternative ``k``."""
-    return f"$a{k}_{i}"
+    return let_name(alternative_prefix(k), i)

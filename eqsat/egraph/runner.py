@@ -28,7 +28,7 @@ from typing import Any
 
 import egglog.bindings as egglog
 
-from eqsat.egraph.language import HEADER, alternative_let, egg_string, split_proj_attrs
+from eqsat.egraph.language import HEADER, alternative_prefix, egg_string, let_name, split_proj_attrs
 from eqsat.egraph.limits import Iteration, Limits, MemoryLimitError, RunReport, growth, over_memory, rss_gb
 from eqsat.egraph.rewrites import Compiled, compile_rules
 from eqsat.ir.graph import Graph, Node
@@ -109,13 +109,13 @@ class EGraphRunner:
         """Add ``graph`` one ``let`` per node; returns the let names of its outputs. Each of
         ``alternatives`` is a graph whose first two outputs are a node of ``graph`` and what may
         replace it (a graph-level rewrite, :mod:`eqsat.graph_rewrite`): its new nodes are added
-        (named by :func:`alternative_let`) and the two are made one e-class, so extraction may
+        (named by :func:`~eqsat.egraph.language.alternative_let`) and the two are made one e-class, so extraction may
         choose either and the rules apply to both."""
         names = self._terms(graph, "$n")
         self.roots = [names[o] for o in graph.outputs]
         unions = []
         for k, pair in enumerate(alternatives):
-            known = self._terms(pair, alternative_let(k, ""), known=names)
+            known = self._terms(pair, alternative_prefix(k), known=names)
             a, b = (known[o] for o in pair.outputs[:2])
             unions.append(f"(union {a} {b})")
         self._send_lines(unions)
@@ -149,7 +149,7 @@ class EGraphRunner:
 
     def _terms(self, graph: Graph, prefix: str, facts: bool = True,
                known: dict[Node, str] | None = None) -> dict[Node, str]:
-        """Send ``graph``'s nodes as ``let`` terms named ``prefix`` + index, with their shapes and
+        """Send ``graph``'s nodes as ``let`` terms named by :func:`let_name`, with their shapes and
         constness unless ``facts`` is off (a graph extracted from this e-graph: every term is in
         it, with its facts, already); a term the e-graph holds already joins its e-class. Nodes
         in ``known`` (a name each) are not sent again."""
@@ -161,7 +161,7 @@ class EGraphRunner:
             expr = self._expr(n, names)
             if expr is None:
                 continue
-            var = names[n] = f"{prefix}{i}"
+            var = names[n] = let_name(prefix, i)
             lines.append(f"(let {var} {expr})")
             if facts:
                 lines.extend(self._facts(n, var))

@@ -157,10 +157,10 @@ RUNTIME_FUSIONS: tuple[Fusion, ...] = (
 """The fusions the measured model prices as the runtime runs them (a table: add a row per fusion)."""
 
 
-def fused_kernel(n: Node) -> tuple[Kernel, Node] | None:
-    """The fused kernel (producer then ``n``) and the producer, if a :data:`RUNTIME_FUSIONS` row
-    absorbs ``n`` into one of its inputs."""
-    for f in RUNTIME_FUSIONS:
+def fused_kernel(n: Node, fusions: Sequence[Fusion] = RUNTIME_FUSIONS) -> tuple[Kernel, Node] | None:
+    """The fused kernel (producer then ``n``) and the producer, if a row of ``fusions`` (default
+    onnxruntime's, :data:`RUNTIME_FUSIONS`) absorbs ``n`` into one of its inputs."""
+    for f in fusions:
         i = f.producer_of(n)
         if i is not None:
             producer = n.inputs[i]

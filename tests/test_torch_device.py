@@ -134,3 +134,13 @@ def test_importing_the_cost_models_does_not_import_torch():
     code = ("import sys, eqsat.cost, eqsat.cost.roofline, eqsat.cost.measured, eqsat.cost.devices; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_file_optimized_for_pytorch_is_written_in_standard_onnx():
+    """onnxruntime's contrib kernels (FusedConv) are written only for ort-cpu: PyTorch runs none."""
+    from types import SimpleNamespace
+
+    from experiments.commands.optimize import writes_contrib
+
+    assert not writes_contrib(SimpleNamespace(onnx_ops=None, device="torch-cpu:2"))
+    assert writes_contrib(SimpleNamespace(onnx_ops=None, device="ort-cpu"))

@@ -92,11 +92,12 @@ def default_device(args: argparse.Namespace) -> tuple[str, str]:
 def writes_contrib(args: argparse.Namespace) -> bool:
     """onnxruntime's contrib kernels only where the user targets onnxruntime: ``--onnx-ops``, else
     when the file was priced on the measured onnxruntime device."""
-    from eqsat.cost.roofline import measured_threads
+    from eqsat.cost.roofline import measured_device
 
     if args.onnx_ops:
         return args.onnx_ops == "onnxruntime"
-    return measured_threads(args.device) is not None
+    found = measured_device(args.device)
+    return found is not None and found[0] is ORT_CPU  # not torch-cpu: PyTorch runs no contrib kernels
 
 
 def _dest(flag: str) -> str:

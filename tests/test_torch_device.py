@@ -144,3 +144,16 @@ def test_a_file_optimized_for_pytorch_is_written_in_standard_onnx():
 
     assert not writes_contrib(SimpleNamespace(onnx_ops=None, device="torch-cpu:2"))
     assert writes_contrib(SimpleNamespace(onnx_ops=None, device="ort-cpu"))
+
+
+def test_products_read_their_weights_cold_only_when_the_models_exceed_the_cache(db, monkeypatch):
+    graph = two_branches()
+    model = fast_model("torch-cpu")
+    model.calibrate(graph)  # 8 KB of weights: warm
+    assert not model.cold_weights and "warm" in model.provenance()
+    monkeypatch.setattr(model, "cache_bytes", lambda: 1024)
+    model.calibrate(graph)
+    assert model.cold_weights
+    keys = [json.loads(line)["key"] for line in db.read_text().splitlines()]
+    products = [k for k in keys if '"matmul"' in k]
+    assert len(products) == 2 and sum("cold-weights" in k for k in products) == 1

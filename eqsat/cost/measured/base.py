@@ -127,6 +127,10 @@ class MeasuredCost:
         """Whole graphs timed end to end, interleaved, with ``seed``'s inputs and order."""
         raise NotImplementedError
 
+    def priced(self, kernel: Kernel) -> Kernel:
+        """The kernel whose timing prices ``kernel`` (itself; a device may time it otherwise)."""
+        return kernel
+
     def estimate_device(self) -> Device:
         """The profile :meth:`estimate_kernel_us` prices on."""
         return estimate_device(self.threads)
@@ -186,6 +190,7 @@ class MeasuredCost:
     def kernel_us(self, kernel: Kernel) -> float:
         """A kernel's price: its median less the fixed cost of a call (memoized: the extractor
         prices every e-node, and many share a kernel), times the :attr:`calibration`'s scale."""
+        kernel = self.priced(kernel)
         found = self._kernel_cache.get(kernel)
         if found is None:
             timing = self.timing(kernel)
@@ -286,7 +291,7 @@ class MeasuredCost:
         """Whether a kernel ``n``'s price reads was priced by an estimate."""
         fused = fused_kernel(n, self.fusions)
         kernels = (fused[0], node_kernel(fused[1])) if fused is not None else (node_kernel(n),)
-        return any(k.key in self.estimated for k in kernels)
+        return any(self.priced(k).key in self.estimated for k in kernels)
 
     def report(self, graph: Graph) -> CostReport:
         rows = []

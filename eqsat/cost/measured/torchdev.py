@@ -102,9 +102,9 @@ class TorchCost(MeasuredCost):
         self._node_cache.clear()
         return super().calibrate(graph)
 
-    def kernel_us(self, kernel: Kernel) -> float:
-        warm = kernel.cold_weights and not self.cold_weights
-        return super().kernel_us(replace(kernel, warm=True) if warm else kernel)
+    def priced(self, kernel: Kernel) -> Kernel:
+        """``kernel``, timed with its weights warm where the model's fit in the cache (see :meth:`calibrate`)."""
+        return replace(kernel, warm=True) if kernel.cold_weights and not self.cold_weights else kernel
 
     def _time_kernel(self, kernel: Kernel) -> Timing:
         return self.tt.time_graph(kernel.graph(), self.device, self.dtype, self.threads, self.warmup, self.runs,

@@ -118,12 +118,15 @@ def default_device(source: str | Path | Graph, device: str | None = None) -> tup
 
 def writes_contrib(device: str, onnx_ops: str | None = None) -> bool:
     """onnxruntime's contrib kernels only where the user targets onnxruntime: ``onnx_ops``, else
-    when the file was priced on the measured onnxruntime device."""
-    from eqsat.cost.roofline import measured_threads
+    when the file was priced on the measured onnxruntime device (not torch-cpu: PyTorch runs no
+    contrib kernels)."""
+    from eqsat.cost.devices import ORT_CPU
+    from eqsat.cost.roofline import measured_device
 
     if onnx_ops:
         return onnx_ops == "onnxruntime"
-    return measured_threads(device) is not None
+    found = measured_device(device)
+    return found is not None and found[0] is ORT_CPU
 
 
 def memory_bytes() -> int:

@@ -273,7 +273,7 @@ def test_a_model_that_cannot_run_end_to_end_is_priced_uncalibrated(fake, monkeyp
 def test_another_thread_count_is_another_context(fake, tmp_path):
     OrtCpuCost(progress=False).graph_time_us(small_cnn())
     new_process()
-    with pytest.warns(UserWarning, match="another machine, onnxruntime or thread count"):
+    with pytest.warns(UserWarning, match="another machine, runtime version or thread count"):
         two = MeasurementDB(Context.here(2), tmp_path / "db.jsonl")
     assert not two.timings
 

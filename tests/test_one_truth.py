@@ -27,7 +27,6 @@ ALLOWED = {  # (file, literal): why the same string there is not a second regist
     ("autotune/measure.py", "hypogpu"): "the simulated measurer's name: the GPU the tuned device prices on",
     ("experiments/commands/tune.py", "hypogpu"): "tune's measurer choice, the simulated measurer's name",
     ("experiments/runs/tune.py", "hypogpu"): "tune's measurer table, keyed by the measurers' names",
-    ("eqsat/cost/measured/ortcpu.py", "ort-cpu"): "the measured model's report name, its registry row's name",
     ("taso_baseline/world.py", "matrix"): "a world's name; the generated rule set is named after it",
     ("taso_baseline/world.py", "conv"): "a world's name; the generated rule set is named after it",
     ("experiments/runs/benchmarks.py", "matrix"): "the default world of the generator benchmarks",

@@ -72,7 +72,7 @@ DEFAULT_DEVICE = REFERENCE_DEVICES[0]  # what searches and experiments price on 
 class MeasuredDevice:
     """A device priced by timing kernels on this machine: ``name`` (one thread) or ``name:N`` (N
     threads), and its cost model as ``"module:class"`` taking the thread count, imported on first
-    use (onnxruntime is slow to load)."""
+    use (onnxruntime is slow to load; PyTorch is an optional extra)."""
 
     name: str
     cost_model: str
@@ -85,8 +85,14 @@ class MeasuredDevice:
 
 MEASURED_DEVICES: dict[str, MeasuredDevice] = {d.name: d for d in (
     MeasuredDevice("ort-cpu", "eqsat.cost.measured:OrtCpuCost", "kernels timed in onnxruntime's CPU provider"),
+    MeasuredDevice("torch-cpu", "eqsat.cost.measured.torchdev:TorchCpuCost",
+                   "kernels timed in PyTorch eager on this CPU (the torch extra)"),
+    MeasuredDevice("torch-cuda", "eqsat.cost.measured.torchdev:TorchCudaCost",
+                   "kernels timed in PyTorch eager on this machine's GPU, CUDA events (the torch extra)"),
 )}
 ORT_CPU = MEASURED_DEVICES["ort-cpu"]
+TORCH_CPU = MEASURED_DEVICES["torch-cpu"]
+TORCH_CUDA = MEASURED_DEVICES["torch-cuda"]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The measurement database: one JSON object per line, appended as kernels are timed, reused by
 every later run.
 
-A line holds a kernel's key, the context it was measured in (this machine's fingerprint,
-onnxruntime's version, the thread count) and its :class:`~eqsat.cost.measured.timer.Timing`. Lines
-from another context are foreign: kept in the file, never used. A line that does not parse is
+A line holds a kernel's key, the context it was measured in (this machine's fingerprint, the
+runtime and its version, the thread count) and its :class:`~eqsat.cost.measured.timer.Timing`. Lines
+from another context are foreign: kept in the file, never used (another device's lines, e.g.
+``ort-cpu``'s beside ``torch-cpu``'s, silently; stale ones with a warning). A line that does not parse is
 corrupt: skipped. Both are counted and reported once, as a warning naming the file and the
 corrupt lines. Each line is written with one ``write`` on a file opened for appending, under an
 exclusive ``flock``; a torn last line (a writer killed mid-line) is ended first, so it stays one
@@ -59,7 +60,8 @@ def machine_fingerprint() -> str:
 
 @dataclass(frozen=True)
 class Context:
-    """Where a measurement holds: machine, onnxruntime version, intra-op threads."""
+    """Where a measurement holds: machine, runtime (its first word the device kind, then its
+    version and what else a timing depends on), intra-op threads."""
 
     machine: str
     runtime: str
@@ -70,6 +72,12 @@ class Context:
         import onnxruntime as ort
 
         return cls(machine_fingerprint(), f"onnxruntime {ort.__version__}", threads)
+
+
+def kind(runtime: str) -> str:
+    """The device kind of a context's ``runtime`` (its first word): the lines of another kind in a
+    shared database are another device's, not stale ones."""
+    return runtime.split(" ", 1)[0]
 
 
 def machine_load() -> tuple[float, int]:
@@ -145,14 +153,16 @@ class MeasurementDB:
                 bad.append(self._lines)
                 continue
             if context != mine:
-                self.foreign += 1
-                continue
+                if kind(str(context.get("runtime"))) == kind(self.context.runtime):
+                    self.foreign += 1  # stale or another thread count: said once
+                continue  # another device's line (ort-cpu's beside torch-cpu's): silently not ours
             self._keep(key, timing, timed_under_contention(row))
         corrupt, foreign = self.corrupt - corrupt, self.foreign - foreign
         if corrupt or foreign:
             lines = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
             parts = [f"{corrupt} corrupt line(s) skipped"] * bool(corrupt)
-            parts += [f"{foreign} line(s) from another machine, onnxruntime or thread count not used"] * bool(foreign)
+            parts += [f"{foreign} line(s) from another machine, runtime version or thread count not used"
+                      ] * bool(foreign)
             where = f" (corrupt: line {lines})" if bad else ""
             warnings.warn(f"{self.path}: {'; '.join(parts)}{where}", stacklevel=3)
 

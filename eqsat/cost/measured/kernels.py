@@ -40,6 +40,7 @@ class Kernel:
 
     steps: tuple[Step, ...]
     dtype: str = "float32"
+    warm: bool = False  # timed with its weights in cache even where :attr:`cold_weights` would evict them
 
     @property
     def key(self) -> str:
@@ -76,8 +77,9 @@ class Kernel:
         in an inference they were last read one inference ago, so warm timings priced
         weight-heavy products (QKV's, NasRNN's) far below their end-to-end share. Convolutions
         stay warm: timed cold, their prices moved further from the measured ones. The accuracy
-        this gives is in docs/results/README.md (``experiment real``)."""
-        return any(s.op in COLD_WEIGHT_OPS and any(s.consts) for s in self.steps)
+        this gives is in docs/results/README.md (``experiment real``). A :attr:`warm` kernel is
+        not: a model whose weights all fit in the cache reads them warm (``torch-cpu``)."""
+        return not self.warm and any(s.op in COLD_WEIGHT_OPS and any(s.consts) for s in self.steps)
 
     @property
     def name(self) -> str:
@@ -157,10 +159,10 @@ RUNTIME_FUSIONS: tuple[Fusion, ...] = (
 """The fusions the measured model prices as the runtime runs them (a table: add a row per fusion)."""
 
 
-def fused_kernel(n: Node) -> tuple[Kernel, Node] | None:
-    """The fused kernel (producer then ``n``) and the producer, if a :data:`RUNTIME_FUSIONS` row
-    absorbs ``n`` into one of its inputs."""
-    for f in RUNTIME_FUSIONS:
+def fused_kernel(n: Node, fusions: Sequence[Fusion] = RUNTIME_FUSIONS) -> tuple[Kernel, Node] | None:
+    """The fused kernel (producer then ``n``) and the producer, if a row of ``fusions`` (default
+    onnxruntime's, :data:`RUNTIME_FUSIONS`) absorbs ``n`` into one of its inputs."""
+    for f in fusions:
         i = f.producer_of(n)
         if i is not None:
             producer = n.inputs[i]

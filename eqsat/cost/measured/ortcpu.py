@@ -20,274 +20,44 @@ reader.)
 An imported node the op table does not know is timed as it is in its file (its own opset, domain,
 input types and constants: :meth:`.kernels.Kernel.stored_model`). A kernel onnxruntime cannot run
 alone is priced by :func:`estimate_us`, a stated roofline estimate, never by refusing the model.
-:meth:`OrtCpuCost.calibrate` scales all prices to the input model's end-to-end time.
+:meth:`OrtCpuCost.calibrate` scales all prices to the input model's end-to-end time. What every
+measured device shares (the database, the calibration, the end-to-end check) is :mod:`.base`.
 """
 from __future__ import annotations
 
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Sequence
 
-import numpy as np
-
-from eqsat.cost.costmodel import CostReport, OpCost, node_in_shapes
-from eqsat.cost.devices import Device
-from eqsat.cost.measured.database import Context, MeasurementDB, default_path
-from eqsat.cost.measured.kernels import Kernel, fused_kernel, node_kernel, op_kernel
+from eqsat.cost.devices import ORT_CPU
+from eqsat.cost.measured.base import OVERHEAD_RUNS, Calibration, MeasuredCost, estimate_us, overhead_graph
+from eqsat.cost.measured.database import Context
+from eqsat.cost.measured.kernels import RUNTIME_FUSIONS, Kernel
 from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graphs, time_model
-from eqsat.ir.graph import Graph, Node, input_, node
-from eqsat.ir.ops import Shape, get_op
+from eqsat.ir.graph import Graph
 
-FREE_OPS = frozenset({"proj", "noop"})
-OVERHEAD_KEY = "run-call-overhead"
-OVERHEAD_RUNS = 200
+__all__ = ["RESOLUTION", "Calibration", "OrtCpuCost", "estimate_us"]
+
 RESOLUTION = 0.02  # run-to-run spread of a kernel's median on this 2-core machine is 1-3%
-END_TO_END_PAIRS = 3  # interleaved timings of two graphs, fresh sessions each, of which the median is used
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """One model's end-to-end calibration (µs): its priced latency before, its measured latency
-    (the median over :data:`END_TO_END_PAIRS` pairs of interleaved timings of it), the scale every
-    kernel price is multiplied by, and the measured noise (the median of the pairs' relative
-    differences)."""
-
-    priced_us: float
-    measured_us: float
-    scale: float
-    noise: float
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-    def summary(self) -> str:
-        return (f"calibrated on the input timed end to end: priced {self.priced_us / 1e3:.3f} ms, measured "
-                f"{self.measured_us / 1e3:.3f} ms (noise {self.noise:.1%}); kernel prices x{self.scale:.3f}")
-
-
-ESTIMATE_FLOPS_PER_THREAD = 50e9  # float32 FMA throughput of one x86 core, order of magnitude
-ESTIMATE_BANDWIDTH = 10e9  # B/s one core streams from memory, order of magnitude
-
-
-def estimate_device(threads: int) -> Device:
-    """The CPU profile a kernel onnxruntime cannot run alone is priced on: a stated estimate."""
-    return Device("cpu-estimate", ESTIMATE_FLOPS_PER_THREAD * threads, ESTIMATE_BANDWIDTH, 0.0,
-                  f"a CPU profile of {ESTIMATE_FLOPS_PER_THREAD * threads / 1e9:.0f} GFLOP/s and "
-                  f"{ESTIMATE_BANDWIDTH / 1e9:.0f} GB/s")
-
-
-def estimate_us(kernel: Kernel, threads: int) -> float:
-    """The roofline price (µs) of a kernel's ops on :func:`estimate_device`: the larger of its
-    FLOPs over the peak and the float32 bytes it moves over the bandwidth, summed over its ops."""
-    device = estimate_device(threads)
-    total = 0.0
-    for n in kernel.graph().nodes():
-        if n.spec.is_leaf or n.spec.is_view or n.op in FREE_OPS:
-            continue
-        ins = node_in_shapes(n)
-        flops = n.spec.flops(n.attr_dict, ins, n.shapes)
-        total += max(flops / device.peak_flops, n.spec.elements_moved(ins, n.shapes) * 4 / device.bandwidth) * 1e6
-    return total
-
-
-def overhead_graph() -> Graph:
-    """The smallest real model: one relu of one float (its run is onnxruntime's fixed cost)."""
-    return Graph((node("relu", input_("x", (1,))),), name="overhead")
-
-
-class OrtCpuCost:
+class OrtCpuCost(MeasuredCost):
     """The measured cost model (see the module doc). ``threads`` is onnxruntime's intra-op thread
     count; ``path`` the database (default :func:`~.database.default_path`)."""
 
+    runtime = "onnxruntime"
+    fusions = RUNTIME_FUSIONS
+
     def __init__(self, threads: int = 1, path: str | None = None, warmup: int = WARMUP, runs: int = RUNS,
                  progress: bool = True, resolution: float = RESOLUTION):
-        if threads < 1:
-            raise ValueError(f"ort-cpu: threads must be at least 1, got {threads}")
-        self.threads, self.warmup, self.runs, self.progress = threads, warmup, runs, progress
-        self.resolution = resolution  # gains below this are noise (see eqsat.search.keep_unresolved_gain)
-        self.db = MeasurementDB.shared(Context.here(threads), path if path is not None else default_path())
-        self.measured = 0  # kernels timed by this process (not found in the database)
-        self._bar: Any = None
-        self._overhead: float | None = None
-        self._node_cache: dict[Node, float] = {}
-        self._kernel_cache: dict[Kernel, float] = {}
-        self.calibration: Calibration | None = None  # set by calibrate(): every price is scaled by it
-        self.estimated: dict[str, str] = {}  # kernel key -> why it is priced by estimate_us, not timed
+        super().__init__(ORT_CPU, threads, Context.here(threads), path, warmup, runs, progress, resolution)
 
-    @property
-    def name(self) -> str:
-        return "ort-cpu" if self.threads == 1 else f"ort-cpu:{self.threads}"
+    def _time_kernel(self, kernel: Kernel) -> Timing:
+        if kernel.stored_node:  # an imported node: as it was in its file
+            return time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
+                              cold_weights=kernel.cold_weights)
+        return time_graph(kernel.graph(), self.threads, self.warmup, self.runs, cold_weights=kernel.cold_weights)
 
-    # ------------------------------------------------------------------ measuring
-    def timing(self, kernel: Kernel) -> Timing | None:
-        """The kernel's timing from the database, measured now if it is not there; None (with the
-        reason in :attr:`estimated`) when onnxruntime cannot run it alone."""
-        if kernel.key in self.estimated:
-            return None
+    def _time_overhead(self) -> Timing:
+        return time_graph(overhead_graph(), self.threads, self.warmup * 4, OVERHEAD_RUNS)
 
-        def time_it() -> Timing:  # under the database's measuring lock (see MeasurementDB.measure)
-            self._tick(kernel.name)
-            if kernel.stored_node:  # an imported node: as it was in its file
-                timed = time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
-                                   cold_weights=kernel.cold_weights)
-            else:
-                timed = time_graph(kernel.graph(), self.threads, self.warmup, self.runs,
-                                   cold_weights=kernel.cold_weights)
-            self.measured += 1
-            return timed
-
-        try:
-            return self.db.measure(kernel.key, time_it)
-        except Exception as exc:  # onnxruntime's own errors have no common base class
-            self._estimate_instead(kernel, exc)
-            return None
-
-    def _estimate_instead(self, kernel: Kernel, exc: Exception) -> None:
-        """Record (and say once, on stderr, with onnxruntime's whole message) that ``kernel`` is
-        priced by :func:`estimate_us` because it cannot be timed alone."""
-        what = " ".join(str(exc).split()) or type(exc).__name__
-        step = kernel.steps[0]
-        label = dict(step.attrs).get("op_type", kernel.name) if kernel.stored_node else kernel.name
-        self.estimated[kernel.key] = f"{label}: onnxruntime cannot run it alone ({what})"
-        print(f"{self.name}: the kernel {label} is priced by an estimate (the roofline of its bytes and FLOPs on "
-              f"{estimate_device(self.threads).note}): onnxruntime cannot run it alone: {what}", file=sys.stderr)
-
-    def _tick(self, what: str) -> None:
-        """A progress bar counting kernels timed (opened on the first one, on stderr)."""
-        if not self.progress:
-            return
-        if self._bar is None:
-            from tqdm import tqdm
-
-            self._bar = tqdm(desc=f"{self.name}: timing kernels", unit="kernel", file=sys.stderr, leave=False,
-                              disable=None)  # None: no bar when stderr is not a terminal
-        self._bar.set_postfix_str(what, refresh=False)
-        self._bar.update()
-
-    @property
-    def overhead_us(self) -> float:
-        """The fixed cost of one ``session.run`` call (µs), measured once per database."""
-        if self._overhead is None:
-            found = self.db.measure(OVERHEAD_KEY, lambda: time_graph(overhead_graph(), self.threads,
-                                                                      self.warmup * 4, OVERHEAD_RUNS))
-            self._overhead = found.median_us
-        return self._overhead
-
-    def kernel_us(self, kernel: Kernel) -> float:
-        """A kernel's price: its median less the fixed cost of a run call (memoized: the extractor
-        prices every e-node, and many share a kernel), times the :attr:`calibration`'s scale."""
-        found = self._kernel_cache.get(kernel)
-        if found is None:
-            timing = self.timing(kernel)
-            found = (estimate_us(kernel, self.threads) if timing is None
-                     else max(timing.median_us - self.overhead_us, 0.0))
-            self._kernel_cache[kernel] = found
-        return found * (self.calibration.scale if self.calibration is not None else 1.0)
-
-    def calibrate(self, graph: Graph) -> Calibration | None:
-        """Scale every later price so that ``graph`` (the input model) is priced at its end-to-end
-        time: kernels timed alone run with other caches, layouts and neighbours than in the model,
-        and their sum was off by 0.5-3x. The graph is timed against itself, interleaved
-        (:func:`.timer.time_graphs`), :data:`END_TO_END_PAIRS` times in fresh sessions; the median
-        of the pairs' relative differences is the measured noise (one pair's swings too much on a
-        shared machine to set a threshold by), and the :attr:`resolution` (the least gain a
-        rewrite must promise) becomes at least that. A uniform scale changes no choice between
-        graphs, only what their prices claim. The timings are recorded, so a repeated run calibrates
-        alike. None (said on stderr) when the graph cannot be run end to end: the prices stay unscaled."""
-        self.calibration = None
-        self._node_cache.clear()
-        priced = self.graph_time_us(graph)
-        try:
-            pairs = self.timed_pairs("calibration", graph, graph)
-        except Exception as exc:  # onnxruntime's errors have no common base class
-            print(f"{self.name}: not calibrated (prices are kernels timed alone): onnxruntime cannot run the "
-                  f"model end to end: {' '.join(str(exc).split())}", file=sys.stderr)
-            return None
-        means = [(a.median_us + b.median_us) / 2 for a, b in pairs]
-        measured = float(np.median(means))
-        noise = float(np.median([abs(a.median_us - b.median_us) / m if m > 0 else 0.0
-                                 for (a, b), m in zip(pairs, means)]))
-        kernels = max(measured - self.overhead_us, 0.0)
-        scale = kernels / priced if priced > 0 and kernels > 0 else 1.0
-        self.calibration = Calibration(priced + self.overhead_us, measured, scale, noise)
-        self.resolution = max(self.resolution, noise)
-        self._node_cache.clear()
-        return self.calibration
-
-    # ------------------------------------------------------------------ the CostModel interface
-    def op_time_us(self, op: str, attrs: Mapping[str, Any], in_shapes: Sequence[Shape],
-                   out_shapes: Sequence[Shape], is_const: bool, dtype: str = "float32",
-                   const_inputs: Sequence[bool] | None = None) -> float:
-        spec = get_op(op)
-        if is_const or spec.is_leaf or op in FREE_OPS or spec.takes_tuple:
-            return 0.0
-        if op == "opaque" and dict(attrs).get("index", 0) != 0:
-            return 0.0  # one ONNX node, priced once (with its first output)
-        consts = tuple(const_inputs) if const_inputs is not None else (False,) * len(in_shapes)
-        return self.kernel_us(op_kernel(op, attrs, in_shapes, consts))
-
-    def node_time_us(self, n: Node, dtype: str = "float32") -> float:
-        found = self._node_cache.get(n)
-        if found is None:
-            fused = fused_kernel(n)
-            if fused is not None:
-                kernel, producer = fused
-                found = max(self.kernel_us(kernel) - self.kernel_us(node_kernel(producer)), 0.0)
-            else:
-                found = self.op_time_us(n.op, n.attr_dict, node_in_shapes(n), n.shapes, n.is_const, dtype,
-                                        [x.is_const for x in n.inputs])
-            self._node_cache[n] = found
-        return found
-
-    def graph_time_us(self, graph: Graph) -> float:
-        return sum(self.node_time_us(n, graph.dtype) for n in graph.nodes())
-
-    def timed_together(self, what: str, graphs: Sequence[Graph], seed: int = 0) -> list[Timing]:
-        """``graphs`` timed end to end, interleaved (:func:`.timer.time_graphs`), recorded in the
-        database under ``what``: a later run reads the same timings, so it calibrates alike and
-        confirms the same pick."""
-        keys = [f"{what}:{k}" for k in range(len(graphs))]
-        return self.db.measure_all(keys, lambda: time_graphs(graphs, self.threads, seed=seed))
-
-    def timed_pairs(self, what: str, a: Graph, b: Graph) -> list[list[Timing]]:
-        """:data:`END_TO_END_PAIRS` interleaved timings of ``a`` and ``b``, each in fresh sessions
-        with its own seed, recorded under ``what`` and both graphs' digests."""
-        return [self.timed_together(f"{what}:{a.digest}:{b.digest}:{k}", [a, b], seed=k)
-                for k in range(END_TO_END_PAIRS)]
-
-    def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float]:
-        """Both graphs timed end to end, alternately (the last word on a search's pick: kernels
-        timed one at a time can be wrong together by more than their spread): the pair of
-        :data:`END_TO_END_PAIRS` timings, each in fresh sessions, whose ratio is the median. One
-        timing of a pair strays now and then by more than the gain it judges; the timings are recorded,
-        so a repeated run decides alike."""
-        pairs = self.timed_pairs("end-to-end", a, b)
-        pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
-        ta, tb = pairs[len(pairs) // 2]
-        return ta.median_us, tb.median_us
-
-    def provenance(self) -> str:  # the CostModel interface (eqsat.cost.costmodel)
-        return f"{self.measured} kernel(s) timed now, the rest from {self.db.path}"
-
-    def latency_us(self, graph: Graph) -> float:
-        """Predicted end-to-end latency of one run of the graph's model: kernels plus the run call."""
-        return self.graph_time_us(graph) + self.overhead_us
-
-    def _estimated(self, n: Node) -> bool:
-        """Whether a kernel ``n``'s price reads was priced by :func:`estimate_us`."""
-        fused = fused_kernel(n)
-        kernels = (fused[0], node_kernel(fused[1])) if fused is not None else (node_kernel(n),)
-        return any(k.key in self.estimated for k in kernels)
-
-    def report(self, graph: Graph) -> CostReport:
-        rows = []
-        for n in graph.nodes():
-            spec = n.spec
-            kind = ("leaf" if spec.is_leaf else "folded" if n.is_const else "view" if n.op in FREE_OPS
-                    else "estimate" if self._estimated(n) else "measured")
-            flops = 0 if spec.is_leaf or spec.is_view else int(spec.flops(n.attr_dict, node_in_shapes(n), n.shapes))
-            nbytes = spec.elements_moved(node_in_shapes(n), n.shapes) * 4
-            shown = tuple(n.shapes[0]) if len(n.shapes) == 1 else tuple(tuple(s) for s in n.shapes)
-            rows.append(OpCost(n.op, shown, flops, nbytes, self.node_time_us(n), kind, n.digest[:12]))
-        return CostReport(graph.name, self.name, "float32", sum(r.time_us for r in rows), tuple(rows))
+    def _time_graphs(self, graphs: Sequence[Graph], seed: int) -> list[Timing]:
+        return time_graphs(graphs, self.threads, seed=seed)

@@ -138,12 +138,10 @@ def test_importing_the_cost_models_does_not_import_torch():
 
 def test_a_file_optimized_for_pytorch_is_written_in_standard_onnx():
     """onnxruntime's contrib kernels (FusedConv) are written only for ort-cpu: PyTorch runs none."""
-    from types import SimpleNamespace
+    from eqsat.pipeline import writes_contrib
 
-    from experiments.commands.optimize import writes_contrib
-
-    assert not writes_contrib(SimpleNamespace(onnx_ops=None, device="torch-cpu:2"))
-    assert writes_contrib(SimpleNamespace(onnx_ops=None, device="ort-cpu"))
+    assert not writes_contrib("torch-cpu:2") and writes_contrib("ort-cpu")
+    assert writes_contrib("torch-cpu", onnx_ops="onnxruntime") and not writes_contrib("ort-cpu", "standard")
 
 
 def test_products_read_their_weights_cold_only_when_the_models_exceed_the_cache(db, monkeypatch):

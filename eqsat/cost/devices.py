@@ -66,6 +66,7 @@ _PROFILES = (
 DEVICES: dict[str, Device] = {d.name: d for d in _PROFILES}
 REFERENCE_DEVICES = ("h100", "weak")  # the reference pair of the papers' examples (cost tables)
 DEFAULT_DEVICE = REFERENCE_DEVICES[0]  # what searches and experiments price on unless told
+GPU_CHECK_PROFILES = (DEFAULT_DEVICE, "h200")  # the rooflines the GPU check's predictions are priced on
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import Any
 MANIFEST = "manifest.json"
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
 CHECK_TOLERANCE = 1e-3  # relative, float32 on the device: the optimized graph against the original
-COLUMNS = ("model", "variant", "ops", "pred_h100_us", "pred_h200_us", "eager_us", "eager_spread", "graph_us",
-           "compile_us", "compile_s", "max_rel_diff", "note")
+MEASURED = ("eager_us", "eager_spread", "graph_us", "compile_us", "compile_s", "max_rel_diff", "changed", "note",
+            "dtype")
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -105,8 +105,7 @@ def _prepared(entry: dict[str, Any], folder: Path, seed: int, device: str) -> tu
     dtype = DTYPES.get(graphs["original"].dtype, "float32")
     modules, inputs = _modules(graphs, values, device, dtype)
     rows = {name: {"model": entry["model"], "variant": name, "ops": graphs[name].op_count(),
-                   "pred_h100_us": entry["predicted"].get("h100", {}).get(name, math.nan),
-                   "pred_h200_us": entry["predicted"].get("h200", {}).get(name, math.nan),
+                   **{f"pred_{dev}_us": prices.get(name, math.nan) for dev, prices in entry["predicted"].items()},
                    "max_rel_diff": diffs[name], "note": "", "dtype": dtype,
                    "changed": graphs[name] != graphs["original"]} for name in graphs}
     return rows, modules, inputs, dtype
@@ -190,13 +189,14 @@ def _ratio(a: Any, b: Any) -> str:
         return ""
 
 
-def markdown(rows: Sequence[dict[str, Any]], env: dict[str, Any]) -> str:
-    """The table a reader compares: per model and optimized variant, predicted gain against measured."""
+def markdown(rows: Sequence[dict[str, Any]], env: dict[str, Any], priced: Sequence[str]) -> str:
+    """The table a reader compares: per model and optimized variant, predicted gain (on each
+    roofline profile in ``priced``) against measured."""
     lines = [f"GPU check on {env.get('gpu', env['device'])} (torch {env['torch']}, CUDA {env['cuda']}, "
              f"nvidia-smi: {env.get('nvidia_smi', 'n/a')}); medians of interleaved runs.", "",
-             "| model | variant | ops | predicted h100 | predicted h200 | eager | eager gain | CUDA graph | graph gain "
-             "| torch.compile | compile gain | max rel diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | variant | ops | " + " | ".join(f"predicted {d}" for d in priced)
+             + " | eager | eager gain | CUDA graph | graph gain | torch.compile | compile gain | max rel diff |",
+             "|---" * (10 + len(priced)) + "|"]
     by_model: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         by_model.setdefault(r["model"], {})[r["variant"]] = r
@@ -204,19 +204,17 @@ def markdown(rows: Sequence[dict[str, Any]], env: dict[str, Any]) -> str:
         o = variants.get("original", {})
         for name, r in variants.items():
             if name == "original":
-                lines.append(f"| {model} | original | {r['ops']} | {_fmt(r['pred_h100_us'], ' µs')} | "
-                             f"{_fmt(r['pred_h200_us'], ' µs')} | {_fmt(r.get('eager_us'), ' µs')} | | "
-                             f"{_fmt(r.get('graph_us'), ' µs')} | | {_fmt(r.get('compile_us'), ' µs')} "
-                             f"| {_ratio(r.get('eager_us'), r.get('compile_us'))} (eager/compile) | "
-                             f"{_fmt(r['max_rel_diff'])} |")
-                continue
-            lines.append(
-                f"| {model} | {name} | {r['ops']} | {_ratio(o.get('pred_h100_us'), r['pred_h100_us'])} | "
-                f"{_ratio(o.get('pred_h200_us'), r['pred_h200_us'])} | {_fmt(r.get('eager_us'), ' µs')} | "
-                f"{_ratio(o.get('eager_us'), r.get('eager_us'))} | {_fmt(r.get('graph_us'), ' µs')} | "
-                f"{_ratio(o.get('graph_us'), r.get('graph_us'))} | {_fmt(r.get('compile_us'), ' µs')} | "
-                f"{_ratio(o.get('compile_us'), r.get('compile_us'))} | {_fmt(r['max_rel_diff'])} |")
-    return "\n".join(lines + [""] + summary(by_model)) + "\n"
+                cells = [_fmt(r.get(f"pred_{d}_us"), " µs") for d in priced] + [
+                    _fmt(r.get("eager_us"), " µs"), "", _fmt(r.get("graph_us"), " µs"), "",
+                    _fmt(r.get("compile_us"), " µs"),
+                    f"{_ratio(r.get('eager_us'), r.get('compile_us'))} (eager/compile)"]
+            else:
+                cells = [_ratio(o.get(f"pred_{d}_us"), r.get(f"pred_{d}_us")) for d in priced] + [
+                    _fmt(r.get("eager_us"), " µs"), _ratio(o.get("eager_us"), r.get("eager_us")),
+                    _fmt(r.get("graph_us"), " µs"), _ratio(o.get("graph_us"), r.get("graph_us")),
+                    _fmt(r.get("compile_us"), " µs"), _ratio(o.get("compile_us"), r.get("compile_us"))]
+            lines.append(f"| {model} | {name} | {r['ops']} | " + " | ".join(cells) + f" | {_fmt(r['max_rel_diff'])} |")
+    return "\n".join(lines + [""] + summary(by_model, priced)) + "\n"
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -224,7 +222,7 @@ def _geomean(values: Sequence[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
-def summary(by_model: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+def summary(by_model: dict[str, dict[str, dict[str, Any]]], priced: Sequence[str]) -> list[str]:
     """Geometric means of the gains, over the models the search changed, and the same ratio over
     the models it left alone (two copies of one graph: the measurement's own noise)."""
     pairs = [(v["original"], r) for v in by_model.values() for n, r in v.items()
@@ -236,11 +234,12 @@ def summary(by_model: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
             continue
         gains = {key: _geomean([o.get(key, math.nan) / r.get(key, math.nan) for o, r in group
                                 if r.get(key) and o.get(key)])
-                 for key in ("pred_h100_us", "pred_h200_us", "eager_us", "graph_us", "compile_us")}
+                 for key in (*(f"pred_{d}_us" for d in priced), "eager_us", "graph_us", "compile_us")}
         what = f"{len(group)} models the search changed" if changed else \
             f"{len(group)} models it left alone (the same graph twice: noise)"
-        lines.append(f"Geometric mean over {what}: predicted h100 {gains['pred_h100_us']:.3f}x, h200 "
-                     f"{gains['pred_h200_us']:.3f}x; measured eager {gains['eager_us']:.3f}x, CUDA graph "
+        predicted = ", ".join(f"{d} {gains[f'pred_{d}_us']:.3f}x" for d in priced)
+        lines.append(f"Geometric mean over {what}: predicted {predicted}; measured eager {gains['eager_us']:.3f}x, "
+                     f"CUDA graph "
                      f"{gains['graph_us']:.3f}x, torch.compile of each {gains['compile_us']:.3f}x.")
     return lines
 
@@ -298,11 +297,13 @@ def run(folder: Path, out: Path, runs: int = 60, budget_s: float = 270.0, models
                "seconds": time.perf_counter() - start, "rows": rows}
     (out / "gpu_check.json").write_text(json.dumps(payload, indent=1, default=str))
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(COLUMNS) + ["dtype"], extrasaction="ignore")
+    priced = manifest.get("priced_on", [])
+    columns = ["model", "variant", "ops", *(f"pred_{d}_us" for d in priced), *MEASURED]
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     (out / "gpu_check.csv").write_text(buf.getvalue())
-    (out / "gpu_check.md").write_text(markdown([r for r in rows if "ops" in r], env))
+    (out / "gpu_check.md").write_text(markdown([r for r in rows if "ops" in r], env, priced))
     print(f"wrote {out}/gpu_check.csv, .json, .md in {time.perf_counter() - start:.1f} s")
     return 0
 

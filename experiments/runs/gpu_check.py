@@ -16,13 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import DEFAULT_DEVICE, GPU_CHECK_PROFILES
 from eqsat.errors import EqsatError
+from eqsat.searches import EGRAPH
 from experiments.command import Experiment, add_models, seed_int, split_list
 
 BENCHMARKS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
               "squeezenet", "vgg19")
-PRICED_ON = ("h100", "h200")
-SEARCH, DEVICE = "eqsat", "h100"
+PRICED_ON = GPU_CHECK_PROFILES
+SEARCH, DEVICE = EGRAPH, DEFAULT_DEVICE
 FIXED_LIMIT = 4096  # fixed weights (biases, masks, tables) above this many elements travel as a seed, not values
 
 

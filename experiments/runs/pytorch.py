@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import TORCH_CPU
+from eqsat.searches import EGRAPH
 from experiments.command import Experiment, add_models, command_line, seed_int, split_list
 from experiments.output import pyplot, save_figure, write_table
 
@@ -166,8 +168,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_models(p, f"the ten benchmark graphs ({', '.join(BENCHMARKS)}), the zoo and the installed transformers/timm "
                   "models")
-    p.add_argument("--search", default="eqsat", help="the search (default eqsat)")
-    p.add_argument("--device", default="torch-cpu", help="the device the search prices on (default torch-cpu)")
+    p.add_argument("--search", default=EGRAPH, help=f"the search (default {EGRAPH})")
+    p.add_argument("--device", default=TORCH_CPU.name,
+                   help=f"the device the search prices on (default {TORCH_CPU.name})")
     p.add_argument("--out", default="results/pytorch", help="output folder (default results/pytorch)")
     p.add_argument("--seed", type=seed_int, default=0, help="seed of weights and inputs")
     p.add_argument("--runs", type=int, default=RUNS, help=f"timed runs per variant (default {RUNS})")

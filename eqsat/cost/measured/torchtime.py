@@ -34,6 +34,7 @@ from eqsat.cost.measured.timer import (
 )
 from eqsat.ir.graph import Graph
 from eqsat.pytorch.module import GraphModule, to_module, torch_dtype
+from eqsat.pytorch.timing import cuda_graph, time_block
 
 Call = Callable[[], Any]
 END_TO_END_SECONDS = 2.0  # an end-to-end timing lasts at least this long (ort-cpu's figure)
@@ -70,22 +71,9 @@ def is_cuda(device: str) -> bool:
 
 
 def block_us(fn: Call, runs: int, cuda: bool) -> list[float]:
-    """``runs`` calls of ``fn`` (µs each): CUDA events around each call, issued back to back, on a
-    GPU; the wall clock on a CPU."""
-    if cuda:
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-        for start, end in events:
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        return [start.elapsed_time(end) * 1e3 for start, end in events]
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return out
+    """``runs`` calls of ``fn`` (µs each): :func:`eqsat.pytorch.timing.time_block`, CUDA events
+    around each call, issued back to back, on a GPU; the wall clock on a CPU."""
+    return time_block(fn, "cuda" if cuda else "cpu", runs)
 
 
 def time_calls(fn: Call, cuda: bool, warmup: int, runs: int) -> Timing:
@@ -129,16 +117,8 @@ def cuda_graph_us(graph: Graph, device: str = "cuda", dtype: str = "float32", ru
     its kernels), timed as :func:`time_graph` times an eager call."""
     with torch.inference_mode():
         module, inputs = build(graph, device, dtype)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                module(*inputs)
-        torch.cuda.current_stream().wait_stream(stream)
-        captured = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(captured):
-            module(*inputs)
-        return time_calls(captured.replay, True, 8, runs)
+        replay = cuda_graph(lambda: module(*inputs))
+        return time_calls(replay, True, 8, runs)
 
 
 def time_graphs(graphs: Sequence[Graph], device: str = "cpu", dtype: str = "float32", threads: int = 1,

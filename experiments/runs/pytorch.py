@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import TORCH_CPU
+from eqsat.errors import EqsatError
 from eqsat.searches import EGRAPH
 from experiments.command import Experiment, add_models, command_line, seed_int, split_list
 from experiments.output import pyplot, save_figure, write_table
@@ -163,6 +164,17 @@ def figure(rows: list[dict[str, Any]], path: Path) -> None:
     save_figure(fig, path, dpi=120)
 
 
+def write(out: Path, rows: list[dict[str, Any]], command: str, threads: int) -> None:
+    """The csv, json, md and figure of the rows so far."""
+    import torch
+
+    from eqsat.files import write_atomic
+
+    write_table(out, "pytorch", rows, {"command": command, "threads": threads, "torch": torch.__version__})
+    write_atomic(out / "pytorch.md", markdown(rows, command))
+    figure(rows, out / "pytorch.png")
+
+
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from experiments.runs.gpu_check import BENCHMARKS
 
@@ -188,20 +200,19 @@ def _run(args: argparse.Namespace) -> int:
     models = split_list(args.models) or default_models()
     out = Path(args.out)
     rows = []
+    command = command_line()
     for model in models:
-        row = run_model(model, args.search, args.device, args.seed, args.runs, args.quick, not args.no_inductor)
+        try:
+            row = run_model(model, args.search, args.device, args.seed, args.runs, args.quick, not args.no_inductor)
+        except EqsatError as exc:  # a model the exporter or importer refuses: named, the others go on
+            print(f"{model}: skipped ({exc})", flush=True)
+            continue
         print(f"{model}: eager {row['original_us']:.1f} -> {row['optimized_us']:.1f} µs ({row['eager_gain']:.3f}x, "
               f"A/A {row['aa_ratio']:.3f})" + (f", inductor {row['inductor_gain']:.3f}x" if "inductor_gain" in row
                                                else ""), flush=True)
         rows.append(row)
-    command = command_line()
-    write_table(out, "pytorch", rows, {"command": command, "threads": args.threads, "torch": torch.__version__})
-    text = markdown(rows, command)
-    from eqsat.files import write_atomic
-
-    write_atomic(out / "pytorch.md", text)
-    figure(rows, out / "pytorch.png")
-    print(text)
+        write(out, rows, command, args.threads)  # after every model: a long run killed midway keeps what it measured
+    print(markdown(rows, command))
     return 0
 
 

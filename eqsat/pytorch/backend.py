@@ -1,0 +1,137 @@
+"""The ``torch.compile`` backend ``eqsat``: ``torch.compile(model, backend="eqsat",
+options={"search": "eqsat", "device": "h100"})``.
+
+PyTorch finds it by the ``torch_dynamo_backends`` entry point in pyproject.toml (an installed
+package); importing this module also registers it by name when no installed entry point did.
+Each graph dynamo captures is exported, imported with its real weights (placeholders dynamo made
+of the module's parameters and buffers are weights, read once, here; the others are inputs),
+optimized by :func:`eqsat.pytorch.optimize.optimize_import` and checked against the captured
+graph on the example inputs. It optimizes inference: a call that needs gradients, a graph with
+symbolic shapes, an op, dtype or model the route cannot take, or a result that differs falls
+back to the captured graph, with one warning line saying why; the user's module is never changed.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from eqsat.errors import UnsupportedError
+from eqsat.pytorch.importer import check_same, from_exported, one_line, quiet
+from eqsat.pytorch.optimize import Options, optimize_import
+
+NAME = "eqsat"
+LOG = logging.getLogger("eqsat.pytorch")
+
+
+def _source_name(node: torch.fx.Node) -> str:
+    grapharg = node.meta.get("grapharg")
+    source = getattr(grapharg, "source", None)
+    return source.name if isinstance(getattr(source, "name", None), str) else ""
+
+
+def _is_weight(node: torch.fx.Node, value: Any) -> bool:
+    """A placeholder dynamo made of a module's parameter or buffer (inlined nn modules)."""
+    return isinstance(value, torch.nn.Parameter) or bool(re.search(r"\._(parameters|buffers)\[", _source_name(node)))
+
+
+def _weight_name(node: torch.fx.Node, k: int) -> str:
+    """``L['self']._modules['fc']._parameters['weight']`` -> ``fc_weight`` (the initializer's name)."""
+    keys = re.findall(r"\['([^']+)'\]", _source_name(node))[1:]
+    return re.sub(r"\W", "_", "_".join(keys))[:80] or f"weight{k}"
+
+
+class _Bound(torch.nn.Module):
+    """The captured graph with its weight placeholders bound to buffers, so the exported program
+    takes only the real inputs and its weights become the import's ``weight`` leaves."""
+
+    def __init__(self, gm: torch.fx.GraphModule, slots: Sequence[int], weights: Mapping[int, tuple[str, Any]]):
+        super().__init__()
+        self.gm, self.slots, self.names = gm, tuple(slots), {}
+        for k, (name, value) in weights.items():
+            while hasattr(self, name):
+                name += "_"
+            self.register_buffer(name, value.detach())
+            self.names[k] = name
+        self.n = len(slots) + len(weights)
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        args: list[Any] = [None] * self.n
+        for k, x in zip(self.slots, inputs):
+            args[k] = x
+        for k, name in self.names.items():
+            args[k] = getattr(self, name)
+        return self.gm(*args)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Options) -> Callable[..., Any]:
+    """The optimized callable for one captured graph, or an :class:`UnsupportedError` saying why not."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+        raise UnsupportedError("the captured graph has symbolic shapes (dynamic=True or a recompile); compile "
+                               "with dynamic=False")
+    if any(is_fake(x) for x in example_inputs):
+        raise UnsupportedError("the captured graph came with fake example inputs; eqsat needs real ones")
+    if torch.is_grad_enabled() and any(x.requires_grad for x in example_inputs):
+        raise UnsupportedError("eqsat optimizes inference graphs and this call needs gradients: call the compiled "
+                               "model under torch.no_grad() or torch.inference_mode()")
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    weights = {k: (_weight_name(n, k), x) for k, (n, x) in enumerate(zip(placeholders, example_inputs))
+               if _is_weight(n, x)}
+    slots = [k for k in range(len(example_inputs)) if k not in weights]
+    bound = _Bound(gm, slots, weights)
+    inputs = tuple(example_inputs[k] for k in slots)
+    try:
+        with quiet():
+            ep = torch.export.export(bound, inputs, strict=False)
+    except Exception as exc:
+        raise UnsupportedError(f"torch.export cannot capture the graph: {one_line(exc)}") from None
+    source = from_exported(ep, "dynamo")
+    optimized, done = optimize_import(source, options, as_tuple=True)
+    with torch.no_grad():
+        expected = gm(*example_inputs)
+        got = optimized(*inputs)
+    differs = check_same(tuple(expected) if isinstance(expected, list) else expected, got)
+    if differs:
+        raise UnsupportedError(f"the optimized graph does not reproduce the captured one ({differs})")
+    shapes = tuple((x.shape, x.dtype, x.device) for x in inputs)
+    LOG.info("eqsat backend: %s", done.summary)
+
+    def run(*args: Any) -> Any:
+        real = [args[k] for k in slots]
+        if any((x.shape, x.dtype, x.device) != s for x, s in zip(real, shapes)):
+            return gm(*args)  # another shape than the one optimized: the captured graph runs it
+        with torch.no_grad():
+            return optimized(*real)
+
+    run.optimized = optimized  # type: ignore[attr-defined]
+    run.summary = done.summary  # type: ignore[attr-defined]
+    return run
+
+
+def eqsat_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                  options: Mapping[str, Any] | None = None, **_: Any) -> Callable[..., Any]:
+    """The ``torch.compile`` backend (``torch.compile(model, backend="eqsat", options=...)``; see
+    :class:`~eqsat.pytorch.optimize.Options`): the captured graph optimized, or on any failure the
+    captured graph itself, with one warning line saying why."""
+    try:
+        return compile_graph(gm, example_inputs, Options.parse(options))
+    except Exception as exc:  # any failure: the user's program still runs, unchanged
+        LOG.warning("eqsat backend: %s; running the captured graph unoptimized", one_line(exc).rstrip("."))
+        return gm.forward
+
+
+def register() -> None:
+    """Register :func:`eqsat_backend` as ``eqsat`` unless an installed entry point already names it."""
+    from torch._dynamo.backends.registry import _BACKENDS, list_backends, register_backend
+
+    list_backends()  # discovers the installed entry points first
+    if NAME not in _BACKENDS:
+        register_backend(eqsat_backend, name=NAME)
+
+
+register()

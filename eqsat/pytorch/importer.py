@@ -104,7 +104,8 @@ statistics, dropout draws a mask."""
 
 
 def _training_op(ep: torch.export.ExportedProgram) -> str:
-    """What in ``ep`` only training does (an in-place op, a training-mode BatchNorm or dropout), or ''."""
+    """What in ``ep`` only training does (a training-mode BatchNorm or dropout, an in-place op on a
+    buffer, weight or input), or ''."""
     found = []
     for n in ep.graph.nodes:
         target = n.target
@@ -114,8 +115,10 @@ def _training_op(ep: torch.export.ExportedProgram) -> str:
         k = _TRAINING_ARG.get(name)
         if k is not None and len(n.args) > k and n.args[k] is True:
             return f"runs {name} in training mode"
-        if target._schema.is_mutable:
-            found.append(f"changes a tensor in place ({name})")
+        written = [a for a, arg in zip(n.args, target._schema.arguments)
+                   if arg.alias_info is not None and arg.alias_info.is_write]
+        if any(isinstance(a, torch.fx.Node) and a.op == "placeholder" for a in written):
+            found.append(f"changes a tensor in place ({name})")  # relu_ of a temporary is fine
     return found[0] if found else ""
 
 

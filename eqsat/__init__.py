@@ -5,7 +5,9 @@ Rooms, in the order data flows: ``ir`` (the op table, graphs, shapes, evaluation
 (patterns, the rule-file format, the shipped rule sets), ``cost`` (the cost-model interface,
 devices, the roofline and the measured CPU), ``egraph`` (the e-graph search on egglog), ``onnx``
 (models in and out), ``models`` (the benchmark graphs); ``search`` is the interface every
-search implements. Declarations (op rows, devices, rules) are data; the rest reads them.
+search implements, ``searches`` their registry, ``guards`` the table of reasons to keep the input,
+and ``pipeline.optimize_model`` the whole optimize job (load, price, calibrate, search, verify,
+guard, write, price the written file) as one call. Declarations (op rows, devices, rules) are data; the rest reads them.
 """
 from __future__ import annotations
 

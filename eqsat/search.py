@@ -7,8 +7,9 @@ presets (the papers' settings, a smoke-test scale) keep every default in one pla
 Verification is not a search's business: :func:`run_verified` checks any search's result
 against its input once, numerically, and refuses a graph that differs.
 
-The registry of concrete searches is :mod:`experiments.searches` (it imports both packages,
-which this module must not).
+The registry of concrete searches is :mod:`eqsat.searches` (it names both packages' classes by
+string, imported on first use, which this module must not import); the guards that may keep the
+input instead of a best graph are the table of :mod:`eqsat.guards`.
 """
 from __future__ import annotations
 
@@ -21,10 +22,13 @@ from typing import Any, Protocol
 from eqsat.cost.roofline import CostModel
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import GraphRewrite
+from eqsat.guards import GUARDS, SEARCH, Evidence, Kept, first_kept
 from eqsat.ir.evaluate import Comparison, compare_graphs
 from eqsat.ir.graph import Graph
 from eqsat.ir.recompute import graph_flops, recomputations, without_recomputation
 from eqsat.rules.rulefile import Rule
+
+GUARD_ROWS = {g.name: g for g in GUARDS}
 
 
 class SearchError(EqsatError):
@@ -69,16 +73,22 @@ class SearchResult:
     timings: Mapping[str, float] = field(default_factory=dict)
     verified: Comparison | None = None
     clock: str = ""  # the wall-clock limits that cut this run short ("": reproducible)
+    kept: Kept | None = None  # the guard that kept the input instead of a best graph, and its numbers
 
     @property
     def time_bounded(self) -> bool:
         """A clock, not work, decided the result: a re-run, or a run on a busy machine, may differ."""
         return bool(self.clock)
 
-    def input_kept(self, graph: Graph, why: str) -> SearchResult:
-        """This result with ``graph`` (the input) as its best, and ``why`` added to its stop reason:
-        every guard that refuses a best graph keeps the input the same way."""
-        return replace(self, best=graph, best_us=self.original_us, stop=f"{self.stop}; {why}")
+    def input_kept(self, graph: Graph, kept: Kept) -> SearchResult:
+        """This result with ``graph`` (the input) as its best, ``kept`` as the record of why and
+        its sentence added to the stop reason: every guard that refuses a best graph keeps the
+        input the same way (:mod:`eqsat.guards`)."""
+        return replace(self, best=graph, best_us=self.original_us, stop=f"{self.stop}; {kept.why}", kept=kept)
+
+    def evidence(self, graph: Graph, cost_model: CostModel) -> Evidence:
+        """What the guards of :mod:`eqsat.guards` read about this result against its input ``graph``."""
+        return Evidence(graph, self.best, self.original_us, self.best_us, cost_model)
 
     @property
     def speedup_pct(self) -> float:
@@ -88,7 +98,8 @@ class SearchResult:
         return {"search": self.search, "model": self.model, "device": self.device,
                 "original_us": self.original_us, "best_us": self.best_us, "speedup_pct": self.speedup_pct,
                 "search_s": self.search_s, "stop": self.stop, "time_bounded": self.time_bounded,
-                "clock": self.clock, "best_ops": self.best.op_count(),
+                "clock": self.clock, "kept": None if self.kept is None else self.kept.to_dict(),
+                "best_ops": self.best.op_count(),
                 "timings": dict(self.timings), **self.work.to_dict(),
                 "verified": None if self.verified is None else asdict(self.verified)}
 
@@ -159,59 +170,59 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
     measurements cannot show pays is not taken. A model that can time whole graphs
     (``end_to_end_us``) then decides on the two graphs timed end to end: both the predicted and
     the measured gain must exceed the resolution, and where they cannot be run end to end (prices
-    that no end-to-end time calibrated or confirms) the input is kept."""
-    resolution = cost_model.resolution
-    if resolution <= 0 or result.best == graph:
-        return result
-    if not result.best_us < result.original_us * (1 - resolution):  # predicted within the noise: not timed
-        predicted = result.original_us / result.best_us if result.best_us > 0 else 1.0
-        return result.input_kept(graph,
-                                 f"input kept: predicted {predicted:.3f}x, "
-                                 f"not faster by the cost model's resolution ({resolution:.1%})")
-    try:
-        timed = cost_model.end_to_end_us(graph, result.best)
-    except Exception as exc:  # onnxruntime's errors have no common base: a gain no run can show is not taken
-        return result.input_kept(graph,
-                                 f"input kept: the gain cannot be measured end to end "
-                                 f"({' '.join(str(exc).split())})")
-    basis = "measured end to end" if timed is not None else "priced"
-    before, after = timed if timed is not None else (result.original_us, result.best_us)
-    if after < before * (1 - resolution):
-        return replace(result, stop=f"{result.stop}; {basis} {before / after:.3f}x") if basis != "priced" else result
-    return result.input_kept(graph,
-                             f"input kept: {basis} {before / after:.3f}x, not faster by the cost "
-                             f"model's resolution ({resolution:.0%})")
+    that no end-to-end time calibrated or confirms) the input is kept. The rows are
+    :data:`eqsat.guards.GUARDS` of the search stage."""
+    return apply_search_guards(graph, result, cost_model)
+
+
+def apply_search_guards(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
+    """``result``, or the input kept by the first guard of the search stage that refuses its best
+    (:func:`eqsat.guards.first_kept`); a best confirmed end to end says so in its stop reason."""
+    evidence = result.evidence(graph, cost_model)
+    kept = first_kept(evidence, SEARCH)
+    if kept is not None:
+        return result.input_kept(graph, kept)
+    note = evidence.note()
+    return replace(result, stop=f"{result.stop}; {note}") if note else result
 
 
 # --------------------------------------------------------------------------- no recomputation
-def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
+def unfuse_recomputation(result: SearchResult, cost_model: CostModel) -> SearchResult:
     """``result`` without fusions that recompute a result the graph also computes plainly (a conv
-    fused with SiLU's sigmoid beside the same conv for its Mul, see :mod:`eqsat.ir.recompute`):
-    the best graph with them undone, or the input when that is no cheaper; the reason goes in the
-    stop reason. A search's price may call such a copy free; the work it adds is not."""
+    fused with SiLU's sigmoid beside the same conv for its Mul, see :mod:`eqsat.ir.recompute`),
+    when the graph unfused is cheaper than the input; the reason goes in the stop reason. Else
+    unchanged: the ``recomputation`` guard then keeps the input. A search's price may call such a
+    copy free; the work it adds is not."""
     found = recomputations(result.best)
     if not found:
         return result
     repaired = without_recomputation(result.best)
+    cost = cost_model.graph_time_us(repaired)
+    if not cost < result.original_us:
+        return result
     extra = graph_flops(result.best) - graph_flops(repaired)
     ops = ", ".join(sorted({r.fused.op for r in found}))
     why = f"{len(found)} fused {ops} recomputed a result another op reads (+{extra / 1e6:.1f} MFLOP"
-    cost = cost_model.graph_time_us(repaired)
-    if cost < result.original_us:
-        return replace(result, best=repaired, best_us=cost, stop=f"{result.stop}; {why} recomputed): unfused")
-    return result.input_kept(graph,
-                             f"{why} recomputed): input kept, unfused it is no faster")
+    return replace(result, best=repaired, best_us=cost, stop=f"{result.stop}; {why} recomputed): unfused")
+
+
+def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
+    """``result`` with recomputing fusions undone (:func:`unfuse_recomputation`), or the input when
+    unfused it is no faster (the ``recomputation`` guard)."""
+    result = unfuse_recomputation(result, cost_model)
+    kept = GUARD_ROWS["recomputation"].check(result.evidence(graph, cost_model))
+    return result if kept is None else result.input_kept(graph, kept)
 
 
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
                  seed: int = 0) -> SearchResult:
     """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs);
     the verification's seconds join the result's timings. A fusion that recomputes is undone
-    (:func:`refuse_recomputation`); a gain below the cost model's resolution keeps the input
-    (:func:`keep_unresolved_gain`)."""
+    (:func:`unfuse_recomputation`); then the guards of the search stage (:data:`eqsat.guards.GUARDS`)
+    may keep the input."""
     result = search.run(graph, rules, cost_model, limits)
-    result = refuse_recomputation(graph, result, cost_model)
-    result = keep_unresolved_gain(graph, result, cost_model)
+    result = unfuse_recomputation(result, cost_model)
+    result = apply_search_guards(graph, result, cost_model)
     start = time.perf_counter()
     checked = verify(graph, result, seed)
     return replace(checked, timings={**checked.timings, "verify": time.perf_counter() - start})

@@ -294,41 +294,10 @@ def add_onnx_input(p: argparse.ArgumentParser) -> None:
                    help="onnx: size of another symbolic input dimension, by its name in the file")
 
 
-def memory_bytes() -> int:
-    """The memory this machine has free for a run (Linux: MemAvailable; else all of it)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def check_size(graph: Any, what: str) -> None:
-    """Refuse a graph whose tensors cannot fit in memory before any work: the numerical check
-    holds every tensor in float64 (``--param tokens=100000000`` ended in a MemoryError, exit 3)."""
-    import math as _m
-
-    need = 8 * sum(_m.prod(shape) for n in graph.nodes() for shape in n.shapes)
-    have = memory_bytes()
-    if need > have:
-        raise ValueError(f"{what}: its tensors need {need / 2**30:,.1f} GiB in float64 for the numerical check, "
-                         f"more than the {have / 2**30:,.1f} GiB free here; choose smaller sizes")
-
-
 def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     """The graph ``args.model`` names: a benchmark builder (with ``--param``) or an ``.onnx`` file
     (with ``--batch``/``--dim``); the second value is the ONNX import, or None. A graph too large
-    for this machine's memory is refused here (:func:`check_size`)."""
-    if args.model.endswith(".onnx"):
-        from eqsat import onnx as onnx_io
+    for this machine's memory is refused (:func:`eqsat.pipeline.load_source`)."""
+    from eqsat.pipeline import load_source
 
-        imported = onnx_io.load(args.model, batch=args.batch, dims=parse_dims(args.dim))
-        check_size(imported.graph, args.model)
-        return imported.graph, imported
-    from eqsat.models import build
-
-    graph = build(args.model, **parse_params(args.param))
-    check_size(graph, f"model {args.model} {' '.join(args.param)}".strip())
-    return graph, None
+    return load_source(args.model, args.batch, parse_dims(args.dim), parse_params(args.param))

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from eqsat.cost.costmodel import CostModel
+from eqsat.guards import Kept
 from eqsat.ir.graph import Graph
 from eqsat.rules.rulefile import Rule
 from eqsat.search import SearchResult
@@ -91,10 +92,12 @@ class PetSearch:
                                          for o in chosen})
         written_us = cost_model.graph_time_us(best)
         stop = "beam done" if chosen else "no transformation pays"
-        if chosen and not written_us < original_us:
+        kept = None
+        if chosen and not written_us < original_us:  # PET's own guard: its plan's sum is not the graph's price
             stop = f"input kept: the spliced graph prices at {written_us:.2f} µs, not below the input"
+            kept = Kept("spliced-price", stop, original_us, written_us)
             best = graph
         work = PetWork(limits, len(layers), convs, chosen, predicted_us, written_us)
         best_us = original_us if best is graph else written_us
         return SearchResult("pet", graph.name, cost_model.name, original_us, best_us, best,
-                            time.perf_counter() - start, stop, work)
+                            time.perf_counter() - start, stop, work, kept=kept)

@@ -56,3 +56,17 @@ def test_the_checker_sees_a_cycle(tmp_path, monkeypatch):
 def test_no_module_over_500_lines():
     long = {name: n for name, f in _modules().items() if (n := len(f.read_text().splitlines())) > 500}
     assert not long, long
+
+
+def test_nothing_outside_experiments_imports_experiments():
+    """The import direction: the library (``eqsat``, the searches, the tuners) is used by the
+    experiments and the CLI, never the other way round."""
+    g = import_graph()
+    upward = [(a, b) for a, b in g.edges if not a.startswith("experiments") and b.startswith("experiments")]
+    assert not upward, upward
+
+
+def test_the_direction_checker_sees_an_upward_import():
+    g = import_graph()
+    g.add_edge("eqsat.pipeline", "experiments.command")
+    assert [(a, b) for a, b in g.edges if not a.startswith("experiments") and b.startswith("experiments")]

@@ -54,9 +54,9 @@ def test_compare_quick_smoke(tmp_path, capsys):
 def test_compare_marks_time_limits_and_counts_best_costs():
     from experiments.runs.compare import format_table, row_from, summary, tables
 
-    def run(search, us, seconds, stop):
+    def run(search, us, seconds, stop):  # a clock's stop is marked time-bounded, as the searches mark it
         return {"search": search, "ops": 3, "original_us": 10.0, "best_us": us, "speedup_pct": 0.0,
-                "search_s": seconds, "stop": stop, "verified": True}
+                "search_s": seconds, "stop": stop, "verified": True, "time_bounded": "time limit" in stop}
 
     rows = [row_from("a", {"taso": run("taso", 8.0, 4.0, "time limit"), "eqsat": run("eqsat", 7.0, 1.0, "saturated")}),
             row_from("b", {"taso": run("taso", 8.0, 1.0, "budget"), "eqsat": run("eqsat", 8.0, 4.0, "saturated")}),

@@ -174,15 +174,17 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
     assert keep_unresolved_gain(graph, result, SimpleNamespace(resolution=0.0)) is result
     # a model that times whole graphs decides on the end-to-end times
     slower = SimpleNamespace(resolution=0.02, end_to_end_us=lambda a, b: (100.0, 99.0))
-    assert keep_unresolved_gain(graph, result, slower).best == graph
+    slow = keep_unresolved_gain(graph, result, slower)
+    assert slow.best == graph and slow.kept.guard == "end-to-end" and slow.kept.basis == "measured end to end"
+    assert (slow.kept.input_us, slow.kept.best_us, slow.kept.threshold) == (100.0, 99.0, 0.02)
     faster = SimpleNamespace(resolution=0.02, end_to_end_us=lambda a, b: (100.0, 50.0))
     kept = keep_unresolved_gain(graph, result, faster)
-    assert kept.best == result.best and "measured end to end 2.000x" in kept.stop
+    assert kept.best == result.best and "measured end to end 2.000x" in kept.stop and kept.kept is None
     # a predicted gain within the noise is not timed at all: the choice cannot flip with timing noise
     unpredicted = SimpleNamespace(resolution=1 - result.best_us / result.original_us + 0.01,
                                   end_to_end_us=lambda a, b: pytest.fail("timed a gain within the noise"))
     held = keep_unresolved_gain(graph, result, unpredicted)
-    assert held.best == graph and "input kept: predicted" in held.stop
+    assert held.best == graph and "input kept: predicted" in held.stop and held.kept.guard == "resolution"
 
     def broken(a, b):
         raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : cannot run it")
@@ -190,6 +192,7 @@ def test_a_gain_below_the_resolution_keeps_the_input(fake):
     decided = keep_unresolved_gain(graph, result, SimpleNamespace(resolution=0.02, end_to_end_us=broken))
     assert decided.best == graph and decided.best_us == result.original_us
     assert "input kept: the gain cannot be measured end to end ([ONNXRuntimeError]" in decided.stop
+    assert decided.kept.guard == "unmeasurable" and decided.kept.why in decided.stop
 
 
 def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkeypatch):

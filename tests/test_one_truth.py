@@ -13,7 +13,7 @@ from experiments.searches import SEARCHES, get_search
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("eqsat", "experiments", "taso_baseline", "pet", "autotune")
 REGISTRIES = {  # file -> the names it defines
-    "experiments/searches.py": set(SEARCHES),
+    "eqsat/searches.py": set(SEARCHES),
     "eqsat/rules/rulesets.py": set(RULE_SETS),
     "eqsat/cost/devices.py": set(DEVICES) | set(MEASURED_DEVICES) | set(TUNED_DEVICES),
 }
@@ -21,7 +21,7 @@ ALLOWED = {  # (file, literal): why the same string there is not a second regist
     ("taso_baseline/search.py", "taso"): "the α search class's own name (checked equal to its registry key below)",
     ("eqsat/egraph/optimize.py", "eqsat"): "the e-graph search class's own name (checked below)",
     ("pet/search.py", "pet"): "the PET search class's own name (checked below)",
-    ("pet/rewrite.py", "pet"): "the PET graph rewrite's own name, its key in experiments.searches.GRAPH_REWRITES",
+    ("pet/rewrite.py", "pet"): "the PET graph rewrite's own name, its key in eqsat.searches.GRAPH_REWRITES",
     ("experiments/commands/pet.py", "pet"): "the pet command's name, which the PET search shares",
     ("experiments/cli.py", "pet"): "the pet command's module in the command table",
     ("autotune/measure.py", "hypogpu"): "the simulated measurer's name: the GPU the tuned device prices on",

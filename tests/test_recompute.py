@@ -56,7 +56,8 @@ def test_the_guard_unfuses_or_keeps_the_input_and_says_why():
     # when unfusing leaves nothing cheaper than the input, the input is kept
     worse = SearchResult("x", "silu", "h100", 1.0, 0.5, duplicated(), 0.0, "done", None)
     kept = refuse_recomputation(g, worse, model)
-    assert kept.best is g and "input kept" in kept.stop
+    assert kept.best is g and "input kept" in kept.stop and kept.kept.guard == "recomputation"
+    assert fixed.kept is None
 
 
 @pytest.mark.parametrize("search", ["eqsat", "taso"])

@@ -65,6 +65,7 @@ def test_another_graph_at_the_runtimes_price_keeps_the_input():
     assert other != g
     kept = keep_runtime_gain(g, result(g, other, model), model)
     assert kept.best == g and "1.000x beyond" in kept.stop
+    assert kept.kept.guard == "runtime-fusions" and kept.kept.gain == pytest.approx(1.0) and kept.kept.threshold == 0.01
 
 
 def test_a_mobilenet_v3_block_on_h100_is_written_as_the_input_file(tmp_path, capsys):

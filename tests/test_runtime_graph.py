@@ -64,7 +64,9 @@ def test_the_experiment_lists_each_model_beside_the_zoos_cells(tmp_path, capsys)
         {"model": "tiny", "search": "eqsat", "device": "h100", "status": "ok", "predicted_gain": 1.2,
          "measured_ratio": 0.99, "changed": True, "stop": "saturated"},
         {"model": "tiny", "search": "taso", "device": "ort-cpu", "status": "ok", "predicted_gain": 1.0,
-         "measured_ratio": 1.0, "changed": False, "stop": "budget; input kept: measured end to end 0.98x, not"},
+         "measured_ratio": 1.0, "changed": False, "stop": "budget; input kept: measured end to end 0.980x, not",
+         "kept": {"guard": "end-to-end", "why": "input kept: measured end to end 0.980x, not", "input_us": 0.98,
+                  "best_us": 1.0, "gain": 0.98, "threshold": 0.03, "basis": "measured end to end"}},
         {"model": "other", "search": "taso", "device": "h100", "status": "timeout"}]}))
     out = tmp_path / "out"
     assert main(["experiment", "zoo-runtime", "--models", str(models), "--zoo-results", str(results),
@@ -72,7 +74,7 @@ def test_the_experiment_lists_each_model_beside_the_zoos_cells(tmp_path, capsys)
     [row] = json.loads((out / "zoo_runtime.json").read_text())["rows"]
     assert row["model"] == "tiny" and row["removed"] == {"Conv": 1, "Relu": 1}
     assert row["zoo_cells"] == ("eqsat h100: 1.200 -> 0.990; taso ort-cpu: 1.000 -> 1.000 "
-                                "(kept: measured end to end 0.98x)")
+                                "(kept: end-to-end, measured end to end 0.980x)")
     assert "| tiny | 2 | " in (out / "zoo_runtime.md").read_text()
 
 

@@ -35,7 +35,7 @@ def test_the_fit_tells_linear_from_quadratic_growth():
 
 def test_fits_are_per_model_and_search_and_skip_failed_cells():
     rows = [{"model": "bert", "search": "eqsat", "layers": n, "wall_s": n, "cpu_s": n, "peak_mb": 100 + n,
-             "stop": "time limit" if n == 16 else "saturated"} for n in (4, 8, 16)] + [{"model": "bert", "search": "taso", "layers": 4, "error": "exit 2"}]
+             "stop": "time limit" if n == 16 else "saturated", "time_bounded": n == 16} for n in (4, 8, 16)] + [{"model": "bert", "search": "taso", "layers": 4, "error": "exit 2"}]
     lines = fits(rows)
     assert len(lines) == 3 and all(line.startswith("bert, eqsat") for line in lines)
     assert all("time limit at 1 of 3 depths" in line for line in lines)

@@ -26,6 +26,7 @@ from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
 from eqsat.egraph.serialize import write_json as write_egraph_json
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import RewritesUsed, offered
+from eqsat.guards import Kept
 from eqsat.ir.graph import Graph
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS
@@ -365,7 +366,9 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)
     best_us = model.graph_time_us(best)
+    kept = None
     if best_us >= original and best != graph:  # a rewrite that gains nothing (a free reshape removed) is a risk
+        kept = Kept("extraction", "input kept: extraction was not better", original, best_us)
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
     reached = _reached(view, choice, roots) if best is not graph else set()
@@ -377,7 +380,7 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         timings["graph_rewrites"] = rewrite_s
     clock = "; ".join(dict.fromkeys(c for c in (report.clock, *clocks, extraction.clock) if c))
     return SearchResult("eqsat", graph.name, model.name, original, best_us, best, time.perf_counter() - start,
-                        report.stop, work, timings, clock=clock)
+                        report.stop, work, timings, clock=clock, kept=kept)
 
 
 def _reached(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> set[Any]:

@@ -6,21 +6,20 @@ overrides one field of one search's limits, as listed in ``LIMIT_FLAGS``.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
+from eqsat import pipeline
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS, FULL_RULE_SETS
 from experiments.command import (
     Command,
     add_onnx_input,
     device_arg,
     device_help,
-    load_model,
     non_negative,
     number_in,
+    parse_dims,
+    parse_params,
     positive_int,
     process_age_s,
     seconds,
@@ -73,30 +72,7 @@ SWITCHES: tuple[tuple[str, str, str, Any, str], ...] = (  # flag, search, field,
 )
 
 
-ONNX_DEVICE = ORT_CPU.name  # an ONNX file runs on this machine: price it as measured here
-BUILTIN_DEVICE = DEFAULT_DEVICE  # the benchmark graphs' papers priced them for a GPU
-ONNX_OPS = ("standard", "onnxruntime")
-
-
-def default_device(args: argparse.Namespace) -> tuple[str, str]:
-    """The device to price on and why: ``--device``, else :data:`ONNX_DEVICE` for an ONNX file (a
-    user optimizing a file runs it; a GPU profile would tune it for a device they may not have),
-    else :data:`BUILTIN_DEVICE`."""
-    if args.device:
-        return args.device, "--device"
-    if args.model.endswith(".onnx"):
-        return ONNX_DEVICE, "the default for an ONNX file: measured in onnxruntime on this machine"
-    return BUILTIN_DEVICE, "the default for a benchmark graph: its paper's device"
-
-
-def writes_contrib(args: argparse.Namespace) -> bool:
-    """onnxruntime's contrib kernels only where the user targets onnxruntime: ``--onnx-ops``, else
-    when the file was priced on the measured onnxruntime device."""
-    from eqsat.cost.roofline import measured_threads
-
-    if args.onnx_ops:
-        return args.onnx_ops == "onnxruntime"
-    return measured_threads(args.device) is not None
+ONNX_DEVICE, BUILTIN_DEVICE, ONNX_OPS = pipeline.ONNX_DEVICE, pipeline.BUILTIN_DEVICE, pipeline.ONNX_OPS
 
 
 def _dest(flag: str) -> str:
@@ -133,8 +109,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def limits_from(args: argparse.Namespace) -> Any:
     """The search's preset (``--preset``, default its paper preset, specialized to the model) with
-    the limit flags given on the command line applied."""
-    from experiments.searches import get_search, preset_limits
+    the limit flags given on the command line applied (:func:`eqsat.pipeline.search_limits`)."""
+    from experiments.searches import get_search
 
     engine = get_search(args.search)
     given = {
@@ -147,78 +123,73 @@ def limits_from(args: argparse.Namespace) -> Any:
     wrong = [f for f, (search, _, _) in given.items() if search != own]
     if wrong:
         raise ValueError(f"{', '.join(wrong)} applies to another search than --search {args.search}")
-    if "--k-multi" in given and "--multi-by-need" not in given:  # a fixed k_multi, as TENSAT ran it
-        given["--multi-by-need"] = (EGRAPH, "multi_by_need", 0)
-    # TASO's per-model budgets are for its benchmark graphs as built, not a file or a resized model
-    taso_model = "" if args.model.endswith(".onnx") or getattr(args, "param", None) else args.model
-    base = preset_limits(engine, args.preset or engine.default_preset, taso_model)
-    return replace(base, **{field: value for _, field, value in given.values()})
+    params = parse_params(getattr(args, "param", None) or [])
+    return pipeline.search_limits(engine, args.model, args.preset, params,
+                                  {field: value for _, field, value in given.values()})
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.cost.roofline import cost_model
-    from eqsat.rules.rulesets import default_rules
-    from eqsat.search import run_verified
-    from experiments.onnx_io import check_out_path, price_written, write_optimized
-    from experiments.runs.runtime_baseline import describe, keep_runtime_gain, runtime_baseline
-    from experiments.searches import get_search
+    from experiments.onnx_io import check_out_path
 
     if args.model.endswith(".onnx"):
         check_out_path(args.model, args.out)
-    args.device, device_why = default_device(args)
-    get_search(args.search).warm()
-    graph, imported = load_model(args)
-    limits = limits_from(args)
-    startup_s = process_age_s()
-    parse_start = time.perf_counter()
-    rules = default_rules(args.rules or get_search(args.search).default_rule_sets)
-    parse_s = time.perf_counter() - parse_start
-    model = cost_model(args.device)
-    calibration = model.calibrate(graph)  # a measured model fits its prices to the input run end to end
-    if calibration is not None:
-        print(f"{model.name}: {calibration.summary()}")
-    result = run_verified(get_search(args.search), graph, rules, model, limits, args.seed)
-    runtime = runtime_baseline(graph, model) if model.latency_us(graph) is None else None
-    best_runtime = runtime if runtime is None or result.best == graph else runtime_baseline(result.best, model)
-    if imported is not None and runtime is not None:  # a file for onnxruntime: only a gain beyond its own fusions
-        result = keep_runtime_gain(graph, result, model, runtime, best_runtime)
-        best_runtime = runtime if result.best == graph else best_runtime
-    print(result.summary())
-    print(f"priced on {result.device} ({device_why})")
-    for line in result.work.detail_lines():
-        print("  " + line)
-    print(
-        f"verified against the input ({result.verified.method}): max relative error {result.verified.max_rel_error:.2g}"
-    )
-    payload = result.to_dict() | {"device_chosen_by": device_why}
-    if calibration is not None:
-        payload["calibration"] = calibration.to_dict()
-    best_us = result.best_us  # the best as the runtime runs it: after its own fusions, for a model of kernels alone
-    if runtime is not None:  # a model of the runtime itself already prices the runtime's fusions
-        best_us = best_runtime["runtime_us"]
-        payload["runtime"] = runtime
-        print(describe(runtime, best_us))
-    payload["phases"] = {"startup": startup_s, "parse": parse_s, **result.timings}
-    print("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in payload["phases"].items()))
-    if imported is not None:
-        payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
-        payload["onnx"] |= price_written(args, best_us, model)
-        written_us = payload["onnx"]["written_us"]
-        if runtime is not None and not payload["onnx"]["input_copied"] and \
-                not written_us < runtime["runtime_us"] * (1 - model.resolution):
-            # the file as written (a standard file cannot hold every fusion the search priced) runs no
-            # faster than the input as onnxruntime runs it: the input is the file
-            gain = runtime["runtime_us"] / written_us if written_us > 0 else 1.0
-            print(f"the written file is {gain:.3f}x the input as onnxruntime runs it, not faster by the cost "
-                  f"model's resolution ({model.resolution:.0%}): the input is written instead")
-            result = result.input_kept(graph,
-                                       f"input written: the file as written is {gain:.3f}x")
-            payload |= result.to_dict()
-            payload["onnx"] = write_optimized(imported, graph, args.model, args.out, writes_contrib(args))
-            payload["onnx"] |= price_written(args, runtime["runtime_us"], model)
+    before_s = process_age_s()
+    outcome = pipeline.optimize_model(
+        args.model, search=args.search, device=args.device, rules=args.rules, limits=limits_from(args),
+        out=args.out, seed=args.seed, batch=args.batch, dims=parse_dims(args.dim), params=parse_params(args.param),
+        onnx_ops=args.onnx_ops)
+    startup_s = before_s + outcome.load_s  # the interpreter, every import and the model's load
+    for line in report_lines(outcome, args.model, startup_s):
+        print(line)
     if args.json_out:
+        payload = outcome.to_dict()
+        payload["phases"] = {"startup": startup_s, **payload["phases"]}
+        payload["device_chosen_by"] = device_why(outcome)
         write_json(args.json_out, payload)
     return 0
+
+
+def device_why(outcome: pipeline.Outcome) -> str:
+    return "--device" if outcome.device_why == pipeline.GIVEN else outcome.device_why
+
+
+def report_lines(outcome: pipeline.Outcome, model: str, startup_s: float) -> list[str]:
+    """What ``eqsat-lab optimize`` prints about ``outcome``, line by line, in the order the job ran."""
+    from eqsat.onnx.runtime_baseline import describe
+
+    lines = []
+    if outcome.calibration is not None:
+        lines.append(f"{outcome.result.device}: {outcome.calibration.summary()}")
+    result = outcome.refused or outcome.result  # as the search and the guards before the written file left it
+    lines.append(result.summary())
+    lines.append(f"priced on {result.device} ({device_why(outcome)})")
+    lines += ["  " + line for line in result.work.detail_lines()]
+    lines.append(f"verified against the input ({result.verified.method}): max relative error "
+                 f"{result.verified.max_rel_error:.2g}")
+    if outcome.runtime is not None:
+        lines.append(describe(dict(outcome.runtime), outcome.best_us))
+    phases = {"startup": startup_s, **outcome.phases}
+    lines.append("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    for i, written in enumerate(outcome.writes):
+        if i:  # the written-file guard refused the first file
+            kept = outcome.kept
+            lines.append(f"the written file is {kept.gain:.3f}x the input as onnxruntime runs it, not faster by "
+                         f"the cost model's resolution ({kept.threshold:.0%}): the input is written instead")
+        lines += written_lines(written, model)
+    return lines
+
+
+def written_lines(written: pipeline.WrittenFile, model: str) -> list[str]:
+    """The lines of one written file: where, its onnxruntime check, its opaque ops and its price."""
+    file, cost = written.file, written.cost
+    copied = " (the search kept the input: the input file, copied)" if file.input_copied else ""
+    note = ("agrees" if cost["written_agrees"] else
+            f"differs by {cost['written_vs_best']:+.1%}: part of the reported gain is not in the file")
+    return [f"wrote {file.out}{copied}; onnxruntime max relative difference to {model}: "
+            f"{file.max_rel_difference:.2g} (ops in: {', '.join(f'{k} {v}' for k, v in file.ops_in)})",
+            f"opaque ops (kept exactly, not optimized): {', '.join(file.opaque) or 'none'}",
+            f"the written file, imported again, costs {cost['written_us']:.2f} µs (search's best "
+            f"{written.best_us:.2f} µs): {note}"]
 
 
 COMMAND = Command(

@@ -118,7 +118,7 @@ def one_run(cmd: list[str], json_path: Path, timeout_s: float) -> dict[str, Any]
         return row | {"error": f"exit {proc.returncode}: {why}"}
     payload = json.loads(json_path.read_text())
     return row | {"phases": payload["phases"], "stop": payload.get("stop", ""), "search_s": payload["search_s"],
-                  "speedup_pct": payload.get("speedup_pct")}
+                  "speedup_pct": payload.get("speedup_pct"), "time_bounded": bool(payload.get("time_bounded"))}
 
 
 def summarize(cell: SizedModel, search: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -138,6 +138,7 @@ def summarize(cell: SizedModel, search: str, runs: list[dict[str, Any]]) -> dict
         "peak_mb": round(statistics.median(r["peak_mb"] for r in ok)),
         "target_s": target, "meets": None if target is None else wall <= target,
         "speedup_pct": mid["speedup_pct"], "search_s": round(mid["search_s"], 2), "stop": mid["stop"],
+        "time_bounded": mid.get("time_bounded", False),
         **{f"{k}_s": round(v, 2) for k, v in mid["phases"].items()}}
 
 

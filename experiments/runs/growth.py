@@ -72,7 +72,7 @@ def fits(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         for key, label in MEASURES:
             found = fit([r["layers"] for r in got], [r[key] for r in got])
             if found is not None:
-                capped = sum("time limit" in str(r.get("stop", "")) for r in got)
+                capped = sum(bool(r.get("time_bounded")) for r in got)
                 note = f" [the search stopped at its time limit at {capped} of {len(got)} depths]" if capped else ""
                 lines.append(f"{model}, {search}, {label}: {found.describe(label.split()[-1])}{note}")
     return lines

@@ -46,6 +46,7 @@ def table_row(row: dict[str, Any], device: str) -> dict[str, Any]:
     return {"device": device, "model": row["model"], "search": row["search"], "input_us": round(row["original_us"], 2),
             "best_us": round(row["best_us"], 2), "speedup_pct": round(row["speedup_pct"], 1),
             "search_s": round(row["search_s"], 2), "stop": row["stop"],
+            "kept": (row.get("kept") or {}).get("guard", ""),
             "pet_transformations": "; ".join(f"{c['where'] if 'where' in c else 'layer ' + str(c['layer'])}: "
                                              f"{c['transformation']}" for c in chosen),
             "corrected_share": round(sum(c["overhead"] for c in chosen) / len(chosen), 4) if chosen else 0.0,
@@ -69,7 +70,7 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
         for r in (r for r in rows if r["device"] == device):
             pet = f"{r['pet_transformations']} ({r['corrected_share']:.1%} corrected)" if r["pet_transformations"] \
                 else "-"
-            if r["pet_transformations"] and "input kept" in r["stop"]:
+            if r["pet_transformations"] and r.get("kept"):
                 pet += " then the input kept (see stop)"
             if r["closest_pet"]:
                 pet += (f"; nearest: {r['closest_pet']} {r['closest_pet_us']:.2f} µs for a conv of "

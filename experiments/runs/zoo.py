@@ -141,6 +141,7 @@ def optimize_cell(model: str, digest: str, search: str, device: str, seed: int, 
     payload = json.loads(json_file.read_text())
     onnx_row = payload["onnx"]
     row |= {"status": "ok", "error": "", "search_s": payload["search_s"], "stop": payload["stop"],
+            "kept": payload.get("kept"),
             "original_us": payload["original_us"], "best_us": payload["best_us"],
             "written_us": onnx_row.get("written_us"), "written_latency_us": onnx_row.get("written_latency_us"),
             "predicted_gain": payload["original_us"] / payload["best_us"],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.files import write_atomic
+from eqsat.guards import Kept
 from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
 from experiments.output import write_table
 from experiments.sweep import Cell, run_cells
@@ -39,8 +40,8 @@ def zoo_cells(results: Sequence[Mapping[str, Any]], model: str) -> str:
         if r.get("status") != "ok":
             parts.append(f"{r['search']} {r['device']}: {r.get('status')}")
             continue
-        why = r.get("stop", "").split("input kept: ", 1)
-        kept = f" (kept: {why[1].split(',')[0]})" if len(why) > 1 else (" (kept)" if not r.get("changed") else "")
+        why = r.get("kept")
+        kept = f" (kept: {Kept.from_dict(why).brief})" if why else (" (kept)" if not r.get("changed") else "")
         parts.append(f"{r['search']} {r['device']}: {r.get('predicted_gain', 1.0):.3f} -> "
                      f"{r.get('measured_ratio', 1.0):.3f}{kept}")
     return "; ".join(parts) or "-"

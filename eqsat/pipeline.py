@@ -1,0 +1,277 @@
+"""The whole optimize job as one function: :func:`optimize_model` loads a model (a benchmark
+name, an ``.onnx`` file or a :class:`~eqsat.ir.graph.Graph` in memory), prices it, calibrates a
+measured cost model on it, searches, verifies, applies the guards that may keep the input
+(:data:`eqsat.guards.GUARDS`, in order), writes the file and prices the written file again.
+
+It prints nothing: the :class:`Outcome` holds every number the CLI (``eqsat-lab optimize``), the
+experiments and a PyTorch backend report. ``progress`` (if given) hears the name of each phase as
+it starts.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
+from eqsat.guards import RUNTIME, WRITTEN, Kept, first_kept
+from eqsat.ir.graph import Graph
+from eqsat.onnx.written import Written
+from eqsat.search import SearchResult
+from eqsat.searches import ALPHA
+
+ONNX_DEVICE = ORT_CPU.name  # an ONNX file runs on this machine: price it as measured here
+BUILTIN_DEVICE = DEFAULT_DEVICE  # the benchmark graphs' papers priced them for a GPU
+ONNX_OPS = ("standard", "onnxruntime")
+GIVEN = "given by the caller"
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One file the job wrote: what :func:`eqsat.onnx.written.write_optimized` checked, and the
+    file imported again and priced (``cost``: :func:`eqsat.onnx.written.written_cost`) against
+    ``best_us``, the price the search promised for it."""
+
+    file: Written
+    cost: Mapping[str, Any]
+    best_us: float
+
+    @property
+    def written_us(self) -> float:
+        return self.cost["written_us"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.file.to_dict() | dict(self.cost)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one optimize job did. ``result``: the verified search result after every guard (its
+    ``best`` is the graph to use); ``graph``: the input; ``device`` and ``device_why``: the cost
+    model's device and why it was chosen; ``calibration``: a measured model's fit to the input run
+    end to end (None for a formula); ``runtime``: the input after onnxruntime's own fusions
+    (``runtime_us``, ``runtime_fusions``; None for a model that prices the runtime itself);
+    ``best_us``: the best as the runtime runs it; ``writes``: the files written, in order (a file
+    refused by the ``written-file`` guard, then the input copied); ``phases``: seconds per phase;
+    ``kept``: which guard kept the input and on what numbers (None: the best graph was taken);
+    ``refused``: the result before the ``written-file`` guard, when that guard kept the input;
+    ``load_s``: seconds to load the model; ``onnx_ops``: the ONNX ops a written file may use."""
+
+    result: SearchResult
+    graph: Graph
+    device: str
+    device_why: str
+    calibration: Any | None = None
+    runtime: Mapping[str, Any] | None = None
+    best_us: float = 0.0
+    writes: tuple[WrittenFile, ...] = ()
+    phases: Mapping[str, float] = field(default_factory=dict)
+    load_s: float = 0.0
+    onnx_ops: str = "standard"
+    refused: SearchResult | None = None  # the result whose file the written-file guard refused
+
+    @property
+    def best(self) -> Graph:
+        return self.result.best
+
+    @property
+    def kept(self) -> Kept | None:
+        return self.result.kept
+
+    @property
+    def written(self) -> WrittenFile | None:
+        """The file on disk (the last one written), or None when nothing was written."""
+        return self.writes[-1] if self.writes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record ``eqsat-lab optimize --json`` writes (without the process's start-up)."""
+        payload = self.result.to_dict() | {"device_chosen_by": self.device_why}
+        if self.calibration is not None:
+            payload["calibration"] = self.calibration.to_dict()
+        if self.runtime is not None:
+            payload["runtime"] = dict(self.runtime)
+        payload["phases"] = dict(self.phases)
+        if self.written is not None:
+            payload["onnx"] = self.written.to_dict()
+        return payload
+
+
+def is_onnx(source: str | Path | Graph) -> bool:
+    return isinstance(source, Path) or (isinstance(source, str) and source.endswith(".onnx"))
+
+
+def default_device(source: str | Path | Graph, device: str | None = None) -> tuple[str, str]:
+    """The device to price on and why: the one given, else :data:`ONNX_DEVICE` for an ONNX file (a
+    user optimizing a file runs it; a GPU profile would tune it for a device they may not have),
+    else :data:`BUILTIN_DEVICE`."""
+    if device:
+        return device, GIVEN
+    if is_onnx(source):
+        return ONNX_DEVICE, "the default for an ONNX file: measured in onnxruntime on this machine"
+    if isinstance(source, Graph):
+        return BUILTIN_DEVICE, "the default for a graph in memory: the benchmark graphs' device"
+    return BUILTIN_DEVICE, "the default for a benchmark graph: its paper's device"
+
+
+def writes_contrib(device: str, onnx_ops: str | None = None) -> bool:
+    """onnxruntime's contrib kernels only where the user targets onnxruntime: ``onnx_ops``, else
+    when the file was priced on the measured onnxruntime device."""
+    from eqsat.cost.roofline import measured_threads
+
+    if onnx_ops:
+        return onnx_ops == "onnxruntime"
+    return measured_threads(device) is not None
+
+
+def memory_bytes() -> int:
+    """The memory this machine has free for a run (Linux: MemAvailable; else all of it)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_size(graph: Graph, what: str) -> None:
+    """Refuse a graph whose tensors cannot fit in memory before any work: the numerical check
+    holds every tensor in float64 (``--param tokens=100000000`` ended in a MemoryError, exit 3)."""
+    need = 8 * sum(math.prod(shape) for n in graph.nodes() for shape in n.shapes)
+    have = memory_bytes()
+    if need > have:
+        raise ValueError(f"{what}: its tensors need {need / 2**30:,.1f} GiB in float64 for the numerical check, "
+                         f"more than the {have / 2**30:,.1f} GiB free here; choose smaller sizes")
+
+
+def load_source(source: str | Path | Graph, batch: int = 1, dims: Mapping[str, int] | None = None,
+                params: Mapping[str, Any] | None = None) -> tuple[Graph, Any]:
+    """The graph ``source`` names: a graph in memory, a benchmark builder (with ``params``) or an
+    ``.onnx`` file (with ``batch``/``dims``); the second value is the ONNX import, or None. A graph
+    too large for this machine's memory is refused here (:func:`check_size`)."""
+    if isinstance(source, Graph):
+        return source, None
+    if is_onnx(source):
+        from eqsat import onnx as onnx_io
+
+        imported = onnx_io.load(source, batch=batch, dims=dict(dims or {}))
+        check_size(imported.graph, str(source))
+        return imported.graph, imported
+    from eqsat.models import build
+
+    graph = build(source, **dict(params or {}))
+    shown = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in (params or {}).items())
+    check_size(graph, f"model {source} {shown}".strip())
+    return graph, None
+
+
+def search_limits(engine: Any, source: str | Path | Graph, preset: str | None = None,
+                  params: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None) -> Any:
+    """The search's preset (default its paper preset), specialized to a benchmark model built as
+    its paper built it (TASO's per-model budgets), with ``overrides`` (limit field -> value)
+    applied; a fixed ``k_multi`` is TENSAT's setting, without merges by need unless given."""
+    from eqsat.searches import preset_limits
+
+    taso_model = source if isinstance(source, str) and not is_onnx(source) and not params else ""
+    base = preset_limits(engine, preset or engine.default_preset, taso_model)
+    given = dict(overrides or {})
+    if "k_multi" in given:
+        given.setdefault("multi_by_need", 0)
+    try:
+        return replace(base, **given)
+    except TypeError:
+        raise ValueError(f"search {engine.name!r} has no limit named among {', '.join(given)} "
+                         f"(its limits: {', '.join(base.__dataclass_fields__)})") from None
+
+
+def _rules(rules: Sequence[Any] | None, engine: Any) -> list[Any]:
+    from eqsat.rules.rulefile import Rule
+    from eqsat.rules.rulesets import default_rules
+
+    if rules and all(isinstance(r, Rule) for r in rules):
+        return list(rules)
+    return default_rules(rules or engine.default_rule_sets)
+
+
+def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: str | None = None,
+                   rules: Sequence[Any] | None = None, limits: Any = None, preset: str | None = None,
+                   overrides: Mapping[str, Any] | None = None, out: str | Path | None = None, seed: int = 0,
+                   batch: int = 1, dims: Mapping[str, int] | None = None, params: Mapping[str, Any] | None = None,
+                   onnx_ops: str | None = None,
+                   progress: Callable[[str], None] | None = None) -> Outcome:
+    """Optimize ``source`` (a benchmark name, an ``.onnx`` path or a :class:`Graph` in memory) with
+    the registered search ``search`` (:data:`eqsat.searches.SEARCHES`) priced on ``device``
+    (default: :func:`default_device`). ``rules``: shipped rule-set names or rule files, or parsed
+    rules (default: the search's own); ``limits``: the search's limits value, else its ``preset``
+    with ``overrides``; ``seed``: the numerical check's inputs; ``batch``, ``dims``: an ONNX
+    file's symbolic sizes; ``params``: a benchmark builder's; ``out``: where an ONNX source's
+    optimized file goes (checked in onnxruntime; None: nothing written); ``onnx_ops``: see
+    :func:`writes_contrib`. A user error (an unknown model, device, search, preset or limit) is a
+    ValueError or :class:`eqsat.errors.EqsatError` naming it."""
+    from eqsat.cost.roofline import cost_model
+    from eqsat.onnx.runtime_baseline import runtime_baseline
+    from eqsat.onnx.written import write_optimized, written_cost
+    from eqsat.search import run_verified
+    from eqsat.searches import get_search
+
+    def phase(name: str) -> None:
+        if progress is not None:
+            progress(name)
+
+    if onnx_ops is not None and onnx_ops not in ONNX_OPS:
+        raise ValueError(f"onnx_ops {onnx_ops!r}: choose from {', '.join(ONNX_OPS)}")
+    device, device_why = default_device(source, device)
+    engine = get_search(search)
+    engine.warm()
+    phase("load")
+    load_start = time.perf_counter()
+    graph, imported = load_source(source, batch, dims, params)
+    limits = limits if limits is not None else search_limits(engine, source, preset, params, overrides)
+    load_s = time.perf_counter() - load_start
+    phase("parse")
+    parse_start = time.perf_counter()
+    parsed = _rules(rules, engine)
+    parse_s = time.perf_counter() - parse_start
+    model = cost_model(device)
+    phase("calibrate")
+    calibration = model.calibrate(graph)  # a measured model fits its prices to the input run end to end
+    phase("search")
+    result = run_verified(engine, graph, parsed, model, limits, seed)
+    phase("runtime")
+    runtime = runtime_baseline(graph, model) if model.latency_us(graph) is None else None
+    best_runtime = runtime if runtime is None or result.best == graph else runtime_baseline(result.best, model)
+    if imported is not None and runtime is not None:  # a file for onnxruntime: only a gain beyond its own fusions
+        evidence = replace(result.evidence(graph, model), runtime=runtime, best_runtime=best_runtime)
+        if (kept := first_kept(evidence, RUNTIME)) is not None:
+            result = result.input_kept(graph, kept)
+            best_runtime = runtime
+    # the best as the runtime runs it: after its own fusions, for a model of kernels alone
+    best_us = result.best_us if runtime is None else best_runtime["runtime_us"]
+    phases = {"parse": parse_s, **result.timings}
+    outcome = Outcome(result, graph, str(device), device_why, calibration, runtime, best_us, (), phases, load_s,
+                      "onnxruntime" if writes_contrib(device, onnx_ops) else "standard")
+    if imported is None or out is None:
+        return outcome
+    contrib = writes_contrib(device, onnx_ops)
+
+    def write(best: Graph, promised_us: float) -> WrittenFile:
+        phase("write")
+        file = write_optimized(imported, best, source, out, contrib)
+        phase("price")
+        return WrittenFile(file, written_cost(out, promised_us, model, batch, dict(dims or {})), promised_us)
+
+    first = write(result.best, best_us)
+    evidence = replace(result.evidence(graph, model), runtime=runtime, written_us=first.written_us,
+                       input_copied=first.file.input_copied)
+    kept = first_kept(evidence, WRITTEN)
+    if kept is None:
+        return replace(outcome, writes=(first,))
+    # the file as written (a standard file cannot hold every fusion the search priced) runs no
+    # faster than the input as onnxruntime runs it: the input is the file
+    return replace(outcome, result=result.input_kept(graph, kept), refused=result,
+                   writes=(first, write(graph, runtime["runtime_us"])))

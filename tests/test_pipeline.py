@@ -1,0 +1,67 @@
+"""``eqsat.pipeline.optimize_model``: the whole optimize job from Python, no command line."""
+from __future__ import annotations
+
+import pytest
+
+from eqsat.guards import GUARDS, SEARCH, Evidence, first_kept
+from eqsat.ir.graph import Graph, input_, node, weight
+from eqsat.pipeline import GIVEN, optimize_model
+from tests.test_runtime_gain import conv_matmul_relu
+
+
+@pytest.mark.parametrize("onnx_ops", ["onnxruntime", "standard"])
+def test_an_onnx_file_in_a_checked_file_out(tmp_path, onnx_ops):
+    """With onnxruntime's kernels the MatMul+Relu fusion is in the file, which is written; as
+    standard ONNX the file cannot hold it and the ``written-file`` guard writes the input instead,
+    saying so in ``kept`` with the two prices it compared."""
+    pytest.importorskip("onnxruntime")
+    src, out = conv_matmul_relu(tmp_path / "cg.onnx"), tmp_path / "cg.opt.onnx"
+    outcome = optimize_model(src, search="eqsat", device="h100", preset="quick", out=out, onnx_ops=onnx_ops)
+    assert outcome.device == "h100" and outcome.device_why == GIVEN and outcome.onnx_ops == onnx_ops
+    assert outcome.result.verified.equal and outcome.runtime is not None and {"parse", "verify"} <= set(outcome.phases)
+    written = outcome.written
+    assert written is not None and written.file.out == str(out) and out.exists()
+    assert written.file.max_rel_difference <= 1e-3 and written.cost["written_agrees"]
+    if onnx_ops == "onnxruntime":
+        assert outcome.kept is None and outcome.refused is None and len(outcome.writes) == 1
+        assert not written.file.input_copied and outcome.best != outcome.graph
+        assert written.written_us < outcome.runtime["runtime_us"]
+    else:
+        kept = outcome.kept
+        assert kept is not None and kept.guard == "written-file" and kept.basis == "written file"
+        assert kept.input_us == pytest.approx(outcome.runtime["runtime_us"]) and kept.gain == pytest.approx(1.0)
+        assert kept.threshold == pytest.approx(0.01)  # the roofline's resolution
+        assert len(outcome.writes) == 2 and not outcome.writes[0].file.input_copied and written.file.input_copied
+        assert out.read_bytes() == src.read_bytes() and outcome.best == outcome.graph
+        assert outcome.refused is not None and outcome.refused.kept is None
+        assert outcome.result.stop.endswith(kept.why) and outcome.to_dict()["kept"]["guard"] == "written-file"
+
+
+def test_a_graph_in_memory_in_the_best_graph_out():
+    """What a PyTorch backend does: a Graph in, no file, the verified best graph back."""
+    x = input_("x", (64, 256))
+    g = Graph((node("matmul", node("matmul", x, weight("a", (256, 256))), weight("b", (256, 16))),), name="chain")
+    outcome = optimize_model(g, search="eqsat", device="h100", preset="quick")
+    assert outcome.graph is g and outcome.writes == () and outcome.written is None and outcome.kept is None
+    assert outcome.result.best_us < outcome.result.original_us and outcome.best != g
+    assert outcome.result.verified.equal and outcome.runtime == {"runtime_us": outcome.result.original_us,
+                                                                 "runtime_fusions": {}}
+
+
+def test_the_guards_run_in_table_order_and_name_the_first_that_keeps():
+    """A best within the resolution is kept by ``resolution``, the first search guard that
+    applies; the end-to-end guard after it is never asked (it would raise)."""
+
+    class Noisy:
+        name, resolution = "noisy", 0.05
+
+        def end_to_end_us(self, a, b):
+            raise AssertionError("not reached: an earlier guard keeps the input")
+
+    x = input_("x", (4, 4))
+    g, best = Graph((node("relu", x),)), Graph((node("relu", node("relu", x)),))
+    kept = first_kept(Evidence(g, best, 100.0, 97.0, Noisy()), SEARCH)
+    assert kept is not None and kept.guard == "resolution" and kept.threshold == 0.05
+    assert (kept.input_us, kept.best_us) == (100.0, 97.0) and kept.gain == pytest.approx(100 / 97)
+    assert [r.name for r in GUARDS].index("resolution") < [r.name for r in GUARDS].index("end-to-end")
+    assert first_kept(Evidence(g, best, 100.0, 50.0, Noisy()), SEARCH, GUARDS[:2]) is None

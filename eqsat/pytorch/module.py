@@ -73,7 +73,8 @@ class GraphModule(torch.nn.Module):
     returns; ``host_ops``: opaque ONNX op types that run on the host (none: capturable in a CUDA
     graph); ``folded``: how many constant nodes were computed at construction; ``steps``: how many
     ops ``forward`` runs; ``weight_buffers``: each weight read as it is by ``forward``, by name, and
-    the buffer holding it.
+    the buffer holding it. ``dtype`` and ``device`` are fixed at construction (``forward`` checks its
+    inputs against them): for another, build another module rather than calling ``.to()``.
     """
 
     def __init__(self, graph: Graph, values: Mapping[str, np.ndarray], *, device: str | torch.device = "cpu",

@@ -98,7 +98,7 @@ def test_optimize_module_merges_qkv_and_leaves_the_module_alone():
     optimized = optimize_module(m, (x,), **QUICK)
     with torch.no_grad():
         torch.testing.assert_close(optimized(x), m(x), rtol=1e-4, atol=1e-5)
-    assert "-> 28.00 µs" in optimized.summary  # three projections priced as one (36 µs before)
+    assert "-> 28.00 µs" in optimized.summary and optimized.kept is None  # three projections priced as one (36 µs)
     assert _same_state(m, before) and m.training is False
 
 
@@ -166,6 +166,7 @@ def test_compile_falls_back_on_complex_dtypes_bad_options_and_gradients():
         Magnitude(), torch.randn(2, 8, dtype=torch.complex64))
     m, x = _cases()["qkv"]
     assert "unknown option 'serach'" in _fallback(m, x, {"serach": "eqsat"})
+    assert "unknown search 'nope'" in _fallback(m, x, {"search": "nope"})
     assert "gradients" in _fallback(m, x, QUICK, grad=True)
 
 

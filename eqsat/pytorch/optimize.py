@@ -49,12 +49,14 @@ class Options:
 
 @dataclass(frozen=True)
 class Optimized:
-    """What optimizing one program did: the input graph, the graph chosen, and the optimize
-    job's one-line summary (costs, search, stop reason)."""
+    """What optimizing one program did: the input graph, the graph chosen, the optimize job's
+    one-line summary (costs, search, stop reason) and ``kept``: which guard kept the input and on
+    what numbers (:class:`eqsat.guards.Kept`; None when the search's graph was taken)."""
 
     graph: Graph
     best: Graph
     summary: str
+    kept: Any = None
 
 
 @contextlib.contextmanager
@@ -79,41 +81,15 @@ def _main_not_rerun() -> Iterator[None]:
 
 def optimize_graph(graph: Graph, options: Options) -> Optimized:
     """``graph`` through the optimize job with ``options``; its user errors become one sentence."""
+    from eqsat.pipeline import optimize_model
+
     try:
         with _main_not_rerun():
-            best, summary = _run_search(graph, options)
+            outcome = optimize_model(graph, search=options.search, device=options.device, preset=options.preset,
+                                     seed=options.seed)
     except (EqsatError, ValueError) as exc:
         raise UnsupportedError(f"the {options.search} search cannot optimize this graph: {one_line(exc)}") from None
-    return Optimized(graph, best, summary)
-
-
-def _run_search(graph: Graph, options: Options) -> tuple[Graph, str]:
-    try:
-        from eqsat.pipeline import optimize_model
-    except ImportError:  # TEMPORARY until eqsat.pipeline is merged: the same steps by hand
-        return _run_search_by_hand(graph, options)
-    outcome = optimize_model(graph, search=options.search, device=options.device, preset=options.preset,
-                             seed=options.seed)
-    return outcome.best, outcome.result.summary()
-
-
-def _run_search_by_hand(graph: Graph, options: Options) -> tuple[Graph, str]:
-    import importlib
-
-    from eqsat.cost.devices import DEFAULT_DEVICE
-    from eqsat.cost.roofline import cost_model
-    from eqsat.rules.rulesets import default_rules
-    from eqsat.search import run_verified
-
-    engine = importlib.import_module("experiments.searches").get_search(options.search)
-    preset = options.preset or engine.default_preset
-    if preset not in engine.presets:
-        raise ValueError(f"search {options.search!r} has no preset {preset!r} (it has: {', '.join(engine.presets)})")
-    model = cost_model(options.device or DEFAULT_DEVICE)
-    model.calibrate(graph)
-    result = run_verified(engine, graph, default_rules(engine.default_rule_sets), model, engine.limits(preset),
-                          options.seed)
-    return result.best, result.summary()
+    return Optimized(graph, outcome.best, outcome.result.summary(), outcome.kept)
 
 
 def optimize_import(source: TorchImport, options: Options, *, as_tuple: bool = False,
@@ -128,7 +104,8 @@ def optimize_module(module: torch.nn.Module, example_inputs: Sequence[Any], *,
     """``module`` optimized for calls like ``module(*example_inputs, **kwargs)``: exported with
     ``torch.export``, searched (``options``: :class:`Options`), rebuilt as a module holding the
     weights' current values (a later change to the module's parameters does not reach it) and
-    checked against the exported program on the example inputs. An unsupported model, op or
+    checked against the exported program on the example inputs; its ``summary`` and ``kept``
+    say what the optimize job did (:class:`Optimized`). An unsupported model, op or
     dtype, or a result that differs, is an :class:`~eqsat.errors.UnsupportedError` of one
     sentence; ``module`` itself is never changed."""
     from eqsat.pytorch.importer import export
@@ -145,5 +122,5 @@ def optimize_module(module: torch.nn.Module, example_inputs: Sequence[Any], *,
     if differs:
         raise UnsupportedError(f"the optimized {type(module).__name__} does not reproduce it on the example "
                                f"inputs ({differs})")
-    optimized.summary = done.summary
+    optimized.summary, optimized.kept = done.summary, done.kept
     return optimized

@@ -157,6 +157,36 @@ def test_compile_falls_back_with_one_line_on_an_op_the_exporter_cannot_write():
     assert _same_state(m, before)
 
 
+@torch.library.custom_op("eqsat_test::scale_rows", mutates_args=())
+def scale_rows(x: torch.Tensor) -> torch.Tensor:
+    """A user's kernel: PyTorch's ONNX exporter has no function for it."""
+    return x * torch.arange(1, x.shape[0] + 1, dtype=x.dtype).unsqueeze(1)
+
+
+@scale_rows.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class WithKernel(QKV):
+    def forward(self, x):
+        return self.v(scale_rows(torch.relu(self.q(x)) + self.k(x)))
+
+
+def test_compile_keeps_an_op_the_exporter_cannot_write_in_pytorch():
+    import eqsat.pytorch.backend  # noqa: F401
+
+    torch.manual_seed(0)
+    m, x = WithKernel().eval(), torch.randn(4, 16)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="eqsat", options=QUICK)
+    with _eqsat_warnings() as lines, torch.no_grad():
+        got = compiled(x)
+    assert lines == []  # the kernel runs in PyTorch, the parts around it are optimized
+    with torch.no_grad():
+        torch.testing.assert_close(got, m(x), rtol=1e-4, atol=1e-5)
+
+
 def test_compile_falls_back_on_complex_dtypes_bad_options_and_gradients():
     class Magnitude(torch.nn.Module):
         def forward(self, z):

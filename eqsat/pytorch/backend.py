@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from eqsat.errors import UnsupportedError
-from eqsat.pytorch.importer import check_same, from_exported, one_line, quiet
+from eqsat.pytorch.importer import ExportError, check_same, from_exported, one_line, quiet
 from eqsat.pytorch.optimize import Options, optimize_import
 
 NAME = "eqsat"
@@ -67,8 +67,14 @@ class _Bound(torch.nn.Module):
         return self.gm(*args)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Options) -> Callable[..., Any]:
-    """The optimized callable for one captured graph, or an :class:`UnsupportedError` saying why not."""
+def graph_weights(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> dict[int, str]:
+    """Which of dynamo's placeholders are weights (position -> a name for its initializer)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {k: _weight_name(n, k) for k, (n, x) in enumerate(zip(placeholders, example_inputs)) if _is_weight(n, x)}
+
+
+def check_inputs(example_inputs: Sequence[Any]) -> None:
+    """What this backend cannot take, in one sentence: symbolic shapes, fake tensors, gradients."""
     from torch._subclasses.fake_tensor import is_fake
 
     if not all(isinstance(x, torch.Tensor) for x in example_inputs):
@@ -79,11 +85,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], optio
     if torch.is_grad_enabled() and any(x.requires_grad for x in example_inputs):
         raise UnsupportedError("eqsat optimizes inference graphs and this call needs gradients: call the compiled "
                                "model under torch.no_grad() or torch.inference_mode()")
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    weights = {k: (_weight_name(n, k), x) for k, (n, x) in enumerate(zip(placeholders, example_inputs))
-               if _is_weight(n, x)}
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Options,
+                  weights: Mapping[int, str] | None = None) -> Callable[..., Any]:
+    """The optimized callable for one captured graph (``weights``: which inputs are weights, by
+    position, with their names; default :func:`graph_weights`), checked against the graph on
+    ``example_inputs``, or an :class:`UnsupportedError` saying why not. It returns a tuple."""
+    check_inputs(example_inputs)
+    weights = graph_weights(gm, example_inputs) if weights is None else weights
     slots = [k for k in range(len(example_inputs)) if k not in weights]
-    bound = _Bound(gm, slots, weights)
+    bound = _Bound(gm, slots, {k: (name, example_inputs[k]) for k, name in weights.items()})
     inputs = tuple(example_inputs[k] for k in slots)
     try:
         with quiet():
@@ -99,12 +111,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], optio
     if differs:
         raise UnsupportedError(f"the optimized graph does not reproduce the captured one ({differs})")
     shapes = tuple((x.shape, x.dtype, x.device) for x in inputs)
-    LOG.info("eqsat backend: %s", done.summary)
 
     def run(*args: Any) -> Any:
         real = [args[k] for k in slots]
         if any((x.shape, x.dtype, x.device) != s for x, s in zip(real, shapes)):
-            return gm(*args)  # another shape than the one optimized: the captured graph runs it
+            out = gm(*args)  # another shape than the one optimized: the captured graph runs it
+            return tuple(out) if isinstance(out, (list, tuple)) else (out,)
         with torch.no_grad():
             return optimized(*real)
 
@@ -113,16 +125,39 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], optio
     return run
 
 
+MAX_KEPT_OPS = 8  # ops the exporter cannot write that a graph may keep in PyTorch before it falls back
+
+
+def compile_any(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Options) -> Callable[..., Any]:
+    """:func:`compile_graph`, or, where PyTorch's ONNX exporter has no function for an op, the graph
+    split around every such op (:func:`eqsat.pytorch.partition.compile_around`): those ops run in
+    PyTorch itself, the rest is optimized."""
+    from eqsat.pytorch.partition import compile_around
+
+    kept: list[str] = []
+    while True:
+        try:
+            if not kept:
+                return compile_graph(gm, example_inputs, options)
+            return compile_around(gm, example_inputs, options, tuple(kept))
+        except ExportError as exc:
+            if not exc.op or exc.op in kept or len(kept) >= MAX_KEPT_OPS:
+                raise
+            kept.append(exc.op)
+
+
 def eqsat_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                   options: Mapping[str, Any] | None = None, **_: Any) -> Callable[..., Any]:
     """The ``torch.compile`` backend (``torch.compile(model, backend="eqsat", options=...)``; see
     :class:`~eqsat.pytorch.optimize.Options`): the captured graph optimized, or on any failure the
     captured graph itself, with one warning line saying why."""
     try:
-        return compile_graph(gm, example_inputs, Options.parse(options))
+        run = compile_any(gm, example_inputs, Options.parse(options))
     except Exception as exc:  # any failure: the user's program still runs, unchanged
         LOG.warning("eqsat backend: %s; running the captured graph unoptimized", one_line(exc).rstrip("."))
         return gm.forward
+    LOG.info("eqsat backend: %s", run.summary)
+    return run
 
 
 def register() -> None:

@@ -51,6 +51,26 @@ def one_line(exc: BaseException) -> str:
     return first[:300]
 
 
+class ExportError(UnsupportedError):
+    """PyTorch's ONNX exporter refused the program; ``op``: the op it has no ONNX function for
+    (``aten._transformer_encoder_layer_fwd``, a user's ``mylib.kernel``), when that was why."""
+
+    def __init__(self, message: str, op: str = ""):
+        super().__init__(message)
+        self.op = op
+
+
+def missing_op(exc: BaseException) -> str:
+    """The op named by the exporter's "No ONNX function found for <OpOverload(op='ns.name', ...)>"
+    anywhere in ``exc``'s causes, or ''."""
+    while exc is not None:
+        found = re.search(r"No ONNX function found for <OpOverload\(op='([\w.]+)'", str(exc))
+        if found:
+            return found.group(1)
+        exc = exc.__cause__
+    return ""
+
+
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """PyTorch's exporter prints progress and logs warnings (a missing torchvision, ...): a user
@@ -146,7 +166,8 @@ def from_exported(ep: torch.export.ExportedProgram, name: str = "") -> TorchImpo
         raise UnsupportedError(f"importing a PyTorch program needs onnxscript ({one_line(exc)}): "
                                f"pip install 'eqsat-lab[torch]'") from None
     except Exception as exc:  # the exporter raises many types; the user hears one sentence
-        raise UnsupportedError(f"PyTorch's ONNX exporter cannot write this program: {one_line(exc)}") from None
+        raise ExportError(f"PyTorch's ONNX exporter cannot write this program: {one_line(exc)}",
+                          missing_op(exc)) from None
     model = program.model_proto
     model.graph.name = name or model.graph.name or "torch"
     try:

@@ -15,7 +15,8 @@ builds a graph back as a drop-in module (:func:`~eqsat.pytorch.importer.to_torch
 ``optimize.py`` optimizes a module through the optimize job
 (:func:`~eqsat.pytorch.optimize.optimize_module`); ``backend.py`` is the ``torch.compile`` backend
 ``eqsat`` (a ``torch_dynamo_backends`` entry point), which falls back to the captured graph with
-one warning line on any failure; ``partition.py`` splits a captured graph around the ops PyTorch's
+one warning line on any failure; ``capture.py`` compiles one captured graph (weights bound,
+exported, optimized, checked); ``partition.py`` splits a captured graph around the ops PyTorch's
 ONNX exporter cannot write, which then run in PyTorch itself.
 
 ``module.py`` and everything it imports need only numpy, onnx and torch (not egglog, highspy,

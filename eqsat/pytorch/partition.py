@@ -5,7 +5,7 @@ An op with no ONNX function (a fused fast path such as ``aten._transformer_encod
 user's ``torch.library`` kernel) cannot take the route into the IR. :func:`compile_around` keeps
 every call of such an op as it is, groups the other calls into connected parts
 (``torch.fx``'s capability partitioner), compiles each part with
-:func:`eqsat.pytorch.backend.compile_graph` on the values that part sees on the example inputs
+:func:`eqsat.pytorch.capture.compile_graph` on the values that part sees on the example inputs
 (its weight inputs stay weights), and checks the whole graph against the captured one.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from eqsat.errors import UnsupportedError
+from eqsat.pytorch.capture import check_inputs, compile_graph, graph_weights
 from eqsat.pytorch.importer import check_same
 from eqsat.pytorch.optimize import Options
 
@@ -79,8 +80,6 @@ def compile_around(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], opti
     PyTorch and each other part optimized; an :class:`UnsupportedError` when no part is left or
     the result differs (an :class:`~eqsat.pytorch.importer.ExportError` naming the next op the
     exporter cannot write passes through, so the caller can keep that op too)."""
-    from eqsat.pytorch.backend import check_inputs, compile_graph, graph_weights
-
     check_inputs(example_inputs)
     weights = graph_weights(gm, example_inputs)
     parent = copy.deepcopy(gm)

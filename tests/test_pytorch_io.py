@@ -209,6 +209,12 @@ def test_unsupported_inputs_are_one_sentence():
     with pytest.raises(UnsupportedError, match=r"batch_norm in training mode; .*\.eval\(\)"):
         optimize_module(train, (torch.randn(1, 3, 8, 8),), **QUICK)
     assert _same_state(train, before) and train.training
+    class Accumulate(torch.nn.Module):
+        def forward(self, x):
+            return x.add_(1) * 2
+
+    with pytest.raises(UnsupportedError, match="changes a tensor in place .add_.; .* no weight, buffer or input"):
+        from_module(Accumulate(), (torch.randn(2, 3),))
     with pytest.raises(UnsupportedError, match="unknown option"):
         Options.parse({"devcie": "h100"})
 

@@ -152,8 +152,9 @@ def from_exported(ep: torch.export.ExportedProgram, name: str = "") -> TorchImpo
     mutated = sorted(sig.buffers_to_mutate.values()) + sorted(getattr(sig, "user_inputs_to_mutate", {}).values())
     why = f"changes {mutated[0]!r} in place" if mutated else _training_op(ep)
     if why:
-        raise UnsupportedError(f"the program {why}; eqsat optimizes inference graphs: call .eval() on the "
-                               f"module first")
+        hint = ("call .eval() on the module first" if "training mode" in why else
+                "it optimizes graphs that change no weight, buffer or input")
+        raise UnsupportedError(f"the program {why}; eqsat optimizes inference graphs: {hint}")
     placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
     user = [n.meta.get("val") for n in placeholders if n.name in set(sig.user_inputs)]
     _check_dtypes(user, "input")

@@ -230,3 +230,23 @@ def test_backend_is_registered_by_name():
     eps = [ep for ep in dist.entry_points if ep.group == "torch_dynamo_backends"]
     if eps:  # an install from this pyproject: torch finds the backend without importing eqsat first
         assert [(ep.name, ep.value) for ep in eps] == [("eqsat", "eqsat.pytorch.backend:eqsat_backend")]
+
+
+@pytest.mark.slow
+def test_torchvision_resnet18_imports_whole_and_compiles():
+    torchvision = pytest.importorskip("torchvision")
+    import eqsat.pytorch.backend  # noqa: F401
+
+    torch.manual_seed(0)
+    m, x = torchvision.models.resnet18().eval(), torch.randn(1, 3, 64, 64)
+    before = _snapshot(m)
+    source = from_module(m, (x,))
+    assert source.opaque == [] and source.graph.op_count() == 50
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="eqsat", options=QUICK)
+    with _eqsat_warnings() as lines, torch.no_grad():
+        got = compiled(x)
+    assert lines == []
+    with torch.no_grad():
+        torch.testing.assert_close(got, m(x), rtol=1e-3, atol=1e-4)
+    assert _same_state(m, before)

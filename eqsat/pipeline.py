@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
-from eqsat.guards import RUNTIME, WRITTEN, Kept, first_kept
+from eqsat.guards import GUARDS, RUNTIME, WRITTEN, Guard, Kept, first_kept
 from eqsat.ir.graph import Graph
 from eqsat.onnx.written import Written
 from eqsat.search import SearchResult
@@ -198,11 +198,28 @@ def _rules(rules: Sequence[Any] | None, engine: Any) -> list[Any]:
     return default_rules(rules or engine.default_rule_sets)
 
 
+def keep_runtime_gain(graph: Graph, result: SearchResult, model: Any, baseline: Mapping[str, Any] | None = None,
+                      best: Mapping[str, Any] | None = None, guards: tuple[Guard, ...] = GUARDS) -> SearchResult:
+    """The input instead of a best graph that is no faster, by the model's ``resolution``, than
+    the input after the runtime's own fusions (the ``runtime-fusions`` guard; ``baseline`` and
+    ``best``: :func:`~eqsat.onnx.runtime_baseline.runtime_baseline` of ``graph`` and of the best
+    graph, when the caller has them). A best graph whose whole gain is the runtime's would be
+    written as the input spelled again by the exporter: work the input does not do, for no gain."""
+    from eqsat.onnx.runtime_baseline import runtime_baseline
+
+    if result.best == graph:
+        return result
+    evidence = replace(result.evidence(graph, model), runtime=baseline or runtime_baseline(graph, model),
+                       best_runtime=best or runtime_baseline(result.best, model))
+    kept = first_kept(evidence, RUNTIME, guards)
+    return result if kept is None else result.input_kept(graph, kept)
+
+
 def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: str | None = None,
                    rules: Sequence[Any] | None = None, limits: Any = None, preset: str | None = None,
                    overrides: Mapping[str, Any] | None = None, out: str | Path | None = None, seed: int = 0,
                    batch: int = 1, dims: Mapping[str, int] | None = None, params: Mapping[str, Any] | None = None,
-                   onnx_ops: str | None = None,
+                   onnx_ops: str | None = None, guards: tuple[Guard, ...] = GUARDS,
                    progress: Callable[[str], None] | None = None) -> Outcome:
     """Optimize ``source`` (a benchmark name, an ``.onnx`` path or a :class:`Graph` in memory) with
     the registered search ``search`` (:data:`eqsat.searches.SEARCHES`) priced on ``device``
@@ -211,8 +228,9 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     with ``overrides``; ``seed``: the numerical check's inputs; ``batch``, ``dims``: an ONNX
     file's symbolic sizes; ``params``: a benchmark builder's; ``out``: where an ONNX source's
     optimized file goes (checked in onnxruntime; None: nothing written); ``onnx_ops``: see
-    :func:`writes_contrib`. A user error (an unknown model, device, search, preset or limit) is a
-    ValueError or :class:`eqsat.errors.EqsatError` naming it."""
+    :func:`writes_contrib`; ``guards``: the table of reasons to keep the input (an experiment that
+    studies a search's best as such may pass fewer rows). A user error (an unknown model, device,
+    search, preset or limit) is a ValueError or :class:`eqsat.errors.EqsatError` naming it."""
     from eqsat.cost.roofline import cost_model
     from eqsat.onnx.runtime_baseline import runtime_baseline
     from eqsat.onnx.written import write_optimized, written_cost
@@ -241,15 +259,13 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     phase("calibrate")
     calibration = model.calibrate(graph)  # a measured model fits its prices to the input run end to end
     phase("search")
-    result = run_verified(engine, graph, parsed, model, limits, seed)
+    result = run_verified(engine, graph, parsed, model, limits, seed, guards)
     phase("runtime")
     runtime = runtime_baseline(graph, model) if model.latency_us(graph) is None else None
     best_runtime = runtime if runtime is None or result.best == graph else runtime_baseline(result.best, model)
     if imported is not None and runtime is not None:  # a file for onnxruntime: only a gain beyond its own fusions
-        evidence = replace(result.evidence(graph, model), runtime=runtime, best_runtime=best_runtime)
-        if (kept := first_kept(evidence, RUNTIME)) is not None:
-            result = result.input_kept(graph, kept)
-            best_runtime = runtime
+        result = keep_runtime_gain(graph, result, model, runtime, best_runtime, guards)
+        best_runtime = runtime if result.best == graph else best_runtime
     # the best as the runtime runs it: after its own fusions, for a model of kernels alone
     best_us = result.best_us if runtime is None else best_runtime["runtime_us"]
     phases = {"parse": parse_s, **result.timings}
@@ -268,7 +284,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     first = write(result.best, best_us)
     evidence = replace(result.evidence(graph, model), runtime=runtime, written_us=first.written_us,
                        input_copied=first.file.input_copied)
-    kept = first_kept(evidence, WRITTEN)
+    kept = first_kept(evidence, WRITTEN, guards)
     if kept is None:
         return replace(outcome, writes=(first,))
     # the file as written (a standard file cannot hold every fusion the search priced) runs no

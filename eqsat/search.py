@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from eqsat.cost.roofline import CostModel
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import GraphRewrite
-from eqsat.guards import GUARDS, SEARCH, Evidence, Kept, first_kept
+from eqsat.guards import GUARDS, SEARCH, Evidence, Guard, Kept, first_kept
 from eqsat.ir.evaluate import Comparison, compare_graphs
 from eqsat.ir.graph import Graph
 from eqsat.ir.recompute import graph_flops, recomputations, without_recomputation
@@ -175,11 +175,12 @@ def keep_unresolved_gain(graph: Graph, result: SearchResult, cost_model: CostMod
     return apply_search_guards(graph, result, cost_model)
 
 
-def apply_search_guards(graph: Graph, result: SearchResult, cost_model: CostModel) -> SearchResult:
+def apply_search_guards(graph: Graph, result: SearchResult, cost_model: CostModel,
+                        guards: tuple[Guard, ...] = GUARDS) -> SearchResult:
     """``result``, or the input kept by the first guard of the search stage that refuses its best
     (:func:`eqsat.guards.first_kept`); a best confirmed end to end says so in its stop reason."""
     evidence = result.evidence(graph, cost_model)
-    kept = first_kept(evidence, SEARCH)
+    kept = first_kept(evidence, SEARCH, guards)
     if kept is not None:
         return result.input_kept(graph, kept)
     note = evidence.note()
@@ -215,14 +216,14 @@ def refuse_recomputation(graph: Graph, result: SearchResult, cost_model: CostMod
 
 
 def run_verified(search: Search, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any,
-                 seed: int = 0) -> SearchResult:
+                 seed: int = 0, guards: tuple[Guard, ...] = GUARDS) -> SearchResult:
     """Run ``search`` and verify its result against ``graph`` (``seed`` picks the random inputs);
     the verification's seconds join the result's timings. A fusion that recomputes is undone
-    (:func:`unfuse_recomputation`); then the guards of the search stage (:data:`eqsat.guards.GUARDS`)
-    may keep the input."""
+    (:func:`unfuse_recomputation`); then the guards of the search stage (``guards``, default
+    :data:`eqsat.guards.GUARDS`) may keep the input."""
     result = search.run(graph, rules, cost_model, limits)
     result = unfuse_recomputation(result, cost_model)
-    result = apply_search_guards(graph, result, cost_model)
+    result = apply_search_guards(graph, result, cost_model, guards)
     start = time.perf_counter()
     checked = verify(graph, result, seed)
     return replace(checked, timings={**checked.timings, "verify": time.perf_counter() - start})

@@ -11,10 +11,10 @@ import pytest
 from eqsat.cost.roofline import RooflineCost
 from eqsat.ir.graph import Graph, input_, node, weight
 from eqsat.models import build
+from eqsat.onnx.runtime_baseline import runtime_baseline
 from eqsat.rules.rulesets import default_rules
 from eqsat.search import verify as verify_result
 from experiments.cli import main
-from experiments.runs.runtime_baseline import runtime_baseline
 from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
 from taso_baseline.search import AlphaLimits, AlphaSearch, Expander, alpha_search
 

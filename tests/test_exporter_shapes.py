@@ -119,7 +119,7 @@ def test_the_result_says_which_gains_onnxruntime_makes_by_itself(tmp_path):
     """MobileNetV2 blocks: every gain the roofline credits is a conv+ReLU6 fusion onnxruntime does
     anyway, so the runtime's own graph costs what the search's best does; QKV's merge is new."""
     from eqsat.ir.graph import Graph
-    from experiments.runs.runtime_baseline import runtime_baseline
+    from eqsat.onnx.runtime_baseline import runtime_baseline
 
     model = RooflineCost("h100")
     mobile = eo.load(EXPORTER_MODELS["pt_mobilenet_v2"](tmp_path / "m.onnx")).graph

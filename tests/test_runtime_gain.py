@@ -12,9 +12,10 @@ import pytest
 
 from eqsat.cost.roofline import RooflineCost
 from eqsat.ir.graph import Graph, input_, node, weight
+from eqsat.onnx.runtime_baseline import runtime_baseline
+from eqsat.pipeline import keep_runtime_gain
 from eqsat.rules.rulesets import default_rules
 from eqsat.search import SearchResult, run_verified
-from experiments.runs.runtime_baseline import keep_runtime_gain, runtime_baseline
 from experiments.searches import get_search, limits_for
 
 

@@ -12,7 +12,8 @@ file does not have shows here), the time of each stage and the largest relative 
 between the two models' outputs; with ``--measure``, both files' onnxruntime latency on this
 CPU (1 thread; all graph optimizations, and none) and the measured speedup next to the modeled
 one, and how far the roofline's prediction is from this CPU. Each row also says what onnxruntime
-would have done by itself (:mod:`experiments.runs.runtime_baseline`). A difference beyond tolerance
+would have done by itself (:mod:`eqsat.onnx.runtime_baseline`). The search runs through
+:func:`eqsat.pipeline.optimize_model` on the imported graph. A difference beyond tolerance
 fails the cell.
 """
 from __future__ import annotations
@@ -39,8 +40,8 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
     from eqsat import onnx as onnx_io
     from eqsat.cost.roofline import RooflineCost
     from eqsat.models import build
-    from experiments.runs.runtime_baseline import runtime_baseline
-    from experiments.searches import search_graph
+    from eqsat.pipeline import optimize_model
+    from experiments.searches import get_search, limits_for, prepare_rules
 
     folder = Path(out) / "models"
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,7 +62,13 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
         graph = imported.graph
     t2 = time.perf_counter()
     cost = RooflineCost(device)
-    row, best = search_graph(imported.graph, model, search, device, seed, quick)
+    if not quick:
+        prepare_rules(search)  # parsed and compiled once per process, so a search's time is its own
+    # the imported graph in memory: the search, its check and its guards as optimize runs them; the
+    # file is written here, with a float64 check where float32 overflows
+    outcome = optimize_model(imported.graph, search=search, device=device, seed=seed,
+                             limits=limits_for(get_search(search), model, quick))
+    row, best, runtime = outcome.result.to_dict(), outcome.best, outcome.runtime
     t3 = time.perf_counter()
     copied = export_best(imported, best, src, dst)
     t4 = time.perf_counter()
@@ -89,7 +96,6 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
             key = level.lower()
             measured |= {f"ort_{key}_ms_in": ms_in, f"ort_{key}_ms_out": ms_out, f"ort_{key}_speedup": ms_in / ms_out}
         measured["roofline_over_cpu"] = modeled / measured["ort_enable_all_speedup"]
-    runtime = runtime_baseline(imported.graph, cost)
     return measured | written_cost(dst, row["best_us"], device) | {
         "model": model,
         "search": search,
@@ -120,7 +126,7 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
         "max_rel_diff": diff,
         "ort_dtype": ort_dtype,
         "input_scale": scale,
-        "verified": row["verified"],
+        "verified": outcome.result.verified.equal,
         "stop": row["stop"],
     }
 

@@ -1,9 +1,11 @@
 """``eqsat-lab experiment zoo``: a folder of ONNX files through both searches on both kinds of device.
 
-One cell per (model, search, device) runs ``eqsat-lab optimize MODEL.onnx`` itself, in a child
-process with a time limit, so a file gets exactly what a user gets (the same import, search,
-onnxruntime check and written file) and a model that fails or hangs is a row with its one-line
-error instead of ending the run. A written file that is not the input is then timed against
+One cell per (model, search, device) runs ``eqsat-lab optimize MODEL.onnx`` itself (which is
+:func:`eqsat.pipeline.optimize_model` and its report), in a child process with a time limit, so a
+file gets exactly what a user gets (the same import, search, onnxruntime check and written file)
+and a model that fails, hangs or outgrows its memory is a row with its one-line error instead of
+ending the run: a hung saturation or ILP solve cannot be stopped from inside the process, only
+killed with its process group. A written file that is not the input is then timed against
 the input end to end (onnxruntime CPU, ``ORT_ENABLE_ALL`` on both sides, one thread, the two
 interleaved in several sessions, the median of at least ``--runs`` runs each); a file the search
 left as the input is the input copied, ratio 1 by construction, and is not timed. One cell per

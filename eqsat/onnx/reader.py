@@ -117,15 +117,21 @@ def fix_input_dims(path: str, model: Any, batch: int, dims: Mapping[str, int]) -
         raise OnnxError(f"{path}: --dim {unused[0]}: no graph input has a symbolic dimension of that name")
 
 
-def load(path: str | Path, batch: int = 1, dims: Mapping[str, int] | None = None) -> Imported:
+def load(path: str | Path | Any, batch: int = 1, dims: Mapping[str, int] | None = None) -> Imported:
     """Read an ONNX model into the IR (see the module docstring); symbolic input dimensions are
-    sized by :func:`fix_input_dims`."""
+    sized by :func:`fix_input_dims`. ``path`` may also be an in-memory ``onnx.ModelProto`` (a
+    model PyTorch's exporter returns; it is copied, not changed), named by its graph's name."""
     onnx = _onnx()
-    path = str(path)
-    try:
-        model = onnx.load(path)
-    except Exception as exc:  # onnx raises several types for unreadable files
-        raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
+    if isinstance(path, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(path)
+        path = model.graph.name or "model"
+    else:
+        path = str(path)
+        try:
+            model = onnx.load(path)
+        except Exception as exc:  # onnx raises several types for unreadable files
+            raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
     model = upgrade(path, model)
     order = _topological_order(path, model)
     sorted_nodes = [model.graph.node[i] for i in order]  # file order does not matter: sort, then check

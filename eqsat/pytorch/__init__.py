@@ -8,6 +8,18 @@ control flow and no host syncs, so it can be captured in a CUDA graph and traced
 ``torch.compile``. :func:`~eqsat.pytorch.module.example_inputs` draws the inputs the numerical
 check draws.
 
-This package and everything it imports need only numpy, onnx and torch (not egglog, highspy,
-scipy or xgboost): it runs on a bare CUDA machine with a stock PyTorch.
+PyTorch in and out: ``importer.py`` reads a ``torch.export``-ed program into the IR through
+PyTorch's dynamo ONNX exporter and the ONNX importer (the zoo's coverage, the model's real weights;
+:func:`~eqsat.pytorch.importer.from_exported`, :func:`~eqsat.pytorch.importer.from_module`) and
+builds a graph back as a drop-in module (:func:`~eqsat.pytorch.importer.to_torch`);
+``optimize.py`` optimizes a module through the optimize job
+(:func:`~eqsat.pytorch.optimize.optimize_module`); ``backend.py`` is the ``torch.compile`` backend
+``eqsat`` (a ``torch_dynamo_backends`` entry point), which falls back to the captured graph with
+one warning line on any failure; ``capture.py`` compiles one captured graph (weights bound,
+exported, optimized, checked); ``partition.py`` splits a captured graph around the ops PyTorch's
+ONNX exporter cannot write, which then run in PyTorch itself.
+
+``module.py`` and everything it imports need only numpy, onnx and torch (not egglog, highspy,
+scipy or xgboost): it runs on a bare CUDA machine with a stock PyTorch. The importer needs
+``onnxscript`` too, and the optimizer the whole project.
 """

@@ -36,6 +36,7 @@ ALLOWED = {  # (file, literal): why the same string there is not a second regist
     ("autotune/autotvm.py", "epilogue"): "a tuning workload's field, not a rule set",
     ("autotune/measure.py", "epilogue"): "a tuning workload's field, not a rule set",
     ("eqsat/onnx/writer.py", "eqsat"): "the default graph name of a written ONNX file (the package's name)",
+    ("eqsat/pytorch/backend.py", "eqsat"): "the torch.compile backend's name (the package's name, as its entry point)",
 }
 
 

@@ -2,6 +2,8 @@
 :class:`Imported` (a model read into the IR)."""
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,3 +121,30 @@ def fused_activation(attrs: dict[str, Any]) -> str | None:
         return "none"
     params = tuple(float(v) for v in attrs.get("activation_params", ()))
     return next((act for act, form in ACTIVATIONS.items() if (form.op_type, form.params) == (name, params)), None)
+
+
+def fold_elements(consts: Mapping[str, Any], n: Any, shapes: Mapping[str, Any], cap: int) -> int:
+    """An upper estimate of the elements folding ``n`` makes, from its constant inputs' values for
+    the ops whose size they set (ConstantOfShape, Expand, Tile, Range), else from shape inference,
+    else the largest input."""
+    ins = [np.asarray(consts[i]) if i else np.zeros(0) for i in n.input]
+    try:
+        if n.op_type == "ConstantOfShape" and ins:
+            return math.prod(int(d) for d in ins[0].reshape(-1))
+        if n.op_type == "Expand" and len(ins) == 2:
+            dims = [int(d) for d in ins[1].reshape(-1)]
+            rank = max(len(dims), ins[0].ndim)
+            a = (1,) * (rank - ins[0].ndim) + ins[0].shape
+            b = (1,) * (rank - len(dims)) + tuple(dims)
+            return math.prod(max(x, y) for x, y in zip(a, b))
+        if n.op_type == "Tile" and len(ins) == 2:
+            return ins[0].size * math.prod(int(r) for r in ins[1].reshape(-1))
+        if n.op_type == "Range" and len(ins) == 3:
+            start, limit, delta = (float(x.reshape(-1)[0]) for x in ins)
+            return max(0, math.ceil((limit - start) / delta)) if delta else 0
+    except (ValueError, OverflowError, IndexError):
+        return cap + 1  # sizes that do not even convert: never fold them
+    known = [shapes.get(o) for o in n.output if o]
+    if known and all(k is not None and all(isinstance(d, int) for d in k) for k in known):  # None: an unknown dim
+        return max(math.prod(k) for k in known)  # type: ignore[arg-type]
+    return max((x.size for x in ins), default=0)

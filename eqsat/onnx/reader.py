@@ -2,7 +2,6 @@
 makes it opaque, with its reason."""
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from eqsat.onnx.common import (
     OnnxError,
     _first_line,
     _onnx,
+    fold_elements,
     rename_subgraph_reads,
     skeleton,
 )
@@ -346,33 +346,6 @@ _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "R
 FOLD_MAX_ELEMENTS = 1 << 26  # a folded tensor larger than this stays a computation
 
 
-def _fold_elements(imp: _Importer, n: Any, shapes: Mapping[str, tuple[int, ...]]) -> int:
-    """An upper estimate of the elements folding ``n`` makes, from its constant inputs' values for
-    the ops whose size they set (ConstantOfShape, Expand, Tile, Range), else from shape inference,
-    else the largest input."""
-    ins = [np.asarray(imp.consts[i]) if i else np.zeros(0) for i in n.input]
-    try:
-        if n.op_type == "ConstantOfShape" and ins:
-            return math.prod(int(d) for d in ins[0].reshape(-1))
-        if n.op_type == "Expand" and len(ins) == 2:
-            dims = [int(d) for d in ins[1].reshape(-1)]
-            rank = max(len(dims), ins[0].ndim)
-            a = (1,) * (rank - ins[0].ndim) + ins[0].shape
-            b = (1,) * (rank - len(dims)) + tuple(dims)
-            return math.prod(max(x, y) for x, y in zip(a, b))
-        if n.op_type == "Tile" and len(ins) == 2:
-            return ins[0].size * math.prod(int(r) for r in ins[1].reshape(-1))
-        if n.op_type == "Range" and len(ins) == 3:
-            start, limit, delta = (float(x.reshape(-1)[0]) for x in ins)
-            return max(0, math.ceil((limit - start) / delta)) if delta else 0
-    except (ValueError, OverflowError, IndexError):
-        return FOLD_MAX_ELEMENTS + 1  # sizes that do not even convert: never fold them
-    known = [shapes.get(o) for o in n.output if o]
-    if known and all(k is not None and all(isinstance(d, int) for d in k) for k in known):  # None: an unknown dim
-        return max(math.prod(k) for k in known)  # type: ignore[arg-type]
-    return max((x.size for x in ins), default=0)
-
-
 def _fold(imp: _Importer, n: Any, shapes: Mapping[str, tuple[int, ...]] | None = None) -> bool:
     """Evaluate ``n`` now when its value does not depend on the inputs' data: ``Constant`` nodes,
     ``Shape`` of a tensor whose shape is static, and any deterministic ONNX op all of whose inputs
@@ -390,8 +363,9 @@ def _fold(imp: _Importer, n: Any, shapes: Mapping[str, tuple[int, ...]] | None =
     elif all(i in imp.consts for i in names + outer) and (names or n.op_type == "Constant"):
         from onnx.reference import ReferenceEvaluator
 
-        if _fold_elements(imp, n, shapes or {}) > FOLD_MAX_ELEMENTS:  # estimated before evaluating: a 164-byte
-            return False  # ConstantOfShape of 16384x32768 was built (2 GB) before its size was looked at
+        # estimated before evaluating: a 164-byte ConstantOfShape of 16384x32768 was built (2 GB) first
+        if fold_elements(imp.consts, n, shapes or {}, FOLD_MAX_ELEMENTS) > FOLD_MAX_ELEMENTS:
+            return False
         h = onnx.helper
         inits = [onnx.numpy_helper.from_array(np.asarray(imp.consts[i]), i) for i in dict.fromkeys(names + outer)]
         graph = h.make_graph([n], "fold", [], [h.make_empty_tensor_value_info(o) for o in n.output if o], inits)

@@ -20,6 +20,7 @@ import torch
 from eqsat.errors import EqsatError, UnsupportedError
 from eqsat.ir.graph import Graph
 from eqsat.pytorch.importer import TorchImport, check_same, from_exported, one_line, to_torch
+from eqsat.searches import EGRAPH
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Options:
     ``preset``: the search's limits preset (default: its own); ``seed``: the numerical check's
     inputs; ``dtype``: what the module computes in (default: the model's float type)."""
 
-    search: str = "eqsat"
+    search: str = EGRAPH
     device: str | None = None
     preset: str | None = None
     seed: int = 0

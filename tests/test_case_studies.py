@@ -57,3 +57,26 @@ def _rules():
     from eqsat.rules.rulesets import default_rules
 
     return default_rules(AlphaSearch.default_rule_sets)
+
+
+def test_preset_reaches_the_experiments_and_compare(tmp_path, capsys):
+    from experiments.runs import alpha, budget, compare
+
+    assert "preset" not in alpha.cells(["lora"], "h100", 0, 10, (1.3,))[0].kwargs  # old cells keep their keys
+    assert alpha.cells(["lora"], "h100", 0, 10, (1.3,), "case-study")[0].kwargs["preset"] == "case-study"
+    assert {c.kwargs.get("preset") for c in budget.cells(["lora"], "h100", 0, 10, "case-study")} == {"case-study", None}
+    table = compare.tables()[0]
+    by = {c.kwargs["search"]: c.kwargs.get("preset") for c in compare.cells(["lora"], "h100", 0, False, table,
+                                                                             "case-study")}
+    assert by == {"taso": "case-study", "eqsat": None}
+    for argv in (["experiment", "alpha"], ["experiment", "budget"], ["compare"]):
+        assert main([*argv, "--models", "lora", "--preset", "nope", "--out", str(tmp_path)]) == 2
+        assert "no preset 'nope'" in capsys.readouterr().err
+
+
+def test_an_experiment_cell_runs_the_named_preset():
+    from experiments.searches import run_search
+
+    row = run_search("lora", "taso", alpha=1.3, preset="case-study")
+    assert row["preset"] == "case-study" and row["best_us"] == pytest.approx(21.37, abs=0.01)
+    assert run_search("lora", "taso", alpha=1.3)["preset"] == "taso-paper"

@@ -29,7 +29,17 @@ def test_a_drifted_claim_is_marked_and_exits_1(monkeypatch, capsys):
     assert "1 of 2 claims hold; 1 do not" in out and "62.22" in out
 
 
-def test_checks_and_ascii_fallback():
+def test_checks_and_ascii_fallback(monkeypatch):
+    import io
+    import sys
+
+    from experiments.runs.case_studies import Checked, report
+
+    row = Checked(Claim("LoRA at α=1.3", "h100", 21.4, "≈", lambda lab: 0, 0.005, True, unit=" µs"), 21.37, True, 0)
+    assert "✔" in report([row]) or not sys.stdout.encoding.lower().startswith("utf")
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    text = report([row])
+    assert text.isascii() and "alpha=1.3" in text and "21.37 us  ok" in text
     rising = Claim("x", "s", (3, 33, 150), "rising", lambda lab: (3, 653, 1000))
     assert rising.holds((3, 653, 1000)) and not rising.holds((3, 653, 653))
     band = Claim("x", "s", (10, 60), "in", lambda lab: 33)

@@ -377,7 +377,9 @@ def report(rows: Sequence[Checked]) -> str:
     lines.append(f"{len(rows) - failed} of {len(rows)} claims hold" + (f"; {failed} do not" if failed else ""))
     if not good.isascii():
         return "\n".join(lines)
-    return "\n".join(lines).translate(str.maketrans({"≈": "~", "≥": ">=", "≤": "<=", "±": "+-", "µ": "u"}))
+    ascii_for = {"≈": "~", "≥": ">=", "≤": "<=", "±": "+-", "µ": "u", "α": "alpha"}
+    text = "\n".join(lines).translate(str.maketrans(ascii_for))
+    return text.encode("ascii", "replace").decode()
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -389,7 +391,7 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows = check_claims(quick=args.quick)
     print(report(rows))
-    print(f"α searches: preset {PRESET}; {time.perf_counter() - t0:.1f} s")
+    print(f"alpha searches: preset {PRESET}; {time.perf_counter() - t0:.1f} s")
     if args.out:
         write_json(Path(args.out) / "case_studies.json", {"preset": PRESET, "claims": [r.to_dict() for r in rows]})
     return 0 if all(r.ok for r in rows) else 1

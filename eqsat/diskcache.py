@@ -104,20 +104,31 @@ def decoder(types: dict[str, type]) -> Callable[[dict[str, Any]], Any]:
 
 
 class DiskMemo:
-    """A dict kept in one JSON file per ``namespace`` and code fingerprint; read on first use,
-    written by :meth:`save` when something was added. Values may hold the dataclasses in ``types``."""
+    """A dict kept in JSON files per ``namespace`` and code fingerprint; read on first use,
+    written by :meth:`save` when something was added. Values may hold the dataclasses in ``types``.
 
-    def __init__(self, namespace: str, types: Sequence[type] = ()):
+    ``shard`` names the file a key lives in ("" for the namespace's main file), so a process reads
+    only the files of the keys it asks for: decoding is the cost of a fresh process (the e-graph's
+    compiled rules grew to 2,299 entries, 1.9 MB, 0.1-0.4 s on every run, three quarters of them
+    rules grounded on some other model's attributes)."""
+
+    def __init__(self, namespace: str, types: Sequence[type] = (), shard: Callable[[Any], str] | None = None):
         self.namespace = namespace
         self.types = {t.__name__: t for t in types}
-        self._data: dict[Any, Any] | None = None
-        self._dirty = False
+        self.shard = shard or (lambda key: "")
+        self._shards: dict[str, dict[Any, Any]] = {}
+        self._dirty: set[str] = set()
         self.hits = self.misses = 0
 
     @property
     def path(self) -> Path | None:
+        """The main file (keys whose shard is "")."""
+        return self.shard_path("")
+
+    def shard_path(self, shard: str) -> Path | None:
         where = cache_dir()
-        return None if where is None else where / f"{self.namespace}-{code_fingerprint()}.json"
+        tail = f"-{shard}" if shard else ""
+        return None if where is None else where / f"{self.namespace}-{code_fingerprint()}{tail}.json"
 
     def _read(self, path: Path) -> dict[Any, Any]:
         if hasattr(os, "getuid") and path.stat().st_uid != os.getuid():
@@ -127,21 +138,22 @@ class DiskMemo:
             raise CacheFormatError("is not an eqsat-lab cache file")
         return {k: v for k, v in raw["entries"]}
 
-    def _load(self) -> dict[Any, Any]:
-        if self._data is None:
-            self._data = {}
-            path = self.path
+    def _load(self, shard: str = "") -> dict[Any, Any]:
+        data = self._shards.get(shard)
+        if data is None:
+            data = self._shards[shard] = {}
+            path = self.shard_path(shard)
             if path is not None and path.exists():
                 try:
-                    self._data = self._read(path)
+                    data.update(self._read(path))
                 except (OSError, ValueError, TypeError, RecursionError) as exc:
                     why = str(exc) if isinstance(exc, CacheFormatError) else f"cannot be read ({type(exc).__name__})"
                     warnings.warn(f"{path}: ignoring this cache file, it {why}; it will be rebuilt", stacklevel=3)
-                    self._dirty = True
-        return self._data
+                    self._dirty.add(shard)
+        return data
 
     def get(self, key: Any) -> Any:
-        found = self._load().get(key)
+        found = self._load(self.shard(key)).get(key)
         if found is None:
             self.misses += 1
         else:
@@ -157,20 +169,22 @@ class DiskMemo:
         return found
 
     def put(self, key: Any, value: Any) -> None:
-        self._load()[key] = value
-        self._dirty = True
+        shard = self.shard(key)
+        self._load(shard)[key] = value
+        self._dirty.add(shard)
 
     def save(self) -> None:
-        path = self.path
-        if not self._dirty or path is None or self._data is None:
-            return
-        entries = [[encode(k, self.types), encode(v, self.types)] for k, v in self._data.items()]
-        data = json.dumps({"format": FORMAT, "entries": entries}, separators=(",", ":")).encode()
-        try:
-            replace_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
-        except OSError:  # a read-only home: run without the cache
-            return
-        self._dirty = False
+        for shard in sorted(self._dirty):
+            path = self.shard_path(shard)
+            if path is None:
+                return
+            entries = [[encode(k, self.types), encode(v, self.types)] for k, v in self._shards[shard].items()]
+            data = json.dumps({"format": FORMAT, "entries": entries}, separators=(",", ":")).encode()
+            try:
+                replace_atomic(path, lambda tmp, data=data: Path(tmp).write_bytes(data))
+            except OSError:  # a read-only home: run without the cache
+                return
+            self._dirty.discard(shard)
 
 
 def content_key(data: bytes) -> str:

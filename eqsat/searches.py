@@ -66,9 +66,11 @@ def preset_limits(search: Search, name: str, model: str = "") -> Any:
     return search.limits(name, model)
 
 
-def limits_for(search: Search, model: str = "", quick: bool = False, **overrides: Any) -> Any:
-    """The search's paper preset for ``model`` (or ``quick``), with the non-None ``overrides``."""
-    base = preset_limits(search, "quick" if quick else search.default_preset, model)
+def limits_for(search: Search, model: str = "", quick: bool = False, preset: str | None = None,
+               **overrides: Any) -> Any:
+    """The search's ``preset`` (default its paper preset; ``quick`` wins) for ``model``, with the
+    non-None ``overrides``."""
+    base = preset_limits(search, "quick" if quick else preset or search.default_preset, model)
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given:
         return base

@@ -33,6 +33,21 @@ if TYPE_CHECKING:
 _PREPARED: dict[tuple[str, tuple[str, ...]], float] = {}
 
 
+def add_alpha_preset(p: Any) -> None:
+    """``--preset``: the α search's named limits, for a command or experiment that runs it."""
+    p.add_argument("--preset", default=None, metavar="NAME",
+                   help=f"{ALPHA}: named limits of the α search (default taso-paper: TASO's two-output "
+                        "substitutions; case-study: single-output rules plus the pair move, budget 1000, as "
+                        "docs/reference.md's case studies ran)")
+
+
+def alpha_preset(name: str | None) -> str | None:
+    """``name`` if the α search has such a preset (None: its default), else a clear error listing them."""
+    if name is not None:
+        preset_limits(get_search(ALPHA), name)
+    return name
+
+
 def prepare_rules(search: str, rule_sets: Sequence[str] | None = None) -> float:
     """Parse the shipped rule sets (and, for the e-graph, compile them to egglog) once per process;
     returns the seconds it took.
@@ -98,19 +113,24 @@ def search_result(graph: Graph, model: str, search: str, device: str = DEFAULT_D
 def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int = 0, quick: bool = False,
                alpha: float | None = None, budget: int | None = None, iterations: int | None = None,
                nodes: int | None = None, k_multi: int | None = None, params: dict[str, Any] | None = None,
-               time_limit: float | str | None = "paper", rules: str | None = None) -> dict[str, Any]:
+               time_limit: float | str | None = "paper", rules: str | None = None,
+               preset: str | None = None) -> dict[str, Any]:
     """One search on one benchmark graph as an experiment cell; the overrides replace the preset's
     settings (``time_limit``: seconds for the α search, ``"paper"`` for the preset's cap, None for none;
-    ``rules``: comma-separated rule sets or files for the search instead of its own)."""
+    ``rules``: comma-separated rule sets or files for the search instead of its own; ``preset``: the
+    α search's named preset, default its paper preset). The row names the preset it ran."""
     from eqsat.models import build
 
     engine = get_search(search)
+    named = None
     if SEARCHES[search].target == SEARCHES[ALPHA].target:
-        limits = limits_for(engine, model, quick, alpha=alpha, budget=budget)
+        named = "quick" if quick else preset or engine.default_preset
+        limits = limits_for(engine, model, quick, preset, alpha=alpha, budget=budget)
         if time_limit != "paper":
             limits = replace(limits, time_limit=time_limit)
     else:
         limits = limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi)
     rule_sets = tuple(rules.split(",")) if rules else None
     row, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, limits, rule_sets)
+    row |= {} if named is None else {"preset": named}
     return row if rules is None else row | {"rules": rules}

@@ -36,3 +36,21 @@ def test_a_torn_cache_file_is_ignored_and_off_disables(tmp_path, monkeypatch):
     off.put("k", 2)
     off.save()
     assert off.path is None and DiskMemo("probe").get("k") is None
+
+
+def test_a_sharded_memo_reads_only_the_files_of_the_keys_asked(tmp_path, monkeypatch):
+    from eqsat.egraph.rewrites import ground_shard
+
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(tmp_path))
+    memo = DiskMemo("probe", shard=lambda key: key[0])
+    memo.put(("", 1), "main")
+    memo.put(("a", 2), "in a")
+    memo.put(("b", 3), "in b")
+    memo.save()
+    assert len(list(tmp_path.glob("probe-*.json"))) == 3
+    again = DiskMemo("probe", shard=lambda key: key[0])
+    assert again.get(("a", 2)) == "in a" and again.get(("", 1)) == "main"
+    assert set(again._shards) == {"a", ""}  # b's file was not read
+    plain, ground = "conv-0013: (relu ?x) <=> ?x", "conv-0013@s=1x1,p=same: (relu ?x) <=> ?x"
+    assert ground_shard(("compile", plain, False)) == ""
+    assert ground_shard(("compile", ground, False)) == ground_shard(("signatures", ground, True)) != ""

@@ -17,6 +17,7 @@ with the number of rules, and the match count of the group is each member's.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -351,8 +352,18 @@ def compile_rule(rule: Rule, rewrite_constants: bool = False) -> CompiledRule:
                                    lambda: _compile_rule(rule, rewrite_constants))
 
 
+def ground_shard(key: tuple[str, str, bool]) -> str:
+    """The cache file of a rule's entry: a rule grounded on a graph's attributes or shapes (its name
+    ``base@binding``, :func:`eqsat.egraph.relevance.ground_rules`) goes to its binding's own file, so
+    a model reads the rules grounded on its own attributes, not every model's."""
+    name = key[1].split(" ", 1)[0]
+    if "@" not in name:
+        return ""
+    return hashlib.sha256(name.split("@", 1)[1].encode()).hexdigest()[:12]
+
+
 # compile_rule and rule_signatures results, by rule text
-COMPILED = DiskMemo("compiled-rules", types=(CompiledRule, Direction, App, Var, Dim, Arith))
+COMPILED = DiskMemo("compiled-rules", types=(CompiledRule, Direction, App, Var, Dim, Arith), shard=ground_shard)
 
 
 def _compile_rule(rule: Rule, rewrite_constants: bool) -> CompiledRule:

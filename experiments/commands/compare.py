@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from experiments.command import Command, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.searches import add_alpha_preset
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,6 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", nargs="+", metavar="SET_OR_FILE",
                    help="shipped rule sets or rule files both searches read in the second table (default: the "
                         "e-graph's own, the minimized sets); the first table is always each search on its own")
+    add_alpha_preset(p)
     add_sweep_options(p, "results/compare")
 
 
@@ -20,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.runs.compare import run as run_compare
 
     run_compare(split_list(args.models) or None, args.device, Path(args.out), quick=args.quick, seed=args.seed,
-                rules=tuple(args.rules) if args.rules else None, **sweep_kwargs(args))
+                rules=tuple(args.rules) if args.rules else None, preset=args.preset, **sweep_kwargs(args))
     return 0
 
 

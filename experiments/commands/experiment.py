@@ -13,6 +13,7 @@ from experiments.command import Command, Experiment, add_subcommands
 EXPERIMENT_MODULES = [
     "experiments.runs.budget",
     "experiments.runs.alpha",
+    "experiments.runs.case_studies",
     "experiments.runs.hardware",
     "experiments.runs.tuned_pricing",
     "experiments.runs.pet_searches",

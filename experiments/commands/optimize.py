@@ -84,7 +84,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
     add_onnx_input(p)
     p.add_argument("--search", choices=list(SEARCHES), default=ALPHA, help=f"the search (default {ALPHA})")
-    p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick)")
+    p.add_argument("--preset", help="named limits of the search (default: its paper preset; also quick; taso: "
+                                    "case-study, single-output rules plus the pair move)")
     p.add_argument("--device", type=device_arg, default=None,
                    help=device_help(f"{ONNX_DEVICE} for an .onnx file: this machine, measured; {BUILTIN_DEVICE} for a "
                                     f"benchmark graph, its paper's device"))

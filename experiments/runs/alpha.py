@@ -23,19 +23,21 @@ from experiments.command import (
 )
 from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
-from experiments.searches import ALPHA
+from experiments.searches import ALPHA, add_alpha_preset, alpha_preset, get_search
 from experiments.sweep import Cell, run_cells
 
 ALPHA_MODELS = ("resnet_block", "qkv", "lora")
 ALPHAS = (1.0, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0)
 
 
-def cells(models: Sequence[str], device: str, seed: int, budget: int, alphas: Sequence[float]) -> list[Cell]:
+def cells(models: Sequence[str], device: str, seed: int, budget: int, alphas: Sequence[float],
+          preset: str | None = None) -> list[Cell]:
+    named = {} if preset is None else {"preset": preset}  # the default preset's cells keep their old keys
     return [Cell.of("alpha", "experiments.searches:run_search", model=m, search=ALPHA, device=device, seed=seed,
-                    alpha=a, budget=budget) for m in models for a in alphas]
+                    alpha=a, budget=budget, **named) for m in models for a in alphas]
 
 
-def plot(rows: Sequence[dict[str, Any]], path: Path, device: str) -> None:
+def plot(rows: Sequence[dict[str, Any]], path: Path, device: str, preset: str = "") -> None:
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for m in dict.fromkeys(r["model"] for r in rows):
@@ -48,7 +50,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, device: str) -> None:
     ax2.set_xlabel("α")
     ax2.set_ylabel("final cost / input cost")
     ax1.legend(fontsize=8)
-    fig.suptitle(f"α-backtracking on {device}")
+    fig.suptitle(f"α-backtracking on {device}" + (f", preset {preset}" if preset else ""))
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
     plt.close(fig)
@@ -56,16 +58,18 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, device: str) -> None:
 
 def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, budget: int = 1000,
         alphas: Sequence[float] = ALPHAS, workers: int = 1, executor: str = "local", progress: bool = True,
-        command: str = "") -> list[dict[str, Any]]:
+        command: str = "", preset: str | None = None) -> list[dict[str, Any]]:
     models = check_models(models or ALPHA_MODELS)
-    results = run_cells(cells(models, device, seed, budget, alphas), out, workers=workers, executor=executor,
-                        progress=progress, desc="alpha")
-    rows = [{"model": r["model"], "alpha": r["alpha"], "budget": r["budget"], "expanded": r["expanded"],
+    results = run_cells(cells(models, device, seed, budget, alphas, alpha_preset(preset)), out, workers=workers,
+                        executor=executor, progress=progress, desc="alpha")
+    named = preset or get_search(ALPHA).default_preset
+    rows = [{"model": r["model"], "preset": named, "alpha": r["alpha"], "budget": r["budget"],
+             "expanded": r["expanded"],
              "generated": r["generated"], "original_us": r["original_us"], "best_us": round(r["best_us"], 3),
              "speedup_pct": round(r["speedup_pct"], 2), "search_s": round(r["search_s"], 4), "stop": r["stop"]}
             for r in results]
-    write_table(out, "alpha", rows, {"command": command, "device": device})
-    plot(rows, out / "alpha.png", device)
+    write_table(out, "alpha", rows, {"command": command, "device": device, "preset": named})
+    plot(rows, out / "alpha.png", device, named)
     print(f"{'model':13s} {'α':>5s} {'expanded':>9s} {'best µs':>9s} {'s':>7s}  stop")
     for r in rows:
         print(
@@ -81,6 +85,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=non_negative(int), default=1000, help="α search budget")
     p.add_argument("--alphas", type=list_of(number_in(float, 0, 1e6, above=True), empty=True), default="",
                    help="comma-separated α values (default 1.0 ... 2.0)")
+    add_alpha_preset(p)
     add_sweep_options(p, "results/alpha")
 
 
@@ -93,6 +98,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         budget=args.budget,
         alphas=alphas,
+        preset=args.preset,
         **sweep_kwargs(args),
     )
     return 0

@@ -15,7 +15,7 @@ from typing import Any
 from experiments.command import Experiment, add_models, add_sweep_options, non_negative, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
 from experiments.runs.compare import check_models
-from experiments.searches import ALPHA, EGRAPH
+from experiments.searches import ALPHA, EGRAPH, add_alpha_preset, alpha_preset, get_search
 from experiments.sweep import Cell, run_cells
 
 BUDGET_MODELS = ("resnet_block", "qkv", "lora")
@@ -25,12 +25,13 @@ ITERATIONS = (1, 2, 3, 5, 15)
 NODE_LIMITS = (2_000, 10_000)  # at 15 iterations; the iteration sweep runs at 50,000
 
 
-def cells(models: Sequence[str], device: str, seed: int, budget: int) -> list[Cell]:
+def cells(models: Sequence[str], device: str, seed: int, budget: int, preset: str | None = None) -> list[Cell]:
     fn = "experiments.searches:run_search"
+    named = {} if preset is None else {"preset": preset}  # the default preset's cells keep their old keys
     out = []
     for m in models:
-        out += [Cell.of("budget", fn, model=m, search=ALPHA, device=device, seed=seed, alpha=a, budget=budget)
-                for a in ALPHAS]
+        out += [Cell.of("budget", fn, model=m, search=ALPHA, device=device, seed=seed, alpha=a, budget=budget,
+                        **named) for a in ALPHAS]
         for k in K_MULTI:
             out += [Cell.of("budget", fn, model=m, search=EGRAPH, device=device, seed=seed, k_multi=k,
                             iterations=i, nodes=50_000) for i in ITERATIONS]
@@ -57,7 +58,7 @@ def curve_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: str) -> None:
+def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: str, preset: str = "") -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     mine = [r for r in rows if r["model"] == model]
@@ -65,7 +66,8 @@ def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: s
         pts = [r for r in mine if r["setting"] == setting]
         if pts[0]["search"] == ALPHA:
             xs = [max(p["seconds"], 1e-3) for p in pts]
-            ax.step(xs, [p["best_us"] for p in pts], where="post", label=f"α search {setting}")
+            ax.step(xs, [p["best_us"] for p in pts], where="post", label=f"α search {setting} ({preset})"
+                    if preset else f"α search {setting}")
             ax.plot(xs[-1:], [pts[-1]["best_us"]], "o", color=ax.lines[-1].get_color(), ms=4)
         else:
             pts = sorted(pts, key=lambda p: p["seconds"])
@@ -82,14 +84,16 @@ def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: s
 
 
 def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, budget: int = 1000,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "",
+        preset: str | None = None) -> list[dict[str, Any]]:
     models = check_models(models or BUDGET_MODELS)
-    results = run_cells(cells(models, device, seed, budget), out, workers=workers, executor=executor,
-                        progress=progress, desc="budget")
+    results = run_cells(cells(models, device, seed, budget, alpha_preset(preset)), out, workers=workers,
+                        executor=executor, progress=progress, desc="budget")
     rows = curve_rows(results)
-    write_table(out, "budget", rows, {"command": command, "device": device})
+    named = preset or get_search(ALPHA).default_preset
+    write_table(out, "budget", rows, {"command": command, "device": device, "alpha_preset": named})
     for m in models:
-        plot_model(rows, m, out / f"budget_{m}.png", device)
+        plot_model(rows, m, out / f"budget_{m}.png", device, named)
         mine = [r for r in rows if r["model"] == m]
         finals: dict[str, dict[str, Any]] = {}
         for r in mine:
@@ -108,6 +112,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "--budget", type=non_negative(int), default=1000,
         help="α search: largest budget (its trace gives the smaller ones)"
     )
+    add_alpha_preset(p)
     add_sweep_options(p, "results/budget")
 
 
@@ -118,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         Path(args.out),
         seed=args.seed,
         budget=args.budget,
+        preset=args.preset,
         **sweep_kwargs(args),
     )
     return 0

@@ -23,7 +23,7 @@ from typing import Any
 
 from eqsat.rules.rulesets import default_rules
 from experiments.output import pyplot, save_figure, write_table
-from experiments.searches import ALPHA, EGRAPH, SEARCHES, get_search
+from experiments.searches import ALPHA, EGRAPH, SEARCHES, alpha_preset, get_search
 from experiments.sweep import Cell, run_cells
 
 COMPARE_MODELS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
@@ -55,14 +55,18 @@ def rule_sets(table: Table, search: str) -> tuple[str, ...]:
     return table.rules[search] or get_search(search).default_rule_sets
 
 
-def cell(model: str, search: str, rules: tuple[str, ...] | None, device: str, seed: int, quick: bool) -> Cell:
+def cell(model: str, search: str, rules: tuple[str, ...] | None, device: str, seed: int, quick: bool,
+         preset: str | None = None) -> Cell:
     extra = {} if rules is None else {"rules": ",".join(rules)}  # a search on its own rules keeps its old key
+    if preset is not None and search == ALPHA:  # the α search's named preset; the default keeps the old key
+        extra["preset"] = preset
     return Cell.of("compare", "experiments.searches:run_search", model=model, search=search, device=device,
                    seed=seed, quick=quick, **extra)
 
 
-def cells(models: Sequence[str], device: str, seed: int, quick: bool, table: Table) -> list[Cell]:
-    return [cell(m, s, table.rules[s], device, seed, quick) for m in models for s in PAIR]
+def cells(models: Sequence[str], device: str, seed: int, quick: bool, table: Table,
+          preset: str | None = None) -> list[Cell]:
+    return [cell(m, s, table.rules[s], device, seed, quick, preset) for m in models for s in PAIR]
 
 
 def versus(challenger_us: float, baseline_us: float) -> str:
@@ -180,21 +184,27 @@ def run(
     progress: bool = True,
     command: str = "",
     rules: Sequence[str] | None = None,
+    preset: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Both tables: their rows by file stem; writes ``<stem>.csv``/``.json``/``.png`` for each."""
+    """Both tables: their rows by file stem; writes ``<stem>.csv``/``.json``/``.png`` for each
+    (``preset``: the α search's, default its paper preset)."""
     models = check_models(models or (QUICK_MODELS if quick else COMPARE_MODELS))
+    preset = alpha_preset(preset)
     both = tables(rules)
     counts = {sets: len(default_rules(sets)) for t in both for sets in (rule_sets(t, s) for s in PAIR)}
-    todo = list(dict.fromkeys(c for t in both for c in cells(models, device, seed, quick, t)))
+    todo = list(dict.fromkeys(c for t in both for c in cells(models, device, seed, quick, t, preset)))
     done = dict(zip(todo, run_cells(todo, out, workers=workers, executor=executor, progress=progress,
                                     desc="compare")))
     written: dict[str, list[dict[str, Any]]] = {}
+    named = "quick" if quick else preset or get_search(ALPHA).default_preset
+    print(f"{SEARCHES[ALPHA].label} ({ALPHA}): preset {named}")
     for index, t in enumerate(both, 1):
-        runs = [done[c] for c in cells(models, device, seed, quick, t)]
+        runs = [done[c] for c in cells(models, device, seed, quick, t, preset)]
         by = {(r["model"], r["search"]): r for r in runs}
         rows = [row_from(m, {s: by[(m, s)] for s in PAIR}) for m in models]
         print(format_table(t, index, rows, device, counts) + "\n")
         extra = {"command": command, "device": device, "table": t.title,
+                 "alpha_preset": named,
                  "rules": {s: list(rule_sets(t, s)) for s in PAIR}, **summary(rows), "runs": runs}
         write_table(out, t.stem, rows, extra)
         plot(rows, out / f"{t.stem}.png", f"{t.title} on {device}")

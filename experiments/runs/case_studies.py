@@ -21,8 +21,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.devices import REFERENCE_DEVICES
 from experiments.command import Experiment
 from experiments.output import write_json
+
+H100, WEAK = REFERENCE_DEVICES  # the reference pair the case studies price on
 
 PRESET = "case-study"
 
@@ -41,7 +44,7 @@ class Lab:
         lim = AlphaSearch.presets[PRESET]
         return Expander(default_rules(AlphaSearch.default_rule_sets), multi=lim.multi, pair_move=lim.pair_move)
 
-    def alpha(self, model: str, alpha: float, device: str = "h100") -> Any:
+    def alpha(self, model: str, alpha: float, device: str = H100) -> Any:
         """The α search of ``model`` with the case-study preset at ``alpha`` on ``device``."""
         from dataclasses import replace
 
@@ -59,7 +62,7 @@ class Lab:
 
         return cost_model(device).graph_time_us(graph)
 
-    def worst(self, model: str, alpha: float, device: str = "h100") -> Any:
+    def worst(self, model: str, alpha: float, device: str = H100) -> Any:
         """The worst step (largest ratio to the best before it) on the path to the best graph."""
         return max(self.alpha(model, alpha, device).work.path, key=lambda s: s.ratio_to_best)
 
@@ -218,7 +221,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _cost(model: str, device: str = "h100") -> Callable[[Lab], float]:
+def _cost(model: str, device: str = H100) -> Callable[[Lab], float]:
     def measure(lab: Lab) -> float:
         from eqsat.models import build
 
@@ -230,7 +233,7 @@ def _expansions(lab: Lab) -> tuple[int, ...]:
     return tuple(lab.alpha("resnet_block", a).work.expanded for a in (1.0, 1.3, 1.5))
 
 
-H100_15 = ("resnet_block", 1.5, "h100")
+H100_15 = ("resnet_block", 1.5, H100)
 US = " µs"
 RESNET, QKV, LORA = "ResNet block", "QKV", "LoRA"
 CLAIMS: tuple[Claim, ...] = (
@@ -254,7 +257,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(f"{RESNET}: graphs expanded grow with α (the shape)", "α=1.0/1.3/1.5 h100", (3, 33, 150), "rising",
           _expansions, quick=False),
     Claim(f"{RESNET}: h100's best on weak over weak's best", "α=1.5 h100 vs α=1.05 weak", 1.34, "≈",
-          lambda lab: lab.price(lab.alpha(*H100_15).best, "weak") / lab.alpha("resnet_block", 1.05, "weak").best_us,
+          lambda lab: lab.price(lab.alpha(*H100_15).best, WEAK) / lab.alpha("resnet_block", 1.05, WEAK).best_us,
           0.02, quick=False, unit="x"),
     Claim(f"{QKV}: input", "roofline h100", 42.3, "≈", _cost("qkv"), 0.005, True, unit=US),
     Claim(f"{QKV}: α=1.05 misses the merge on h100", "α=1.05 h100", 42.3, "≈",
@@ -264,9 +267,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(f"{QKV}: the worse step's ratio on h100", "α=1.5 h100, worst step", 1.11, "≈",
           lambda lab: lab.worst("qkv", 1.5).ratio_to_best, 0.005, unit="x"),
     Claim(f"{QKV}: α=1.05 suffices on weak", "α=1.05 weak / h100's merged graph on weak", 1.0, "≈",
-          lambda lab: lab.found("qkv", 1.05, "weak", ("qkv", 1.5, "h100")), 1e-9, True, unit="x"),
+          lambda lab: lab.found("qkv", 1.05, WEAK, ("qkv", 1.5, H100)), 1e-9, True, unit="x"),
     Claim(f"{QKV}: the worse step's ratio on weak", "α=1.05 weak, worst step", 1.017, "≈",
-          lambda lab: lab.worst("qkv", 1.05, "weak").ratio_to_best, 0.002, unit="x"),
+          lambda lab: lab.worst("qkv", 1.05, WEAK).ratio_to_best, 0.002, unit="x"),
     Claim(f"{LORA}: input", "roofline h100", 39.7, "≈", _cost("lora"), 0.005, True, unit=US),
     Claim(f"{LORA}: α=1.05 misses the fold", "α=1.05 h100", 39.7, "≈", lambda lab: lab.alpha("lora", 1.05).best_us,
           0.005, True, unit=US),
@@ -277,11 +280,11 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(f"{LORA}: associativity ratio on h100 (α > 1.27)", "α=1.3 h100, worst step", 1.27, "≈",
           lambda lab: lab.worst("lora", 1.3).ratio_to_best, 0.005, unit="x"),
     Claim(f"{LORA}: α=1.5 misses on weak", "α=1.5 weak / the folded graph on weak", 1.01, "≥",
-          lambda lab: lab.found("lora", 1.5, "weak", ("lora", 1.3, "h100")), unit="x"),
+          lambda lab: lab.found("lora", 1.5, WEAK, ("lora", 1.3, H100)), unit="x"),
     Claim(f"{LORA}: α=2.0 folds on weak", "α=2.0 weak / the folded graph on weak", 1.0, "≈",
-          lambda lab: lab.found("lora", 2.0, "weak", ("lora", 1.3, "h100")), 1e-9, True, unit="x"),
+          lambda lab: lab.found("lora", 2.0, WEAK, ("lora", 1.3, H100)), 1e-9, True, unit="x"),
     Claim(f"{LORA}: associativity ratio on weak (α > 1.92)", "α=2.0 weak, worst step", 1.92, "≈",
-          lambda lab: lab.worst("lora", 2.0, "weak").ratio_to_best, 0.01, unit="x"),
+          lambda lab: lab.worst("lora", 2.0, WEAK).ratio_to_best, 0.01, unit="x"),
     Claim("PET: width boxes, original", "conv N2 C3 O4 6x8, split W in 2", "[(0, 0), (1, 6), (7, 7)]", "=",
           lambda lab: str(lab.pet[0].axis_boxes["W"]["original"])),
     Claim("PET: width boxes, transformed", "same", "[(0, 0), (1, 2), (3, 3), (4, 4), (5, 6), (7, 7)]", "=",

@@ -125,3 +125,13 @@ def test_the_checks_see_a_missing_path_and_a_missing_package(tmp_path):
     assert PROJECT_PATH.findall("see `eqsat/roofline.py` and eqsat/ir/") == ["eqsat/roofline.py", "eqsat/ir/"]
     assert slug("The main job: `compare`") == "the-main-job-compare" and slug("α") == "α"
     assert placeholder("eqsat/rules/NAME.rules") and not placeholder("eqsat/rules/matrix.rules")
+
+
+def test_every_experiment_row_is_in_the_results_index():
+    """A new ``Experiment`` row cannot be missing from the docs: the results index names each by
+    its command (``eqsat-lab experiment NAME``)."""
+    from experiments.commands.experiment import experiments
+
+    text = (ROOT / "docs" / "results" / "README.md").read_text()
+    missing = [e.name for e in experiments() if f"experiment {e.name}" not in text]
+    assert not missing, f"experiments missing from docs/results/README.md: {missing}"

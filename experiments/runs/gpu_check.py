@@ -19,7 +19,7 @@ from typing import Any
 from eqsat.cost.devices import DEFAULT_DEVICE, GPU_CHECK_PROFILES
 from eqsat.errors import EqsatError
 from eqsat.searches import EGRAPH
-from experiments.command import Experiment, add_models, seed_int, split_list
+from experiments.command import Experiment, add_models, positive_int, seed_int, split_list
 
 BENCHMARKS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
               "squeezenet", "vgg19")
@@ -110,7 +110,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="small sizes and quick search limits (a smoke run)")
     p.add_argument("--measure", action="store_true",
                    help="also run the measuring half here, into OUT/measured (a CPU dry run without a GPU)")
-    p.add_argument("--runs", type=int, default=60, help="--measure: timed runs per variant and mode")
+    p.add_argument("--runs", type=positive_int, default=60, help="--measure: timed runs per variant and mode")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 from eqsat.cost.devices import TORCH_CPU
 from eqsat.errors import EqsatError
 from eqsat.searches import EGRAPH
-from experiments.command import Experiment, add_models, command_line, seed_int, split_list
+from experiments.command import Experiment, add_models, command_line, positive_int, seed_int, split_list
 from experiments.output import pyplot, save_figure, write_table
 
 RUNS = 40
@@ -185,8 +185,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"the device the search prices on (default {TORCH_CPU.name})")
     p.add_argument("--out", default="results/pytorch", help="output folder (default results/pytorch)")
     p.add_argument("--seed", type=seed_int, default=0, help="seed of weights and inputs")
-    p.add_argument("--runs", type=int, default=RUNS, help=f"timed runs per variant (default {RUNS})")
-    p.add_argument("--threads", type=int, default=1, help="PyTorch intra-op threads (default 1)")
+    p.add_argument("--runs", type=positive_int, default=RUNS, help=f"timed runs per variant (default {RUNS})")
+    p.add_argument("--threads", type=positive_int, default=1, help="PyTorch intra-op threads (default 1)")
     p.add_argument("--no-inductor", action="store_true", help="skip torch.compile")
     p.add_argument("--quick", action="store_true", help="small sizes and quick limits (a smoke run)")
 

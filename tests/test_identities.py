@@ -106,3 +106,24 @@ def test_the_rewrite_reads_only_values_the_checks_keep():
     assert len(IDENTITIES.alternatives(g.with_fixed({"b": np.zeros(8)}))) == 1
     assert IDENTITIES.alternatives(g) == []
     assert IDENTITIES.alternatives(g.with_fixed({"b": np.full(8, 0.5)})) == []
+
+
+def test_a_constant_subgraph_through_a_contrib_op_folds_to_an_initializer(tmp_path):
+    """onnxruntime's Gelu (com.microsoft, which ONNX's reference evaluator lacks) on an embedding
+    table, then a Gather of constant rows: both fold at import (onnxruntime evaluates the Gelu),
+    so the IR holds one add of a weight, and the file written from it computes the input's value."""
+    h = helper
+    nodes = [h.make_node("Gelu", ["table"], ["g"], domain="com.microsoft"),
+             h.make_node("Gather", ["g", "rows"], ["pos"], axis=0), h.make_node("Add", ["x", "pos"], ["y"])]
+    inits = [_arr("table", RNG.standard_normal((32, 16))), numpy_helper.from_array(np.arange(8, dtype=np.int64), "rows")]
+    graph = h.make_graph(nodes, "m", [h.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                         [h.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])], inits)
+    src = tmp_path / "gather.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 18), h.make_opsetid("com.microsoft", 1)]),
+              str(src))
+    imported = eo.load(src)
+    assert imported.graph.op_count() == 1 and not imported.opaque  # was 2: the gelu and the gather of a weight
+    out = tmp_path / "gather.ir.onnx"
+    eo.save(imported, imported.graph, out)
+    assert [n.op_type for n in onnx.load(str(out)).graph.node if n.op_type != "Identity"] == ["Add"]
+    assert eo.max_difference(src, out) < 1e-6

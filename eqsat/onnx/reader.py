@@ -198,35 +198,41 @@ def _inferred_shapes(model: Any, batch: int) -> tuple[dict[str, tuple[int, ...]]
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                          "Bernoulli"})
 FOLD_MAX_ELEMENTS = 1 << 26  # a folded tensor larger than this stays a computation
+FOLD_MAX_BYTES = 16 << 20
+"""A fold that reads a value the IR computed from weights, or that only onnxruntime can evaluate,
+writes at most this many bytes (a larger result stays a computation; the writer still folds it)."""
 
 
 def _fold(imp: _Importer, n: Any) -> bool:
     """Evaluate ``n`` now when its value does not depend on the inputs' data: ``Constant`` nodes,
-    ``Shape`` of a tensor whose shape is static, and any deterministic ONNX op all of whose inputs
-    are constants (the ``Shape -> Gather -> Concat -> Reshape`` chains exporters emit). Float
-    results become weights (so they are written back as initializers), others stay constants."""
-    onnx = _onnx()
-    if n.domain not in ("", "ai.onnx") or n.op_type in _RANDOM_OPS or not n.output:
+    ``Shape`` of a tensor whose shape is static, and any deterministic op all of whose inputs
+    are constants (the ``Shape -> Gather -> Concat -> Reshape`` chains exporters emit) or values
+    the IR computed from weights alone (an op mapped before, e.g. a contrib op on a weight):
+    evaluated by ONNX's reference evaluator, else by onnxruntime (contrib ops, ops the reference
+    lacks). Float results become weights (so they are written back as initializers), others stay
+    constants; a fold through a computed value or onnxruntime is capped at :data:`FOLD_MAX_BYTES`."""
+    if n.op_type in _RANDOM_OPS or not n.output:
         return False
     names = [i for i in n.input if i]
     if n.op_type == "Shape" and names and names[0] in imp.values and names[0] not in imp.consts:
+        if n.domain not in ("", "ai.onnx"):
+            return False
         a = _attrs(n)
         shape = np.array(imp.values[names[0]].shape, dtype=np.int64)
-        outs = [shape[a.get("start", 0): a["end"] if "end" in a else None]]
-    elif all(i in imp.consts for i in names) and (names or n.op_type == "Constant"):
-        from onnx.reference import ReferenceEvaluator
-
-        h = onnx.helper
-        inits = [onnx.numpy_helper.from_array(np.asarray(imp.consts[i]), i) for i in names]
-        graph = h.make_graph([n], "fold", [], [h.make_empty_tensor_value_info(o) for o in n.output if o], inits)
-        model = h.make_model(graph, opset_imports=[h.make_opsetid("", imp.opset)])
-        try:
-            outs = ReferenceEvaluator(model).run(None, {})
-        except Exception:  # an op the reference evaluator lacks: map or keep it as usual
+        outs, capped = [shape[a.get("start", 0): a["end"] if "end" in a else None]], False
+    elif names or n.op_type == "Constant":
+        known = _constant_inputs(imp, names)
+        if known is None:
             return False
+        outs, by_runtime = _evaluate_node(imp, n, known)
+        if outs is None:
+            return False
+        capped = by_runtime or any(i not in imp.consts for i in names)
     else:
         return False
     if any(np.asarray(o).size > FOLD_MAX_ELEMENTS for o in outs):
+        return False
+    if capped and sum(np.asarray(o).nbytes for o in outs) > FOLD_MAX_BYTES:
         return False
     for name, value in zip((o for o in n.output if o), outs):
         arr = np.asarray(value)
@@ -235,6 +241,53 @@ def _fold(imp: _Importer, n: Any) -> bool:
             imp.weights[name] = arr.astype(np.float64)
             imp.values[name] = weight(name, arr.shape)
     return True
+
+
+def _constant_inputs(imp: _Importer, names: list[str]) -> dict[str, np.ndarray] | None:
+    """Every input's value when each is a constant or a value the IR computed from weights alone
+    (evaluated now, in float32, up to :data:`FOLD_MAX_BYTES`), else None."""
+    from eqsat.ir.evaluate import evaluate
+    from eqsat.ir.ops import numel
+
+    known = {}
+    for i in names:
+        if i in imp.consts:
+            known[i] = np.asarray(imp.consts[i])
+            continue
+        v = imp.values.get(i)
+        if v is None or not v.is_const or len(v.shapes) != 1 or numel(v.shape) * 8 > FOLD_MAX_BYTES:
+            return None
+        leaves = {leaf.attr("name"): imp.weights[leaf.attr("name")] for leaf in Graph((v,)).leaves()}
+        known[i] = evaluate(Graph((v,)), leaves)[0].astype(np.float32)
+    return known
+
+
+def _evaluate_node(imp: _Importer, n: Any, known: dict[str, np.ndarray]) -> tuple[list[Any] | None, bool]:
+    """``n``'s outputs on ``known`` inputs by ONNX's reference evaluator (standard ops), else by
+    onnxruntime; (None, False) when neither runs it. The flag says onnxruntime computed them."""
+    onnx = _onnx()
+    h = onnx.helper
+    inits = [onnx.numpy_helper.from_array(arr, i) for i, arr in known.items()]
+    graph = h.make_graph([n], "fold", [], [h.make_empty_tensor_value_info(o) for o in n.output if o], inits)
+    opsets = [h.make_opsetid("", imp.opset)] + ([h.make_opsetid(n.domain, 1)] if n.domain not in ("", "ai.onnx")
+                                                 else [])
+    model = h.make_model(graph, opset_imports=opsets)
+    if n.domain in ("", "ai.onnx"):
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            return list(ReferenceEvaluator(model).run(None, {})), False
+        except Exception:  # an op the reference evaluator lacks: onnxruntime may have it
+            pass
+    try:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return list(session.run(None, {})), True
+    except Exception:  # neither evaluates it: map or keep it as usual
+        return None, False
 
 
 STORED_CONST_ELEMENTS = 4096  # a float constant an opaque node reads up to this size is stored in the node

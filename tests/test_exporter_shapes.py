@@ -103,15 +103,23 @@ def test_gather_of_a_constant_run_is_a_split_part_and_other_constant_indices_a_g
 @pytest.mark.parametrize("search", ["eqsat", "taso"])
 def test_three_linears_into_one_concat_merge_into_one_product_by_default(tmp_path, search, capsys):
     """The issue's QKV module: three nn.Linear on one input, one 3-input Concat. Under each search's
-    default settings the written file has one MatMul (x . [Wq|Wk|Wv]) and is equal in onnxruntime."""
+    default settings the best graph has one product (x . [Wq|Wk|Wv]); the written file has it and
+    is equal in onnxruntime, unless onnxruntime here runs it slower than the input beyond the noise
+    (it did, 0.854x: the written-file check of issue 53 then writes the input)."""
+    import json
+
     from experiments.cli import main
 
     src = EXPORTER_MODELS["pt_qkv"](tmp_path / "qkv.onnx", tokens=16, d=64)
-    out = tmp_path / "qkv.opt.onnx"
-    assert main(["optimize", "--device", "h100", str(src), "--search", search, "--out", str(out)]) == 0
-    written = onnx.load(str(out))
-    assert [n.op_type for n in written.graph.node].count("MatMul") + \
-        [n.op_type for n in written.graph.node].count("Gemm") == 1
+    out, js = tmp_path / "qkv.opt.onnx", tmp_path / "qkv.json"
+    assert main(["optimize", "--device", "h100", str(src), "--search", search, "--out", str(out),
+                 "--json", str(js)]) == 0
+    payload = json.loads(js.read_text())
+    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    if payload.get("written_measured"):
+        assert payload["written_measured"]["slower"] and payload["onnx"]["input_copied"]
+    else:
+        assert ops.count("MatMul") + ops.count("Gemm") == 1
     assert eo.max_difference(src, out) < 1e-5
 
 

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
     from experiments.onnx_io import check_out_path, price_written, write_optimized
-    from experiments.runs.runtime_baseline import describe, keep_runtime_gain, runtime_baseline
+    from experiments.runs.runtime_baseline import describe, input_instead, keep_runtime_gain, runtime_baseline
     from experiments.searches import get_search
 
     if args.model.endswith(".onnx"):
@@ -203,17 +203,13 @@ def run(args: argparse.Namespace) -> int:
     if imported is not None:
         payload["onnx"] = write_optimized(imported, result.best, args.model, args.out, writes_contrib(args))
         payload["onnx"] |= price_written(args, best_us, model)
-        written_us = payload["onnx"]["written_us"]
-        if runtime is not None and not payload["onnx"]["input_copied"] and \
-                not written_us < runtime["runtime_us"] * (1 - model.resolution):
-            # the file as written (a standard file cannot hold every fusion the search priced) runs no
-            # faster than the input as onnxruntime runs it: the input is the file
-            gain = runtime["runtime_us"] / written_us if written_us > 0 else 1.0
-            print(f"the written file is {gain:.3f}x the input as onnxruntime runs it, not faster by the cost "
-                  f"model's resolution ({model.resolution:.0%}): the input is written instead")
-            result = result.input_kept(graph,
-                                       f"input written: the file as written is {gain:.3f}x")
-            payload |= result.to_dict()
+        instead = None
+        if runtime is not None and not payload["onnx"]["input_copied"]:  # a roofline's file: priced, then run
+            instead = input_instead(model, runtime, payload["onnx"], args.model, args.out)
+        if instead is not None:
+            print(instead["line"])
+            result = result.input_kept(graph, instead["stop"])
+            payload |= result.to_dict() | {"written_measured": instead["measured"]}
             payload["onnx"] = write_optimized(imported, graph, args.model, args.out, writes_contrib(args))
             payload["onnx"] |= price_written(args, runtime["runtime_us"], model)
     if args.json_out:

@@ -26,6 +26,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.zoo_runtime",
     "experiments.runs.ort_fusions",
     "experiments.runs.attention_ceiling",
+    "experiments.runs.peers",
 ]
 
 

@@ -49,3 +49,21 @@ def test_realistic_weights_move_every_float_parameter(tmp_path):
             assert 0.01 < float(np.std(after[name] - arr)) < 0.03
         elif arr.dtype.kind != "f":
             assert np.array_equal(after[name], arr)
+
+
+def test_hf_init_zeroes_linear_biases_and_sets_layernorm_to_unit(tmp_path):
+    """transformers' initialization: the identities' zero biases and unit scales appear in the copy."""
+    from onnx import numpy_helper
+
+    from experiments.runs.peers import hf_init_copy
+    from experiments.zoo import ZOO
+
+    src = ZOO["vit"].write(tmp_path / "vit.onnx", small=True)
+    model = onnx.load(str(hf_init_copy(src, tmp_path / "hf" / "vit.onnx")))
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    norms = [n for n in model.graph.node if n.op_type == "LayerNormalization"]
+    assert norms and all(np.all(inits[n.input[1]] == 1) and np.all(inits[n.input[2]] == 0) for n in norms)
+    producer = {o: n.op_type for n in model.graph.node for o in n.output}
+    biases = [b for n in model.graph.node if n.op_type == "Add" for a, b in (n.input, n.input[::-1])
+              if b in inits and producer.get(a) == "MatMul"]
+    assert biases and all(np.all(inits[b] == 0) for b in biases)

@@ -10,7 +10,8 @@ are timed together in onnxruntime on this CPU (``ORT_ENABLE_ALL``, one thread) a
 least 40 interleaved runs (:func:`eqsat.cost.measured.timer.time_files`), the input twice, so
 the noise band (the input against itself) is measured beside every ratio. ``--realistic`` first
 adds N(0, 0.02) to every float parameter (random initialization's zero biases and unit scales
-are what the identities remove; trained weights have none). One table (csv, json, md) and a figure.
+are what the identities remove; trained weights have none); ``--weights hf-init`` sets them as
+``transformers`` initializes a model. One table (csv, json, md) and a figure.
 """
 from __future__ import annotations
 
@@ -109,6 +110,47 @@ def realistic_copy(src: Path, dst: Path, seed: int) -> Path:
     return dst
 
 
+def hf_init_copy(src: Path, dst: Path) -> Path:
+    """``src`` initialized as ``transformers``' ``_init_weights`` leaves a model: every bias a MatMul's
+    Add or a Gemm reads is 0, every LayerNormalization's scale 1 and bias 0 (the zero biases and
+    unit scales the peers' identities remove; the other weights as built)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(src))
+    inits = {i.name: k for k, i in enumerate(model.graph.initializer)}
+    producer = {o: n.op_type for n in model.graph.node for o in n.output}
+    values: dict[str, float] = {}
+    for n in model.graph.node:
+        if n.op_type == "Add" and len(n.input) == 2:
+            for a, b in (n.input, n.input[::-1]):
+                if b in inits and producer.get(a) == "MatMul":
+                    values[b] = 0.0
+        elif n.op_type == "Gemm" and len(n.input) > 2 and n.input[2] in inits:
+            values[n.input[2]] = 0.0
+        elif n.op_type == "LayerNormalization":
+            values.update({name: v for name, v in zip(n.input[1:3], (1.0, 0.0)) if name in inits})
+    for name, v in values.items():
+        arr = numpy_helper.to_array(model.graph.initializer[inits[name]])
+        if arr.dtype.kind == "f":
+            model.graph.initializer[inits[name]].CopyFrom(numpy_helper.from_array(np.full_like(arr, v), name))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(dst))
+    return dst
+
+
+WEIGHTS: dict[str, Callable[[Path, Path, int], Path] | None] = {
+    "as built": None, "realistic": realistic_copy, "hf-init": lambda s, d, seed: hf_init_copy(s, d)}
+"""The weights a model is run with: the file's own, every parameter plus N(0, 0.02), or
+``transformers``' initialization (zero biases, unit norm scales)."""
+
+
+def _tag(weights: str) -> str:
+    """The folder name of a weight kind's files."""
+    return "built" if weights == "as built" else weights
+
+
 def optimize_cell(path: str, digest: str, tool: str, device: str, out: str, seed: int = 0) -> dict[str, Any]:
     """One tool on one model: the file it writes (``out``), its node count, its largest relative
     difference to the input in onnxruntime and the seconds it took; a failure is a row, not a crash."""
@@ -178,7 +220,7 @@ def model_rows(files: Sequence[Path], tools: Sequence[str], device: str, out: Pa
     time over the file's, above 1: faster) beside the model's ``noise``."""
     from experiments.runs.zoo import digest
 
-    tag = "realistic" if weights == "realistic" else "built"
+    tag = _tag(weights)
     digests = {f: digest(f) for f in files}
     cells = [Cell.of("peers", "experiments.runs.peers:optimize_cell", path=str(f), digest=digests[f], tool=t,
                      device=device, seed=seed, out=str(out / "files" / tag / t / f.name))
@@ -259,7 +301,7 @@ def plot(rows: Sequence[dict[str, Any]], tools: Sequence[str], path: Path) -> No
 
 
 def run(models: str | None, out: Path, *, searches: Sequence[str] = ("eqsat", "taso"), device: str = "ort-cpu",
-        peers: Sequence[str] | None = None, zoo: Sequence[str] = (), realistic: bool = False, both: bool = False,
+        peers: Sequence[str] | None = None, zoo: Sequence[str] = (), weights: Sequence[str] = ("as built",),
         runs: int = RUNS, seed: int = 0, small: bool = False, workers: int = 1, executor: str = "local",
         progress: bool = True, command: str = "") -> list[dict[str, Any]]:
     from experiments.runs.zoo import model_files
@@ -280,13 +322,15 @@ def run(models: str | None, out: Path, *, searches: Sequence[str] = ("eqsat", "t
         raise ValueError("--models and --zoo exclude each other: --zoo picks models of the generated zoo")
     files = model_files(models, out, seed, small, zoo) if models or not small else \
         model_files(None, out, seed, True, zoo or ("lora_mlp",))
-    kinds = ([False, True] if both else [realistic])
+    bad = [w for w in weights if w not in WEIGHTS]
+    if bad:
+        raise ValueError(f"--weights {', '.join(bad)}: choose from {', '.join(WEIGHTS)}")
     rows: list[dict[str, Any]] = []
-    for noisy in kinds:
-        chosen = [realistic_copy(f, out / "models" / "realistic" / f.name, seed) for f in files] if noisy else files
-        rows += model_rows(chosen, tools, device, out, seed=seed, runs=runs,
-                           weights="realistic" if noisy else "as built", workers=workers, executor=executor,
-                           progress=progress)
+    for kind in weights:
+        make = WEIGHTS[kind]
+        chosen = files if make is None else [make(f, out / "models" / _tag(kind) / f.name, seed) for f in files]
+        rows += model_rows(chosen, tools, device, out, seed=seed, runs=runs, weights=kind, workers=workers,
+                           executor=executor, progress=progress)
     table = format_table(rows, tools)
     note = (f"(ratio: the input's onnxruntime time over the file's, CPU provider, ORT_ENABLE_ALL, 1 thread, medians of "
             f"{runs} interleaved runs; above 1 is faster; bold: outside the noise band (the input against itself, "
@@ -307,8 +351,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zoo", default="", help="comma-separated zoo models to generate (default all)")
     p.add_argument("--searches", default="eqsat,taso", help="eqsat-lab's searches to run (default eqsat,taso)")
     p.add_argument("--peers", help=f"comma-separated peers (default all: {', '.join(PEERS)}; absent ones skipped)")
-    p.add_argument("--realistic", action="store_true", help="add N(0, 0.02) to every float parameter first")
-    p.add_argument("--both", action="store_true", help="run the weights as built and realistic, one table")
+    p.add_argument("--realistic", action="store_true", help="add N(0, 0.02) to every float parameter first "
+                   "(the same as --weights realistic)")
+    p.add_argument("--weights", default="", help=f"comma-separated weight kinds, one table ({', '.join(WEIGHTS)}; "
+                   "default 'as built')")
     p.add_argument("--runs", type=positive_int, default=RUNS, help=f"interleaved runs per file (at least {RUNS})")
     p.add_argument("--small", action="store_true", help="a quick smoke run: one small zoo model, few runs allowed")
     add_sweep_options(p, "results/peers")
@@ -316,9 +362,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    weights = split_list(args.weights) or (["realistic"] if args.realistic else ["as built"])
     run(args.models, Path(args.out), searches=split_list(args.searches), device=args.device,
-        peers=split_list(args.peers) if args.peers else None, zoo=split_list(args.zoo), realistic=args.realistic,
-        both=args.both, runs=args.runs, seed=args.seed, small=args.small, **sweep_kwargs(args))
+        peers=split_list(args.peers) if args.peers else None, zoo=split_list(args.zoo), weights=weights,
+        runs=args.runs, seed=args.seed, small=args.small, **sweep_kwargs(args))
     return 0
 
 

@@ -279,7 +279,7 @@ def plot(rows: Sequence[dict[str, Any]], tools: Sequence[str], path: Path) -> No
 
     plt = pyplot()
     keys = list(dict.fromkeys((r["model"], r["weights"]) for r in rows))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(keys) * max(1, len(tools)) / 3), 4))
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.45 * len(keys) * max(1, len(tools)) / 3 + 2)), 4.5))
     width = 0.8 / max(1, len(tools))
     for k, (model, weights) in enumerate(keys):
         mine = [r for r in rows if r["model"] == model and r["weights"] == weights]

@@ -47,7 +47,7 @@ def test_realistic_weights_move_every_float_parameter(tmp_path):
         assert after[name].shape == arr.shape and after[name].dtype == arr.dtype
         if arr.dtype.kind == "f" and arr.size > 100:
             assert 0.01 < float(np.std(after[name] - arr)) < 0.03
-        elif arr.dtype.kind != "f":
+        elif arr.dtype.kind != "f" or arr.size <= 1:  # scalars are constants of the computation
             assert np.array_equal(after[name], arr)
 
 

@@ -89,8 +89,9 @@ def available(peer: Peer) -> bool:
 
 
 def realistic_copy(src: Path, dst: Path, seed: int) -> Path:
-    """``src`` with N(0, :data:`REALISTIC_STD`) added to every float initializer (seeded per name):
-    weights as training leaves them, without the exact zeros and ones of initialization."""
+    """``src`` with N(0, :data:`REALISTIC_STD`) added to every float initializer of more than one
+    element (seeded per name): weights as training leaves them, without the exact zeros and ones of
+    initialization."""
     import zlib
 
     import numpy as np
@@ -100,8 +101,8 @@ def realistic_copy(src: Path, dst: Path, seed: int) -> Path:
     model = onnx.load(str(src))
     for k, init in enumerate(model.graph.initializer):
         arr = numpy_helper.to_array(init)
-        if arr.dtype.kind != "f" or not arr.size:
-            continue
+        if arr.dtype.kind != "f" or arr.size <= 1:  # a scalar is the computation's constant (an exponent, a
+            continue  # mask's fill), not a parameter: LLaMA's RMSNorm Pow(x, 2.01) is NaN on negative x
         rng = np.random.default_rng([seed, zlib.crc32(init.name.encode())])
         noisy = (arr + rng.normal(0.0, REALISTIC_STD, arr.shape)).astype(arr.dtype)
         model.graph.initializer[k].CopyFrom(numpy_helper.from_array(noisy, init.name))

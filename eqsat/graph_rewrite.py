@@ -53,19 +53,33 @@ class Alternative:
 class GraphRewrite:
     """A named graph-level rewrite: ``at(node)`` gives the node's verified alternatives (none when
     it does not apply). ``at`` should be cheap on a node it has seen: the α search asks again for
-    every graph it expands."""
+    every graph it expands. A rewrite that depends on weights' values (``x + 0`` where the bias is
+    all zeros) has ``bind``: given the search's input graph, the ``at`` that reads its
+    :attr:`~eqsat.ir.graph.Graph.fixed` values (the values every numerical check keeps); the
+    searches call :meth:`on` once per run."""
 
     name: str
     at: Callable[[Node], Sequence[Alternative]]
+    bind: Callable[[Graph], Callable[[Node], Sequence[Alternative]]] | None = None
+
+    def on(self, graph: Graph) -> GraphRewrite:
+        """This rewrite for a search from ``graph`` (itself unless it reads values: then bound to them)."""
+        return self if self.bind is None else GraphRewrite(self.name, self.bind(graph))
 
     def alternatives(self, graph: Graph) -> list[Alternative]:
         """Every alternative of ``graph``'s nodes (weight-only nodes excepted: they fold at compile time)."""
-        return [a for n in graph.nodes() if not n.is_const for a in self.at(n)]
+        at = self.on(graph).at
+        return [a for n in graph.nodes() if not n.is_const for a in at(n)]
 
 
 def offered(rewrites: Iterable[GraphRewrite], graph: Graph) -> list[Alternative]:
     """The alternatives every rewrite of ``rewrites`` offers for ``graph``, in order."""
     return [a for rw in rewrites for a in rw.alternatives(graph)]
+
+
+def nothing(n: Node) -> tuple[Alternative, ...]:
+    """The ``at`` of a rewrite that offers only once bound to a graph (see :attr:`GraphRewrite.bind`)."""
+    return ()
 
 
 @dataclass(frozen=True)

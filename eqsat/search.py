@@ -142,13 +142,17 @@ class WithGraphRewrites:
         self.default_rule_sets = search.default_rule_sets
 
     def limits(self, preset: str, model: str = "") -> Any:
-        return replace(self.search.limits(preset, model), graph_rewrites=self.rewrites)
+        return self._with(self.search.limits(preset, model))
+
+    def _with(self, limits: Any) -> Any:
+        """``limits`` with this search's rewrites after the ones they already have (the identities)."""
+        return replace(limits, graph_rewrites=tuple(dict.fromkeys(limits.graph_rewrites + self.rewrites)))
 
     def warm(self) -> None:
         self.search.warm()
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult:
-        result = self.search.run(graph, rules, cost_model, replace(limits, graph_rewrites=self.rewrites))
+        result = self.search.run(graph, rules, cost_model, self._with(limits))
         return replace(result, search=self.name)
 
 

@@ -30,6 +30,7 @@ from tqdm import tqdm
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.roofline import CostModel, cost_model
 from eqsat.graph_rewrite import Alternative, GraphRewrite, RewritesUsed
+from eqsat.identities import IDENTITIES
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import FULL_RULE_SETS, default_rules
@@ -125,7 +126,8 @@ class AlphaLimits:
     rules (TASO applies its multi-output substitutions in one step: QKV's three projections merge
     in two steps instead of needing a pair move, which α = 1.05 prunes as 10% worse),
     ``pair_move`` the merge of two same-type ops, ``max_ops_factor`` TASO's size limit;
-    ``graph_rewrites`` (:mod:`eqsat.graph_rewrite`) offer whole alternatives as moves beside the rules'."""
+    ``graph_rewrites`` (:mod:`eqsat.graph_rewrite`) offer whole alternatives as moves beside the rules'
+    (by default the identities with a constant 0 or 1, :mod:`eqsat.identities`)."""
 
     alpha: float = 1.05
     budget: int = 300
@@ -134,7 +136,7 @@ class AlphaLimits:
     pair_move: bool = True
     multi: bool = True
     max_ops_factor: float = 2.0
-    graph_rewrites: tuple[GraphRewrite, ...] = ()
+    graph_rewrites: tuple[GraphRewrite, ...] = (IDENTITIES,)
 
     def __post_init__(self) -> None:
         if not (self.alpha >= 1.0 and math.isfinite(self.alpha)):
@@ -214,7 +216,8 @@ def alpha_search(graph: Graph, rules: Iterable[Rule] | None = None, cost: str | 
     model = cost_model(cost)
     alpha, budget, time_limit = limits.alpha, limits.budget, limits.time_limit
     expand = expander or Expander(default_rules(FULL_RULE_SETS) if rules is None else rules, multi=limits.multi,
-                                  pair_move=limits.pair_move, graph_rewrites=limits.graph_rewrites)
+                                  pair_move=limits.pair_move,
+                                  graph_rewrites=tuple(rw.on(graph) for rw in limits.graph_rewrites))
     expand.offered.clear()  # this run's alternatives (a caller's expander may have served others)
     start = time.perf_counter()
     root = initial_state(graph, model)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import GraphRewrite
+from eqsat.identities import IDENTITIES
 
 
 def rss_gb() -> float:
@@ -55,7 +56,8 @@ class Limits:
     ``memory_gb`` caps the saturating process's resident memory, checked after every iteration and
     batch like the node and time caps (a run stops with the best graph so far) and while rules load:
     one egglog iteration can grow without bound, and the kernel's OOM kill loses everything.
-    ``graph_rewrites`` (:mod:`eqsat.graph_rewrite`) add whole alternatives the rules cannot state."""
+    ``graph_rewrites`` (:mod:`eqsat.graph_rewrite`) add whole alternatives the rules cannot state
+    (by default the identities with a constant 0 or 1, :mod:`eqsat.identities`)."""
 
     iterations: int = 15
     nodes: int = 50_000
@@ -71,7 +73,7 @@ class Limits:
     ilp_solver: str = "highs"  # a row of eqsat.egraph.solvers.SOLVERS
     dump_egraph: str = ""  # write the saturated e-graph with node costs here (egraph-serialize JSON)
     memory_gb: float = 4.0  # resident memory of the saturating process
-    graph_rewrites: tuple[GraphRewrite, ...] = ()  # their alternatives join the input's e-classes before saturation
+    graph_rewrites: tuple[GraphRewrite, ...] = (IDENTITIES,)  # join the input's e-classes before saturation
 
     def __post_init__(self) -> None:
         if self.extract not in ("ilp", "greedy"):

@@ -372,7 +372,10 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
     reached = _reached(view, choice, roots) if best is not graph else set()
-    taken = [a for a, let in zip(alternatives, marks) if view.lets.get(let) in reached]
+    now, was = (set(best.nodes()), set(graph.nodes())) if best is not graph else (set(), set())
+    # an alternative that is a node the input has (an identity's other operand): taken where its node went
+    taken = [a for a, let in zip(alternatives, marks)
+             if (a.node not in now if a.mark in was else view.lets.get(let) in reached)]
     work = EGraphWork(limits, report, len(view.classes), greedy_us, method, gap, status,
                       RewritesUsed.of(alternatives, graph, taken, model))
     timings = {"compile": compile_s, "load": report.load_s, "saturate": saturate_s, "extract": extract_s}

@@ -154,7 +154,8 @@ def random_leaves(graph: Graph, rng: np.random.Generator | int, domain: Domain =
     In float64, inputs are uniform in [-1, 1] and weights are scaled by 1/sqrt(fan-in) so that
     deep graphs (8-layer BERT) stay far from overflow; the exact domains are not scaled. A weight
     in ``graph.fixed`` keeps its value in float64 (a random exponent or epsilon can make the input
-    itself NaN); the exact domains draw it too, since a polynomial identity holds for every value.
+    itself NaN); the exact domains draw it too, since a polynomial identity holds for every value,
+    unless it is all 0 or all 1 (:func:`kept_exactly`).
     """
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
@@ -162,14 +163,22 @@ def random_leaves(graph: Graph, rng: np.random.Generator | int, domain: Domain =
     shapes = leaf_shapes(graph)
     out = {}
     for name in sorted(shapes):
-        if domain.name == "float" and name in graph.fixed:  # an attribute-like constant keeps its value
-            out[name] = np.asarray(graph.fixed[name], dtype=np.float64)
+        if name in graph.fixed and (domain.name == "float" or kept_exactly(graph.fixed[name])):
+            out[name] = domain.asarray(np.asarray(graph.fixed[name], dtype=np.float64))  # keeps its value
             continue
         value = domain.random(shapes[name], rng)
         if domain.name == "float" and kinds[name] == "weight":
             value *= 1.0 / np.sqrt(fan_in(shapes[name]))  # in place: VGG's weights are 1 GB in float64
         out[name] = value
     return out
+
+
+def kept_exactly(value: Any) -> bool:
+    """Whether a fixed weight keeps its value in the exact domains too: one that is all 0 or all 1
+    (a zero bias, a unit scale) is what an identity rewrite (:mod:`eqsat.identities`) removes, and
+    is exact in every ring; other fixed values are drawn there."""
+    arr = np.asarray(value)
+    return bool(arr.size) and (bool(np.all(arr == 0)) or bool(np.all(arr == 1)))
 
 
 WEIGHT_SLOT_OPS = frozenset({"matmul", "conv2d"})
@@ -197,7 +206,8 @@ class LazyLeaves(Mapping[str, np.ndarray]):
 
     def __init__(self, graph: Graph, seed: int, trial: int, domain: Domain = FLOAT):
         self.shapes = leaf_shapes(graph)
-        self.fixed = graph.fixed if domain.name == "float" else {}
+        self.fixed = graph.fixed if domain.name == "float" else {
+            k: v for k, v in graph.fixed.items() if kept_exactly(v)}
         self.kinds = {n.attr("name"): n.op for n in graph.leaves()}
         self.seed, self.trial, self.domain = seed, trial, domain
 
@@ -206,7 +216,7 @@ class LazyLeaves(Mapping[str, np.ndarray]):
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self.fixed:  # an attribute-like constant keeps its value
-            return np.asarray(self.fixed[name], dtype=np.float64)
+            return self.domain.asarray(np.asarray(self.fixed[name], dtype=np.float64))
         shape = self.shapes[name]
         rng = np.random.default_rng([self.seed, self.trial, zlib.crc32(name.encode())])
         value = self.domain.random(shape, rng)

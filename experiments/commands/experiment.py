@@ -30,6 +30,7 @@ EXPERIMENT_MODULES = [
     "experiments.runs.attention_ceiling",
     "experiments.runs.gpu_check",
     "experiments.runs.pytorch",
+    "experiments.runs.peers",
 ]
 
 

@@ -82,7 +82,8 @@ def _layernorm(tmp_path, name, gamma, beta, zero, one):
 def test_a_decomposed_layernorm_with_unit_scale_and_zero_bias_loses_its_mul_and_add(tmp_path):
     """Initialized as PyTorch does (scale 1, bias 0, and a zero shift and a unit divisor): the
     written file reads none of those constants and has four nodes fewer than the same model with
-    other values; it is not slower than its input."""
+    other values (whether it runs faster is measured by ``experiment peers``, not asserted here: a
+    test does not depend on how loaded the machine is)."""
     unit_src = _layernorm(tmp_path, "unit", np.ones(32), np.zeros(32), 0.0, 1.0)
     other_src = _layernorm(tmp_path, "other", 1 + RNG.standard_normal(32) * 0.1, RNG.standard_normal(32) * 0.1,
                            0.5, 2.0)
@@ -92,10 +93,6 @@ def test_a_decomposed_layernorm_with_unit_scale_and_zero_bias_loses_its_mul_and_
     assert other_ops == [n.op_type for n in onnx.load(str(other_src)).graph.node]  # nothing to gain: kept
     assert eo.load(unit).graph.op_count() <= eo.load(unit_src).graph.op_count() - 4  # in the IR (the writer
     # spells a Sub as an Add of a negation and a broadcast between reshapes, so ONNX nodes are no measure here)
-    from eqsat.cost.measured.timer import time_files
-
-    before, after = time_files([unit_src, unit], runs=40, seed=0)
-    assert after.median_us <= before.median_us * 1.10  # not slower (a 10% band: a shared, loaded machine)
 
 
 def test_the_rewrite_reads_only_values_the_checks_keep():

@@ -14,29 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cli import main
-
-RULE = "ewadd-comm: (ewadd ?a ?b) <=> (ewadd ?b ?a) ; vars=a:?x?,b:?x?\n"
-
-
-def run_cli(capsys: pytest.CaptureFixture, argv: list[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(code: int, err: str, *names: str) -> str:
-    """Exit 2 and one ``eqsat-lab`` error line naming every one of ``names``; no traceback."""
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if "error" in ln]
-    assert len(lines) == 1, err
-    for name in names:
-        assert name in lines[0], lines[0]
-    return lines[0]
+from tests.test_hostile import RULE, one_error, run_cli  # noqa: E402  (the CLI harness of round one)
 
 
 def external_model(folder: Path) -> Path:

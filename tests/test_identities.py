@@ -10,7 +10,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 from eqsat import onnx as eo  # noqa: E402
 from eqsat.identities import IDENTITIES  # noqa: E402
@@ -18,18 +18,13 @@ from experiments.cli import main  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
+from tests.test_folds_rules import _model  # noqa: E402  (one onnx.helper model of x -> y)
+
 
 def _arr(name: str, value: np.ndarray):
     return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
 
 
-def _model(path, nodes, x_shape, y_shape, inits, opset=18):
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, str(path))
-    return path
 
 
 def _optimize(tmp_path, src, search):

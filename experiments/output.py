@@ -46,3 +46,13 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def write_report(out: Path, stem: str, rows: Sequence[Mapping[str, Any]], extra: Mapping[str, Any], table: str,
+                 note: str, command: str = "") -> None:
+    """``stem.csv``/``.json`` (:func:`write_table`) and ``stem.md`` (the command, the table, the
+    note), and the table and note printed: what an experiment with one table leaves behind."""
+    write_table(out, stem, rows, extra)
+    write_atomic(out / f"{stem}.md", (f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n")
+    print(table)
+    print(note)

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import ORT_CPU
-from eqsat.files import write_atomic
 from eqsat.searches import ALPHA, EGRAPH
 from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
-from experiments.output import write_table
+from experiments.output import write_report
 from experiments.sweep import Cell, run_cells
 
 TOLERANCE = 1e-3  # an output whose largest relative difference to the input's is above this is "differs"
@@ -340,11 +339,9 @@ def run(models: str | None, out: Path, *, searches: Sequence[str] = (EGRAPH, ALP
             f"at least 1%); (kept): eqsat-lab wrote the input; searches on --device {device}; every file checked "
             f"against its input in onnxruntime, 'differs' above {TOLERANCE:g}"
             + (f"; not installed: {', '.join(absent)}" if absent else "") + ")")
-    write_table(out, "peers", rows, {"command": command, "device": device, "runs": runs, "tools": tools})
     plot(rows, tools, out / "peers.png")
-    write_atomic(out / "peers.md", (f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n")
-    print(table)
-    print(note)
+    write_report(out, "peers", rows, {"command": command, "device": device, "runs": runs, "tools": tools}, table,
+                 note, command)
     print(f"wrote {out / 'peers.csv'}, {out / 'peers.json'}, {out / 'peers.md'} and {out / 'peers.png'}")
     return rows
 

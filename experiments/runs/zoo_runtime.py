@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eqsat.files import write_atomic
 from eqsat.guards import Kept
 from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
-from experiments.output import write_table
+from experiments.output import write_report
 from experiments.sweep import Cell, run_cells
 
 
@@ -97,10 +96,8 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), zoo_results: 
             "fused into a conv, +Add: a residual sum fused into it"
             + ("; our searches: predicted gain -> measured in/out ratio of the zoo's cells" if results else "")
             + ")")
-    write_table(out, "zoo_runtime", rows, {"command": command, "zoo_results": zoo_results or ""})
-    write_atomic(out / "zoo_runtime.md", (f"`{command}`\n\n" if command else "") + table + "\n\n" + note + "\n")
-    print(table)
-    print(note)
+    write_report(out, "zoo_runtime", rows, {"command": command, "zoo_results": zoo_results or ""}, table, note,
+                 command)
     print(f"wrote {out / 'zoo_runtime.csv'}, {out / 'zoo_runtime.json'} and {out / 'zoo_runtime.md'}")
     return rows
 

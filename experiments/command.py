@@ -283,6 +283,13 @@ def add_models(p: argparse.ArgumentParser, default_text: str) -> None:
     p.add_argument("--models", default="", help=f"comma-separated models (default: {default_text})")
 
 
+def add_zoo_input(p: argparse.ArgumentParser) -> None:
+    """``--models`` (a folder of .onnx files) or ``--zoo`` (zoo models to generate): the input of
+    every experiment that runs a folder of ONNX files."""
+    p.add_argument("--models", help="a folder of .onnx files (default: the zoo's twelve models, generated into --out)")
+    p.add_argument("--zoo", default="", help="comma-separated zoo models to generate (default all)")
+
+
 def add_sweep_options(p: argparse.ArgumentParser, out: str, device: bool = True, seed: bool = True) -> None:
     """The options every resumable experiment takes."""
     if device:

@@ -35,7 +35,7 @@ class Timing:
         return {"median_us": self.median_us, "spread": self.spread, "runs": len(self.runs_us)}
 
 
-def _is_cuda(device: str) -> bool:
+def is_cuda(device: str) -> bool:
     return str(device).startswith("cuda")
 
 
@@ -43,7 +43,7 @@ def time_block(fn: Callable[[], Any], device: str, runs: int) -> list[float]:
     """``runs`` calls of ``fn``, each timed alone, in µs: CUDA events on a GPU, the wall clock on a CPU."""
     import torch
 
-    if _is_cuda(device):
+    if is_cuda(device):
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
         for start, end in events:
             start.record()
@@ -65,7 +65,7 @@ def warm(fn: Callable[[], Any], device: str, calls: int) -> None:
 
     for _ in range(calls):
         fn()
-    if _is_cuda(device):
+    if is_cuda(device):
         torch.cuda.synchronize()
 
 

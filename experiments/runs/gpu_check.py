@@ -28,7 +28,7 @@ SEARCH, DEVICE = EGRAPH, DEFAULT_DEVICE
 FIXED_LIMIT = 4096  # fixed weights (biases, masks, tables) above this many elements travel as a seed, not values
 
 
-def _graph(model: str, seed: int, quick: bool) -> Any:
+def model_graph(model: str, seed: int, quick: bool) -> Any:
     """A benchmark graph as built, or a zoo or transformers/timm model as its ONNX file imports."""
     from eqsat.models import MODELS, build
 
@@ -55,7 +55,7 @@ def search_model(model: str, out: Path, seed: int, quick: bool) -> dict[str, Any
     from eqsat.ir.graphfile import write_graph
     from experiments.searches import search_result
 
-    graph = _graph(model, seed, quick)
+    graph = model_graph(model, seed, quick)
     start = time.perf_counter()
     row, result = search_result(graph, model, SEARCH, DEVICE, seed, quick)
     variants = {"original": graph, SEARCH: result.best}

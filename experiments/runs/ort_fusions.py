@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.files import write_atomic
-from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
+from experiments.command import Experiment, add_sweep_options, add_zoo_input, positive_int, split_list, sweep_kwargs
 from experiments.onnx_io import TOLERANCE
 from experiments.output import write_table
 from experiments.sweep import Cell, run_cells
@@ -220,8 +220,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), model_types: 
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", help="a folder of .onnx files (default: the zoo's twelve models, generated into --out)")
-    p.add_argument("--zoo", default="", help="comma-separated zoo models to generate (default all)")
+    add_zoo_input(p)
     p.add_argument("--model-types", default=",".join(MODEL_TYPES),
                    help=f"onnxruntime optimizer model types to try (default {','.join(MODEL_TYPES)})")
     p.add_argument("--runs", type=positive_int, default=RUNS, help=f"end-to-end runs of each file, at least ({RUNS})")

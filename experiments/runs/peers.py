@@ -26,7 +26,7 @@ from typing import Any
 
 from eqsat.cost.devices import ORT_CPU
 from eqsat.searches import ALPHA, EGRAPH
-from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
+from experiments.command import Experiment, add_sweep_options, add_zoo_input, positive_int, split_list, sweep_kwargs
 from experiments.output import write_report
 from experiments.sweep import Cell, run_cells
 
@@ -347,8 +347,7 @@ def run(models: str | None, out: Path, *, searches: Sequence[str] = (EGRAPH, ALP
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", help="a folder of .onnx files (default: the zoo's twelve models, generated into --out)")
-    p.add_argument("--zoo", default="", help="comma-separated zoo models to generate (default all)")
+    add_zoo_input(p)
     p.add_argument("--searches", default="eqsat,taso", help="eqsat-lab's searches to run (default eqsat,taso)")
     p.add_argument("--peers", help=f"comma-separated peers (default all: {', '.join(PEERS)}; absent ones skipped)")
     p.add_argument("--realistic", action="store_true", help="add N(0, 0.02) to every float parameter first "

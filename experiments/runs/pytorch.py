@@ -92,14 +92,9 @@ def measure(model: str, graph: Any, best: Any, seed: int, runs: int, inductor: b
     return row
 
 
-def model_graph(model: str, seed: int, quick: bool) -> Any:
-    from experiments.runs.gpu_check import _graph
-
-    return _graph(model, seed, quick)
-
-
 def run_model(model: str, search: str, device: str, seed: int, runs: int, quick: bool,
               inductor: bool) -> dict[str, Any]:
+    from experiments.runs.gpu_check import model_graph
     from experiments.searches import search_result
 
     graph = model_graph(model, seed, quick)

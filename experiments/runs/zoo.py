@@ -38,6 +38,7 @@ from eqsat.files import write_atomic
 from experiments.command import (
     Experiment,
     add_sweep_options,
+    add_zoo_input,
     device_list,
     positive_int,
     positive_seconds,
@@ -370,8 +371,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Seq
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", help="a folder of .onnx files (default: the zoo's twelve models, generated into --out)")
-    p.add_argument("--zoo", default="", help="comma-separated zoo models to generate and run (default all)")
+    add_zoo_input(p)
     p.add_argument("--searches", default="", help="comma-separated searches (default: every registered search)")
     p.add_argument("--devices", type=device_list, default=",".join(DEVICES),
                    help=f"comma-separated devices (default {','.join(DEVICES)})")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.guards import Kept
-from experiments.command import Experiment, add_sweep_options, split_list, sweep_kwargs
+from experiments.command import Experiment, add_sweep_options, add_zoo_input, split_list, sweep_kwargs
 from experiments.output import write_report
 from experiments.sweep import Cell, run_cells
 
@@ -103,8 +103,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), zoo_results: 
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models", help="a folder of .onnx files (default: the zoo's twelve models, generated into --out)")
-    p.add_argument("--zoo", default="", help="comma-separated zoo models to generate (default all)")
+    add_zoo_input(p)
     p.add_argument("--zoo-results", help="a zoo.json of 'eqsat-lab experiment zoo': its cells join each model's row")
     add_sweep_options(p, "results/zoo", device=False)
 

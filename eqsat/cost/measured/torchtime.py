@@ -34,7 +34,7 @@ from eqsat.cost.measured.timer import (
 )
 from eqsat.ir.graph import Graph
 from eqsat.pytorch.module import GraphModule, to_module, torch_dtype
-from eqsat.pytorch.timing import cuda_graph, time_block
+from eqsat.pytorch.timing import cuda_graph, is_cuda, time_block
 
 Call = Callable[[], Any]
 END_TO_END_SECONDS = 2.0  # an end-to-end timing lasts at least this long (ort-cpu's figure)
@@ -64,10 +64,6 @@ def build(graph: Graph, device: str, dtype: str, seed: int = 0) -> tuple[GraphMo
     inputs = tuple(torch.randn(shape, generator=gen).to(device=module.device, dtype=module.dtype)
                    for shape in module.input_shapes)
     return module, inputs
-
-
-def is_cuda(device: str) -> bool:
-    return torch.device(device).type == "cuda"
 
 
 def block_us(fn: Call, runs: int, cuda: bool) -> list[float]:

@@ -44,7 +44,7 @@ def _caps(p: argparse.ArgumentParser) -> None:
 
 
 def _chain(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
+    p.add_argument("--world", default="matrix", help="a world of rulegen.world (default matrix)")
     p.add_argument("--max-k", type=number_in(int, 2, MAX_COUNT), default=4, help="largest graph size, >= 2 (default 4)")
     p.add_argument("--workers", type=positive_int, default=2, help="generator processes (default 2)")
     p.add_argument("--seed", type=seed_int, default=0)
@@ -70,7 +70,7 @@ def _fuzz(p: argparse.ArgumentParser) -> None:
 
 
 def _novelty(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
+    p.add_argument("--world", default="matrix", help="a world of rulegen.world (default matrix)")
     p.add_argument("--max-ops", type=positive_int, default=4, help="graph size (default 4)")
     p.add_argument("--known", help="known rule set (default: WORLD-min)")
     p.add_argument("--full", action="store_true", help="also run the second step")
@@ -80,7 +80,7 @@ def _novelty(p: argparse.ArgumentParser) -> None:
 
 
 def _rulegen(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--worlds", default="", help="comma-separated worlds of taso_baseline.world (default: all)")
+    p.add_argument("--worlds", default="", help="comma-separated worlds of rulegen.world (default: all)")
     p.add_argument("--max-k", type=positive_int, default=3, help="largest graph size (default 3)")
     p.add_argument("--workers", type=positive_int, default=2, help="generator processes (default 2)")
     p.add_argument("--seed", type=seed_int, default=0)

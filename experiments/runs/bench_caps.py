@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE
-from eqsat.cost.roofline import cost_model
+from eqsat.cost.registry import cost_model
 from eqsat.egraph.limits import Limits
 from eqsat.models import build
 from eqsat.rules.rulesets import default_rules

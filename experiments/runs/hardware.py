@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEVICES as ROOFLINE_DEVICES
-from eqsat.cost.roofline import check_device, cost_model
+from eqsat.cost.registry import check_device, cost_model
 from eqsat.models import build
 from experiments.command import (
     Experiment,

@@ -49,7 +49,7 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
     checked against the input in onnxruntime and priced as written; candidate graphs from the α
     search's path for the accuracy study. Returns the files and their prices (no timing yet)."""
     from eqsat import onnx as onnx_io
-    from eqsat.cost.measured import OrtCpuCost
+    from eqsat.cost.registry import cost_model
     from eqsat.models import build
     device = ORT_CPU.with_threads(threads)
     folder = Path(out) / "models"
@@ -58,7 +58,7 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
     src = folder / f"{model}.onnx"
     onnx_io.export_graph(build(model, **params), src, seed=seed)
     imported = onnx_io.load(src)
-    cost = OrtCpuCost(threads, progress=False)
+    cost = cost_model(device, progress=False)
     t0 = time.perf_counter()
     cost.graph_time_us(imported.graph)
     files: dict[str, Path] = {"original": src}

@@ -1,7 +1,7 @@
 """The benchmarks as experiment rows: ``eqsat-lab experiment caps|chain|extraction|fuzz|novelty|
 rulegen|soundness|walltime``.
 
-Each row's code is its own ``bench_*`` module; the row names it with :func:`lazy`, because the
+Each row's code is its own module of :mod:`experiments.bench`; the row names it with :func:`lazy`, because the
 CLI reads every row to build its parser and those modules import the rule generator, the
 verifier and the ILP solvers, which would slow the start of every ``eqsat-lab`` command. The
 options and the output files are here, as data.
@@ -109,21 +109,21 @@ def _walltime(p: argparse.ArgumentParser) -> None:
 
 EXPERIMENTS = (
     Experiment("caps", "how far the e-graph's node and time caps overshoot", _caps,
-               lazy("experiments.runs.bench_caps:main"), ("bench_caps.csv", "bench_caps.json")),
+               lazy("experiments.bench.caps:main"), ("bench_caps.csv", "bench_caps.json")),
     Experiment("chain", "a world's rules from scratch to k ops, generated and minimized one size at a time", _chain,
-               lazy("experiments.runs.bench_chain:main"), ("chain.csv", "chain.json", "k<k>.rules", "k<k>.min.rules")),
+               lazy("experiments.bench.chain:main"), ("chain.csv", "chain.json", "k<k>.rules", "k<k>.min.rules")),
     Experiment("extraction", "greedy vs ILP extraction on dumped e-graphs: cost, bound, gap, seconds", _extraction,
-               lazy("experiments.runs.bench_extraction:main"), ("bench_extraction.csv", "bench_extraction.json"),
+               lazy("experiments.bench.extraction:main"), ("bench_extraction.csv", "bench_extraction.json"),
                input_args=("files",)),
     Experiment("fuzz", "the fuzz tests at scale with new seeds for a time budget (exit 1 on a failure)", _fuzz,
-               lazy("experiments.runs.bench_fuzz:main"), ("fuzz.csv", "fuzz.json")),
+               lazy("experiments.bench.fuzz:main"), ("fuzz.csv", "fuzz.json")),
     Experiment("novelty", "how far the incremental generator's e-graph step gets at a graph size", _novelty,
-               lazy("experiments.runs.bench_novelty:main"), ("novelty.json",)),
+               lazy("experiments.bench.novelty:main"), ("novelty.json",)),
     Experiment("rulegen", "rule-generation time per world and graph size, per stage", _rulegen,
-               lazy("experiments.runs.bench_rulegen:main"), ("bench_rulegen.csv", "bench_rulegen.json")),
+               lazy("experiments.bench.rulegen:main"), ("bench_rulegen.csv", "bench_rulegen.json")),
     Experiment("soundness", "corrupt every shipped rule: does rules verify reject the wrong ones?", _soundness,
-               lazy("experiments.runs.bench_soundness:main"), ("bench_soundness.csv", "bench_soundness.json")),
+               lazy("experiments.bench.soundness:main"), ("bench_soundness.csv", "bench_soundness.json")),
     Experiment("walltime", "wall time, CPU time and peak memory of eqsat-lab optimize in fresh processes, and "
-               "their growth with depth", _walltime, lazy("experiments.runs.bench_walltime:main"),
+               "their growth with depth", _walltime, lazy("experiments.bench.walltime:main"),
                ("bench_walltime.csv", "bench_walltime.json", "bench_walltime.md", "bench_walltime.png")),
 )

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.compare import COMPARE_MODELS, check_models
 from experiments.onnx_io import ORT_LEVELS, TOLERANCE, export_best, ort_latency_ms, written_cost
 from experiments.output import write_table
-from experiments.runs.compare import COMPARE_MODELS, check_models
 from experiments.searches import EGRAPH, SEARCHES
 from experiments.sweep import Cell, run_cells
 from experiments.zoo.legacy import EXPORTER_MODELS

@@ -25,8 +25,8 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
+from experiments.compare import check_models
 from experiments.output import write_table
-from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, ALPHA_PET, EGRAPH, EGRAPH_PET, PET, SEARCHES
 from experiments.sweep import Cell, run_cells
 

@@ -30,9 +30,9 @@ from typing import Any
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from eqsat.pipeline import optimize_model
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs, thread_count
+from experiments.compare import COMPARE_MODELS, check_models
 from experiments.onnx_io import TOLERANCE
 from experiments.output import pyplot, save_figure, write_json, write_table
-from experiments.runs.compare import COMPARE_MODELS, check_models
 from experiments.searches import ALPHA, EGRAPH, get_search, limits_for, prepare_rules
 from experiments.sweep import Cell, run_cells
 

@@ -25,8 +25,8 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
+from experiments.compare import TENSAT_SUITE, check_models
 from experiments.output import write_table
-from experiments.runs.compare import TENSAT_SUITE, check_models
 from experiments.sweep import Cell, run_cells
 
 CASE_STUDIES = ("qkv", "lora")

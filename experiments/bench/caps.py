@@ -19,9 +19,9 @@ from eqsat.egraph.limits import Limits
 from eqsat.models import build
 from eqsat.rules.rulesets import default_rules
 from experiments.command import split_list
+from experiments.compare import COMPARE_MODELS as MODELS
+from experiments.compare import check_models
 from experiments.output import write_table
-from experiments.runs.compare import COMPARE_MODELS as MODELS
-from experiments.runs.compare import check_models
 from experiments.searches import EGRAPH, get_search
 
 UNCAPPED_NODES, UNCAPPED_SECONDS = 10**9, 3600.0

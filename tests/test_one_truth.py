@@ -82,6 +82,18 @@ def test_cost_models_are_asked_only_through_the_interface():
     assert not found, found
 
 
+def test_cost_models_are_built_only_by_the_device_registry():
+    """Outside ``eqsat/cost/`` no module constructs a cost model class: a device name becomes a
+    model only through :func:`eqsat.cost.registry.cost_model`, so every kind is parsed one way."""
+    rows = [*DEVICES.values(), *MEASURED_DEVICES.values(), *TUNED_DEVICES.values()]
+    classes = {row.cost_model.partition(":")[2] for row in rows}
+    assert {"RooflineCost", "OrtCpuCost", "TorchCpuCost", "TorchCudaCost", "TunedHypoGPUCost"} <= classes
+    found = [f"{path}:{node.lineno}: {node.func.id}" for path, tree in sources() if not path.startswith("eqsat/cost/")
+             for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes]
+    assert not found, found
+
+
 def test_rules_load_through_rulesets_only():
     """``rulefile.load_rules`` parses a file; every caller goes through ``rulesets.default_rules``."""
     callers = []

@@ -121,7 +121,7 @@ def writes_contrib(device: str, onnx_ops: str | None = None) -> bool:
     when the file was priced on the measured onnxruntime device (not torch-cpu: PyTorch runs no
     contrib kernels)."""
     from eqsat.cost.devices import ORT_CPU
-    from eqsat.cost.roofline import measured_device
+    from eqsat.cost.registry import measured_device
 
     if onnx_ops:
         return onnx_ops == "onnxruntime"
@@ -234,7 +234,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     :func:`writes_contrib`; ``guards``: the table of reasons to keep the input (an experiment that
     studies a search's best as such may pass fewer rows). A user error (an unknown model, device,
     search, preset or limit) is a ValueError or :class:`eqsat.errors.EqsatError` naming it."""
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
     from eqsat.onnx.runtime_baseline import runtime_baseline
     from eqsat.onnx.written import write_optimized, written_cost
     from eqsat.search import run_verified

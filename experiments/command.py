@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES, TUNED_DEVICES
-from eqsat.cost.roofline import OVERSUBSCRIBE
+from eqsat.cost.registry import OVERSUBSCRIBE
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -250,8 +250,8 @@ count_list = list_of(positive_int)  # tune --trials 32,64,128
 
 def device_arg(text: str) -> str:
     """An argparse type for ``--device``: an ``ort-cpu:N`` thread count is checked at parse time
-    (:func:`eqsat.cost.roofline.measured_threads`); other names are checked when used."""
-    from eqsat.cost.roofline import measured_threads
+    (:func:`eqsat.cost.registry.measured_threads`); other names are checked when used."""
+    from eqsat.cost.registry import measured_threads
 
     try:
         measured_threads(text)

@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from eqsat.cost.devices import REFERENCE_DEVICES
-from eqsat.cost.roofline import RooflineCost
+from eqsat.cost.registry import cost_model
 from eqsat.files import write_atomic
 from eqsat.models import MODELS, build
 
@@ -38,7 +38,7 @@ def cost_rows(models: Iterable[str], devices: Sequence[str], progress: bool = Tr
         graph = build(name)
         summary = graph.summary()
         for dev in devices:
-            report = RooflineCost(dev).report(graph)
+            report = cost_model(dev).report(graph)
             kinds = [r.kind for r in report.rows]
             rows.append(CostRow(
                 model=name, device=dev, ops=summary["ops"], weights=summary["weights"],

@@ -98,7 +98,7 @@ def search_result(graph: Graph, model: str, search: str, device: str = DEFAULT_D
                   quick: bool = False, limits: Any = None,
                   rule_sets: Sequence[str] | None = None) -> tuple[dict[str, Any], SearchResult]:
     """:func:`search_graph`, with the whole verified result (its work record) instead of the best graph."""
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
     from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
-from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.cost.registry import cost_model
+from eqsat.cost.roofline import CostModel
 from eqsat.ir.graph import Graph
 from pet.programs import ConvProblem, candidates
 from pet.verify import correction_kernels, overhead, verify

@@ -1,10 +1,8 @@
-"""TASO baseline: the rule generator and the α-backtracking search.
+"""TASO baseline: the α-backtracking search over the graph rewrites the rules make.
 
-The generator: ``world`` declares the leaves and op instances, ``enumerate`` builds graphs,
-``fingerprint`` buckets them, ``prune`` drops redundant pairs, ``verify`` checks candidates
-numerically, ``generate`` drives it all; ``novelty`` and ``root_rewrite`` keep only what known
-rules cannot prove, ``minimize`` drops derivable rules, ``prove`` proves rules from the operator
-axioms with Z3. The search: ``matcher``, ``rewrite``, ``pair_move`` and ``search`` (TASO's
-Algorithm 2), and ``fixpoint`` (rewriting to a fixed point, what a runtime fuses by itself).
-Imports the IR from ``eqsat``; ``eqsat`` never imports it.
+``matcher`` matches rules at a node, ``rewrite`` applies a match and reprices only what changed,
+``pair_move`` builds the two-output substitutions, ``search`` is TASO's Algorithm 2, and
+``fixpoint`` rewrites to a fixed point (what a runtime fuses by itself). The rules it reads are
+made by :mod:`rulegen`. Imports the IR from ``eqsat``; ``eqsat`` imports only ``fixpoint``
+(for the runtime baseline) and reaches the search through its registry.
 """

@@ -18,8 +18,8 @@ import numpy as np
 from eqsat.ir.graph import Node, node, split
 from eqsat.ir.ops import get_op
 from eqsat.rules.rulefile import parse_rule
+from rulegen.verify import verify_rule
 from taso_baseline.rewrite import Expanded
-from taso_baseline.verify import verify_rule
 
 
 @dataclass(frozen=True)

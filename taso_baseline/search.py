@@ -28,7 +28,8 @@ from typing import Any
 from tqdm import tqdm
 
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
-from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.cost.registry import cost_model
+from eqsat.cost.roofline import CostModel
 from eqsat.graph_rewrite import Alternative, GraphRewrite, RewritesUsed
 from eqsat.identities import IDENTITIES
 from eqsat.ir.graph import Graph, Node

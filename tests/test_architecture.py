@@ -8,7 +8,7 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("eqsat", "taso_baseline", "pet", "autotune", "experiments")
+PACKAGES = ("eqsat", "rulegen", "taso_baseline", "pet", "autotune", "experiments")
 
 
 def _modules() -> dict[str, Path]:

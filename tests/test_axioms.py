@@ -7,10 +7,10 @@ import pytest
 
 from eqsat.ir.ops import OP_TABLE
 from eqsat.rules.rulefile import load_rules, parse_rules
-from taso_baseline.verify import verify_rule
+from rulegen.verify import verify_rule
 
 z3 = pytest.importorskip("z3")
-from taso_baseline.prove import AXIOMS_PATH, Prover  # noqa: E402
+from rulegen.prove import AXIOMS_PATH, Prover  # noqa: E402
 
 AXIOMS = load_rules(AXIOMS_PATH)
 

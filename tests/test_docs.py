@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("eqsat", "taso_baseline", "pet", "autotune", "experiments")
+PACKAGES = ("eqsat", "rulegen", "taso_baseline", "pet", "autotune", "experiments")
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
-PROJECT_PATH = re.compile(r"(?<![\w./-])((?:eqsat|taso_baseline|pet|autotune|experiments|tests|docs)/[\w./*-]*)")
+PROJECT_PATH = re.compile(r"(?<![\w./-])((?:eqsat|rulegen|taso_baseline|pet|autotune|experiments|tests|docs)/[\w./*-]*)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -104,7 +104,7 @@ def test_every_link_and_project_path_in_the_docs_exists(md: Path):
         path = path.rstrip(".")
         if not placeholder(path) and not exists(path):
             broken.append(path)
-    for module in re.findall(r"python -m ((?:experiments|eqsat|autotune|pet|taso_baseline)[\w.]*)", text):
+    for module in re.findall(r"python -m ((?:experiments|eqsat|autotune|pet|rulegen|taso_baseline)[\w.]*)", text):
         if not (ROOT / (module.replace(".", "/") + ".py")).exists():
             broken.append(module)
     assert not broken, f"{md.relative_to(ROOT)} names what does not exist: {broken}"

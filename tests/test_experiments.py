@@ -52,7 +52,7 @@ def test_compare_quick_smoke(tmp_path, capsys):
 
 
 def test_compare_marks_time_limits_and_counts_best_costs():
-    from experiments.runs.compare import format_table, row_from, summary, tables
+    from experiments.compare import format_table, row_from, summary, tables
 
     def run(search, us, seconds, stop):  # a clock's stop is marked time-bounded, as the searches mark it
         return {"search": search, "ops": 3, "original_us": 10.0, "best_us": us, "speedup_pct": 0.0,

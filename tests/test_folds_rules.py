@@ -41,7 +41,7 @@ def _optimize(tmp_path, src, search="eqsat", onnx_ops="standard"):
 
 
 def test_fold_is_a_shipped_default_set_and_every_rule_verifies():
-    from taso_baseline.verify import verify_rule, verify_rules
+    from rulegen.verify import verify_rule, verify_rules
 
     assert FOLD in DEFAULT_RULE_SETS and FOLD in FULL_RULE_SETS
     rules = load_rules(RULE_SETS[FOLD].path)

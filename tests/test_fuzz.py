@@ -401,7 +401,7 @@ def matrix_graphs(draw: st.DrawFn) -> list[str]:
 @fuzz(10)
 @given(steps=matrix_graphs(), search=st.sampled_from(["taso", "eqsat"]))
 def test_random_graphs_optimize_to_verified_equal_graphs(steps: list, search: str) -> None:
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
     from eqsat.ir.graph import Graph, input_, node, weight
     from eqsat.rules.rulesets import default_rules
     from experiments.searches import get_search, limits_for

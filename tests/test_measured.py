@@ -11,7 +11,7 @@ from eqsat.cost.measured import OrtCpuCost, Timing, database, node_kernel, op_ke
 from eqsat.cost.measured import ortcpu as ortcpu_module
 from eqsat.cost.measured.database import Context, MeasurementDB
 from eqsat.cost.measured.kernels import fused_kernel
-from eqsat.cost.roofline import cost_model, measured_threads
+from eqsat.cost.registry import cost_model, measured_threads
 from eqsat.ir.graph import Graph, input_, node, weight
 
 

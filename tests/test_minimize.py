@@ -7,8 +7,8 @@ from test_rule_generator import TEXTBOOK_CONV, TEXTBOOK_MATRIX
 
 from eqsat.rules.rulefile import parse_rule, parse_rules
 from eqsat.rules.rulesets import RULE_SETS, default_rules
-from taso_baseline.minimize import MinimizeSettings, derivable, minimize
-from taso_baseline.verify import sample_assignments
+from rulegen.minimize import MinimizeSettings, derivable, minimize
+from rulegen.verify import sample_assignments
 
 SHAPES = {"A": "?x?", "B": "?x?", "C": "?x?", "X": "?x?x?x?", "W": "?x?x3x3", "V": "?x?x3x3", "K": "?x?x1x1"}
 

@@ -8,13 +8,13 @@ from test_minimize import SMALL
 from eqsat.egraph.extract import read_egraph
 from eqsat.rules.rulefile import parse_rules
 from eqsat.rules.rulesets import default_rules
-from taso_baseline.enumerate import enumerate_graphs
-from taso_baseline.fingerprint import buckets
-from taso_baseline.generate import generate
-from taso_baseline.minimize import minimize
-from taso_baseline.novelty import NoveltySettings, name_largest, novel_groups, root_classes
-from taso_baseline.root_rewrite import RootRewriter
-from taso_baseline.world import CONV, MATRIX
+from rulegen.enumerate import enumerate_graphs
+from rulegen.fingerprint import buckets
+from rulegen.generate import generate
+from rulegen.minimize import minimize
+from rulegen.novelty import NoveltySettings, name_largest, novel_groups, root_classes
+from rulegen.root_rewrite import RootRewriter
+from rulegen.world import CONV, MATRIX
 
 STEPS = [NoveltySettings(step="root"), NoveltySettings(step="egraph")]
 

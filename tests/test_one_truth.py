@@ -11,7 +11,7 @@ from eqsat.rules.rulesets import RULE_SETS
 from experiments.searches import SEARCHES, get_search
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("eqsat", "experiments", "taso_baseline", "pet", "autotune")
+PACKAGES = ("eqsat", "experiments", "rulegen", "taso_baseline", "pet", "autotune")
 REGISTRIES = {  # file -> the names it defines
     "eqsat/searches.py": set(SEARCHES),
     "eqsat/rules/rulesets.py": set(RULE_SETS),
@@ -27,8 +27,8 @@ ALLOWED = {  # (file, literal): why the same string there is not a second regist
     ("autotune/measure.py", "hypogpu"): "the simulated measurer's name: the GPU the tuned device prices on",
     ("experiments/commands/tune.py", "hypogpu"): "tune's measurer choice, the simulated measurer's name",
     ("experiments/runs/tune.py", "hypogpu"): "tune's measurer table, keyed by the measurers' names",
-    ("taso_baseline/world.py", "matrix"): "a world's name; the generated rule set is named after it",
-    ("taso_baseline/world.py", "conv"): "a world's name; the generated rule set is named after it",
+    ("rulegen/world.py", "matrix"): "a world's name; the generated rule set is named after it",
+    ("rulegen/world.py", "conv"): "a world's name; the generated rule set is named after it",
     ("experiments/runs/benchmarks.py", "matrix"): "the default world of the generator benchmarks",
     ("eqsat/models/builder.py", "conv"): "the name prefix of conv nodes in the benchmark builders",
     ("eqsat/cost/measured/kernels.py", "conv"): "a fused kernel's form (conv or bias), not a rule set",
@@ -79,6 +79,18 @@ def test_cost_models_are_asked_only_through_the_interface():
                     and node.args and isinstance(node.args[0], ast.Name)
                     and node.args[0].id in ("model", "cost_model", "cost")):
                 found.append(f"{path}:{node.lineno}")
+    assert not found, found
+
+
+def test_cost_models_are_built_only_by_the_device_registry():
+    """Outside ``eqsat/cost/`` no module constructs a cost model class: a device name becomes a
+    model only through :func:`eqsat.cost.registry.cost_model`, so every kind is parsed one way."""
+    rows = [*DEVICES.values(), *MEASURED_DEVICES.values(), *TUNED_DEVICES.values()]
+    classes = {row.cost_model.partition(":")[2] for row in rows}
+    assert {"RooflineCost", "OrtCpuCost", "TorchCpuCost", "TorchCudaCost", "TunedHypoGPUCost"} <= classes
+    found = [f"{path}:{node.lineno}: {node.func.id}" for path, tree in sources() if not path.startswith("eqsat/cost/")
+             for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes]
     assert not found, found
 
 

@@ -150,7 +150,7 @@ def rms_then_lora_model(path):
 
 
 def test_constants_that_act_as_attributes_keep_their_values_in_the_check(tmp_path):
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
     from eqsat.ir.evaluate import compare_graphs
     from eqsat.rules.rulesets import default_rules
     from eqsat.search import run_verified

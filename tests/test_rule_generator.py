@@ -11,11 +11,11 @@ from eqsat.ir.ops import OP_TABLE, OpSpec, register, unregister
 from eqsat.rules.rulefile import format_rules, load_rules, parse_rule, rule_key
 from eqsat.rules.rulesets import RULES_DIR
 from experiments.cli import main
-from taso_baseline.enumerate import enumerate_graphs
-from taso_baseline.fingerprint import buckets, collision_rate, count_pairs, fingerprint, multi_fingerprint
-from taso_baseline.generate import generate, header_lines
-from taso_baseline.verify import verify_rule
-from taso_baseline.world import CONV, MATRIX, Leaf, OpInstance, World
+from rulegen.enumerate import enumerate_graphs
+from rulegen.fingerprint import buckets, collision_rate, count_pairs, fingerprint, multi_fingerprint
+from rulegen.generate import generate, header_lines
+from rulegen.verify import verify_rule
+from rulegen.world import CONV, MATRIX, Leaf, OpInstance, World
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +216,7 @@ def test_verifier_tries_even_sizes_where_strides_make_parity_matter(seed):
     """Regression: SAME padding with stride 2 pads 0 before and 1 after on even sizes, so enlarging a
     1x1 kernel to 3x3 shifts the windows; the verifier only ever tried odd sizes and passed it. The
     stride-1 rule is sound and still passes."""
-    from taso_baseline.verify import verify_rules
+    from rulegen.verify import verify_rules
 
     bad = parse_rule("enlarge-s2: (conv2d :stride [2 2] :pad same ?X (enlarge :size [3 3] ?K)) <=> "
                      "(conv2d :stride [2 2] :pad same ?X ?K) ; vars=X:?x?x?x?,K:?x?x1x1")
@@ -230,7 +230,7 @@ def test_a_rule_whose_outputs_are_all_zero_at_a_draw_is_tested_again():
     """Three relu convolutions with two channels often give all-zero outputs on both sides, which
     once let ``conv-0896`` (it drops the 3x3 kernel W) into the shipped sets. All-zero draws are
     repeated with fresh inputs, and the rule fails."""
-    from taso_baseline.verify import world_shapes
+    from rulegen.verify import world_shapes
 
     rule = parse_rule("conv-0896: (conv2d :pad same :act relu (conv2d :pad same :act relu (conv2d :pad same :act relu "
                       "?X ?W) ?L) ?K) => (conv2d :pad same :act relu (conv2d :pad same :act relu (conv2d :pad same "
@@ -244,7 +244,7 @@ def test_a_rule_whose_outputs_are_all_zero_at_a_draw_is_tested_again():
 def test_every_shipped_minimized_rule_verifies_as_a_user_would_check_it():
     """``eqsat-lab rules verify`` on a shipped file reports no unsound rule: a generated rule's
     fresh variable (``D``, a generalized subterm) is given a shape at which both sides type-check."""
-    from taso_baseline.verify import verify_rules
+    from rulegen.verify import verify_rules
 
     for name in ("matrix.min", "conv.min", "matrix4.min", "conv4.min", "matrix4", "conv4"):
         report = verify_rules(load_rules(RULES_DIR / f"{name}.rules"))
@@ -255,7 +255,7 @@ def test_the_four_op_sets_hold_only_four_op_discoveries_and_their_minimized_subs
     """matrix4/conv4 come from graphs of four ops that the k <= 3 minimized sets do not prove: every
     rule has an op count a graph of four ops can have on a side, the header names the known set, and
     each minimized file is a subset of its generated one."""
-    from taso_baseline.minimize import rule_size
+    from rulegen.minimize import rule_size
 
     for world in ("matrix", "conv"):
         full = load_rules(RULES_DIR / f"{world}4.rules")

@@ -194,7 +194,7 @@ def test_shipped_hand_written_rules_verify_and_a_wrong_fold_does_not():
     import numpy as np
 
     from eqsat.rules.rulesets import RULES_DIR
-    from taso_baseline.verify import verify_rule, verify_rules
+    from rulegen.verify import verify_rule, verify_rules
 
     rules = load_rules(RULES_DIR / "epilogue.rules")
     assert all(r.origin == "hand-written" for r in rules)
@@ -235,7 +235,7 @@ def test_malformed_vars_metadata_is_a_parse_error_naming_file_and_line(meta, mes
 def test_vars_of_the_wrong_rank_fail_verification():
     """Regression: a vars= that names the wrong rank passed `rules verify` (the verifier guessed
     other ranks) and failed later inside optimize without a rule name."""
-    from taso_baseline.verify import verify_rules
+    from rulegen.verify import verify_rules
 
     rule = parse_rules("badrank: (matmul ?A (matmul ?B ?C)) <=> (matmul (matmul ?A ?B) ?C) ; "
                        "vars=A:?x?x?x?x?,B:?x?,C:?x?")

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from eqsat.cost.measured import database, torchtime  # noqa: E402
 from eqsat.cost.measured.timer import Timing  # noqa: E402
-from eqsat.cost.roofline import cost_model  # noqa: E402
+from eqsat.cost.registry import cost_model  # noqa: E402
 from eqsat.errors import UnsupportedError  # noqa: E402
 from eqsat.ir.graph import Graph, input_, node, weight  # noqa: E402
 
@@ -41,13 +41,7 @@ def two_branches() -> Graph:
 
 
 def fast_model(name: str):
-    from eqsat.cost.devices import MEASURED_DEVICES
-    from eqsat.cost.roofline import measured_device
-
-    row, threads = measured_device(name)
-    assert row is MEASURED_DEVICES[name.split(":")[0]]
-    module, _, cls = row.cost_model.partition(":")
-    return getattr(__import__(module, fromlist=[cls]), cls)(threads, progress=False, **FAST)
+    return cost_model(name, progress=False, **FAST)
 
 
 def test_the_devices_build_by_name(db):
@@ -131,7 +125,7 @@ def test_optimize_on_torch_cpu(db, capsys):
 
 
 def test_importing_the_cost_models_does_not_import_torch():
-    code = ("import sys, eqsat.cost, eqsat.cost.roofline, eqsat.cost.measured, eqsat.cost.devices; "
+    code = ("import sys, eqsat.cost, eqsat.cost.roofline, eqsat.cost.registry, eqsat.cost.measured, eqsat.cost.devices; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 

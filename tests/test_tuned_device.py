@@ -8,17 +8,19 @@ import pytest
 from autotune import hypogpu
 from autotune.workload import Workload
 from eqsat.cost import tuned_records
-from eqsat.cost.roofline import check_device, cost_model
-from eqsat.cost.tuned import Gemm, TunedHypoGPUCost, gemm_of, graph_gemms, parse_source
+from eqsat.cost.registry import MEASURED, ROOFLINE, TUNED, check_device, cost_model, parse_device
+from eqsat.cost.tuned import Gemm, TunedHypoGPUCost, gemm_of, graph_gemms
 from eqsat.ir.graph import Graph, input_, node, weight
 from experiments.runs.tuned_pricing import verdict_rows
 
 
 def test_device_names_say_who_tunes():
-    assert parse_source("hypogpu") == "ansor@64"
-    assert parse_source("hypogpu:oracle") == "oracle"
-    assert parse_source("hypogpu:random@016") == "random@16"
-    assert parse_source("h100") is None and parse_source("ort-cpu") is None
+    assert parse_device("hypogpu").arg == "ansor@64"
+    assert parse_device("hypogpu:oracle").arg == "oracle"
+    assert parse_device("hypogpu:random@016").arg == "random@16"
+    assert parse_device("hypogpu").kind is TUNED
+    assert parse_device("h100").kind is ROOFLINE and parse_device("ort-cpu:2").kind is MEASURED
+    assert parse_device("ort-cpu:2").arg == 2
     for bad, words in (("hypogpu:nope@8", "unknown tuner 'nope'"), ("hypogpu:ansor@0", "from 1 to 4096"),
                        ("hypogpu:ansor", "from 1 to 4096")):
         with pytest.raises(ValueError, match=words):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.runs.bench_walltime import parse_cells
-from experiments.runs.growth import fit, fits
+from experiments.bench.growth import fit, fits
+from experiments.bench.walltime import parse_cells
 
 
 def test_a_model_with_sizes_is_one_cell_per_size():

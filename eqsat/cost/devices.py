@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 MIN_RATE = 1.0  # FLOP/s and B/s: a profile's floor, so a graph's time (at most ~1e30 FLOPs) stays finite
 MAX_DEVICE_FIGURE = 1e30  # the ceiling of every figure of a profile (peak, bandwidth, launch µs)
@@ -25,6 +26,7 @@ class Device:
     bandwidth: float
     launch_us: float
     note: str = ""
+    cost_model: ClassVar[str] = "eqsat.cost.roofline:RooflineCost"  # as the other kinds' rows: "module:class"
 
     def __post_init__(self) -> None:
         for field_name in ("name", "note"):

@@ -1,5 +1,5 @@
 """The roofline cost model (the interface itself is :mod:`eqsat.cost.costmodel`; a device name
-becomes a cost model in :mod:`eqsat.cost.select`).
+becomes a cost model in :mod:`eqsat.cost.registry`).
 
 Per op: ``time = max(FLOPs / peak, bytes / bandwidth) + launch``, where bytes are
 every input read plus every output written at the dtype's width. Weight-only
@@ -14,14 +14,12 @@ rewritten graph only pays for the nodes that are new.
 """
 from __future__ import annotations
 
-import importlib
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eqsat.cost.costmodel import CostModel, CostReport, OpCost, node_in_shapes
-from eqsat.cost.devices import MEASURED_DEVICES, TUNED_DEVICES, Device, MeasuredDevice, TunedDevice, get_device
+from eqsat.cost.devices import Device, get_device
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import Shape, get_op
 
@@ -127,65 +125,6 @@ class RooflineCost:
     def report(self, graph: Graph) -> CostReport:
         rows = tuple(self.node_cost(n, graph.dtype) for n in graph.nodes())
         return CostReport(graph.name, self.name, graph.dtype, sum(r.time_us for r in rows), rows)
-
-
-OVERSUBSCRIBE = 4  # measured-device threads allowed per core
-
-
-def measured_device(device: str) -> tuple[MeasuredDevice, int] | None:
-    """The row of :data:`~eqsat.cost.devices.MEASURED_DEVICES` a device name names (``NAME`` or
-    ``NAME:threads``) and the thread count; None for any other name. At most ``OVERSUBSCRIBE``
-    threads per core of this machine: ``ort-cpu:100000`` hung starting 100,000 threads, and past a
-    few per core a timing measures the scheduler."""
-    name, colon, count = device.partition(":")
-    row = MEASURED_DEVICES.get(name)
-    if row is None:
-        return None
-    most = OVERSUBSCRIBE * (os.cpu_count() or 1)
-    if colon and (not count.isdigit() or not 1 <= int(count) <= most):
-        raise ValueError(f"device {device!r}: the thread count after {name}: must be 1 to {most} "
-                         f"({OVERSUBSCRIBE} per core of this machine)")
-    return row, int(count) if colon else 1
-
-
-def measured_threads(device: str) -> int | None:
-    """The thread count of a measured device name, None for any other name."""
-    found = measured_device(device)
-    return None if found is None else found[1]
-
-
-def tuned_device(device: str) -> tuple[TunedDevice, str] | None:
-    """The row of :data:`~eqsat.cost.devices.TUNED_DEVICES` a device name names (``NAME`` or
-    ``NAME:SOURCE``, who tunes its kernels) and the source (its row's default without one)."""
-    name, colon, source = device.partition(":")
-    row = TUNED_DEVICES.get(name)
-    return None if row is None else (row, source if colon else row.default_source)
-
-
-def _row_model(spec: str, *args: object) -> CostModel:
-    module, _, cls = spec.partition(":")
-    return getattr(importlib.import_module(module), cls)(*args)
-
-
-def cost_model(device: str | Device | CostModel) -> CostModel:
-    """A cost model: given; a measured device's (``ort-cpu[:threads]``: its row's model, timed on
-    this machine); a tuned device's (``hypogpu[:source]``: GEMMs priced by tuned kernels); or the
-    roofline model of a device name, profile file or Device."""
-    if isinstance(device, str) and (tuned := tuned_device(device)) is not None:
-        return _row_model(tuned[0].cost_model, tuned[1])
-    if isinstance(device, str) and (found := measured_device(device)) is not None:
-        return _row_model(found[0].cost_model, found[1])
-    if isinstance(device, (str, Device)):
-        return RooflineCost(device)
-    return device
-
-
-def check_device(device: str) -> None:
-    """Fail early, naming the device, when ``device`` is neither measured, tuned nor a roofline profile."""
-    if tuned_device(device) is not None:
-        cost_model(device)  # a tuned device checks its source when it is made
-    elif measured_threads(device) is None:
-        get_device(device)
 
 
 def cost(graph: Graph, device: str | Device) -> CostReport:

@@ -43,11 +43,10 @@ class Gemm:
     K: int
 
 
-def parse_source(device: str) -> str | None:
-    """``hypogpu[:SOURCE]`` -> SOURCE (``oracle`` or ``TUNER@TRIALS``); None for other devices."""
-    if device != PREFIX and not device.startswith(PREFIX + ":"):
-        return None
-    source = device[len(PREFIX) + 1:] if device != PREFIX else DEFAULT_SOURCE
+def check_source(source: str, device: str = "") -> str:
+    """Who tunes (``oracle`` or ``TUNER@TRIALS``), checked and written plainly; ``device`` the name
+    it came in (``hypogpu:SOURCE``, read by :func:`eqsat.cost.registry.parse_device`)."""
+    device = device or f"{PREFIX}:{source}"
     if source == "oracle":
         return source
     tuner, _, trials = source.partition("@")
@@ -93,7 +92,7 @@ class TunedHypoGPUCost(RooflineCost):
 
         super().__init__(Device(f"{PREFIX}-roofline", spec.peak_flops, spec.dram_bw, spec.launch_s * 1e6,
                                 "HypoGPU's roofline, for the ops that are not GEMMs"))
-        self.source = parse_source(f"{PREFIX}:{source}")
+        self.source = check_source(source)
         self.kernels = TunedKernels(default_path() if records is DEFAULT_RECORDS else records)
 
     @property

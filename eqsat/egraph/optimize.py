@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
-from eqsat.cost.roofline import CostModel, cost_model
+from eqsat.cost.registry import cost_model
+from eqsat.cost.roofline import CostModel
 from eqsat.egraph.extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
 from eqsat.egraph.language import alternative_let

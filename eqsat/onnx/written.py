@@ -74,7 +74,7 @@ def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
     (:func:`eqsat.onnx.runtime_baseline.runtime_baseline`); the measured device prices those
     fusions itself. ``device``: a name, or the cost model the search used (a calibrated one)."""
     from eqsat import onnx as onnx_io
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
     from eqsat.onnx.runtime_baseline import runtime_baseline
 
     model = cost_model(device)

@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.runs.compare import run as run_compare
+    from experiments.compare import run as run_compare
 
     run_compare(split_list(args.models) or None, args.device, Path(args.out), quick=args.quick, seed=args.seed,
                 rules=tuple(args.rules) if args.rules else None, preset=args.preset, **sweep_kwargs(args))

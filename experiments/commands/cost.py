@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
 
     graph, _ = load_model(args)
     model = cost_model(args.device)

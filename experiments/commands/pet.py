@@ -75,7 +75,7 @@ def _optimize(args: argparse.Namespace) -> int:
 
 def _lazy(name: str):
     def go(args: argparse.Namespace) -> int:
-        from experiments.runs import pet_demo
+        from experiments import pet_demo
 
         return getattr(pet_demo, name)(args)
     return go

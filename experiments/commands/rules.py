@@ -21,7 +21,7 @@ def _files(p: argparse.ArgumentParser) -> None:
 
 
 def _add_generate(p: argparse.ArgumentParser) -> None:
-    from taso_baseline.world import WORLDS
+    from rulegen.world import WORLDS
 
     p.add_argument("--world", required=True, choices=list(WORLDS), help="the generator's world")
     p.add_argument("--max-ops", type=positive_int, default=3, help="largest graph size (ops)")
@@ -58,7 +58,7 @@ def _add_minimize(p: argparse.ArgumentParser) -> None:
 def _minimize(args: argparse.Namespace) -> int:
     from eqsat.rules.rulefile import save_rules
     from eqsat.rules.rulesets import default_rules
-    from taso_baseline.minimize import MinimizeSettings, minimize
+    from rulegen.minimize import MinimizeSettings, minimize
 
     rules = default_rules(args.files)
     known = default_rules(args.known) if args.known else []
@@ -111,8 +111,8 @@ def _fmt(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from eqsat.rules.rulefile import save_rules
     from eqsat.rules.rulesets import default_rules
-    from taso_baseline.generate import generate, header_lines
-    from taso_baseline.world import get_world
+    from rulegen.generate import generate, header_lines
+    from rulegen.world import get_world
 
     world = get_world(args.world)
     known = default_rules(args.known) if args.known else None
@@ -133,7 +133,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from eqsat.rules.rulefile import format_rule
     from eqsat.rules.rulesets import default_rules
-    from taso_baseline.verify import verify_rules
+    from rulegen.verify import verify_rules
 
     bad = 0
     for path in args.files:
@@ -158,7 +158,7 @@ def _prove(args: argparse.Namespace, path: str, rules: list) -> None:
     import time
 
     from eqsat.rules.rulefile import save_rules
-    from taso_baseline.prove import prove_rules
+    from rulegen.prove import prove_rules
 
     start = time.perf_counter()
     proofs = prove_rules(rules, args.axioms, args.prove_seconds)
@@ -180,7 +180,7 @@ def _prove(args: argparse.Namespace, path: str, rules: list) -> None:
 
 def _collisions(args: argparse.Namespace) -> int:
     from eqsat.ir.graph import input_, node
-    from taso_baseline.fingerprint import collision_rate
+    from rulegen.fingerprint import collision_rate
 
     a, c = input_("A", (4, 4)), input_("C", (4, 4))
     left, right = node("relu", c), node("ewmul", a, node("relu", c))

@@ -21,8 +21,8 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
+from experiments.compare import check_models
 from experiments.output import pyplot, save_figure, write_table
-from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, add_alpha_preset, alpha_preset, get_search
 from experiments.sweep import Cell, run_cells
 

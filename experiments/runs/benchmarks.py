@@ -1,7 +1,7 @@
 """The benchmarks as experiment rows: ``eqsat-lab experiment caps|chain|extraction|fuzz|novelty|
 rulegen|soundness|walltime``.
 
-Each row's code is its own ``bench_*`` module; the row names it with :func:`lazy`, because the
+Each row's code is its own module of :mod:`experiments.bench`; the row names it with :func:`lazy`, because the
 CLI reads every row to build its parser and those modules import the rule generator, the
 verifier and the ILP solvers, which would slow the start of every ``eqsat-lab`` command. The
 options and the output files are here, as data.
@@ -44,7 +44,7 @@ def _caps(p: argparse.ArgumentParser) -> None:
 
 
 def _chain(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
+    p.add_argument("--world", default="matrix", help="a world of rulegen.world (default matrix)")
     p.add_argument("--max-k", type=number_in(int, 2, MAX_COUNT), default=4, help="largest graph size, >= 2 (default 4)")
     p.add_argument("--workers", type=positive_int, default=2, help="generator processes (default 2)")
     p.add_argument("--seed", type=seed_int, default=0)
@@ -70,7 +70,7 @@ def _fuzz(p: argparse.ArgumentParser) -> None:
 
 
 def _novelty(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", default="matrix", help="a world of taso_baseline.world (default matrix)")
+    p.add_argument("--world", default="matrix", help="a world of rulegen.world (default matrix)")
     p.add_argument("--max-ops", type=positive_int, default=4, help="graph size (default 4)")
     p.add_argument("--known", help="known rule set (default: WORLD-min)")
     p.add_argument("--full", action="store_true", help="also run the second step")
@@ -80,7 +80,7 @@ def _novelty(p: argparse.ArgumentParser) -> None:
 
 
 def _rulegen(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--worlds", default="", help="comma-separated worlds of taso_baseline.world (default: all)")
+    p.add_argument("--worlds", default="", help="comma-separated worlds of rulegen.world (default: all)")
     p.add_argument("--max-k", type=positive_int, default=3, help="largest graph size (default 3)")
     p.add_argument("--workers", type=positive_int, default=2, help="generator processes (default 2)")
     p.add_argument("--seed", type=seed_int, default=0)
@@ -109,21 +109,21 @@ def _walltime(p: argparse.ArgumentParser) -> None:
 
 EXPERIMENTS = (
     Experiment("caps", "how far the e-graph's node and time caps overshoot", _caps,
-               lazy("experiments.runs.bench_caps:main"), ("bench_caps.csv", "bench_caps.json")),
+               lazy("experiments.bench.caps:main"), ("bench_caps.csv", "bench_caps.json")),
     Experiment("chain", "a world's rules from scratch to k ops, generated and minimized one size at a time", _chain,
-               lazy("experiments.runs.bench_chain:main"), ("chain.csv", "chain.json", "k<k>.rules", "k<k>.min.rules")),
+               lazy("experiments.bench.chain:main"), ("chain.csv", "chain.json", "k<k>.rules", "k<k>.min.rules")),
     Experiment("extraction", "greedy vs ILP extraction on dumped e-graphs: cost, bound, gap, seconds", _extraction,
-               lazy("experiments.runs.bench_extraction:main"), ("bench_extraction.csv", "bench_extraction.json"),
+               lazy("experiments.bench.extraction:main"), ("bench_extraction.csv", "bench_extraction.json"),
                input_args=("files",)),
     Experiment("fuzz", "the fuzz tests at scale with new seeds for a time budget (exit 1 on a failure)", _fuzz,
-               lazy("experiments.runs.bench_fuzz:main"), ("fuzz.csv", "fuzz.json")),
+               lazy("experiments.bench.fuzz:main"), ("fuzz.csv", "fuzz.json")),
     Experiment("novelty", "how far the incremental generator's e-graph step gets at a graph size", _novelty,
-               lazy("experiments.runs.bench_novelty:main"), ("novelty.json",)),
+               lazy("experiments.bench.novelty:main"), ("novelty.json",)),
     Experiment("rulegen", "rule-generation time per world and graph size, per stage", _rulegen,
-               lazy("experiments.runs.bench_rulegen:main"), ("bench_rulegen.csv", "bench_rulegen.json")),
+               lazy("experiments.bench.rulegen:main"), ("bench_rulegen.csv", "bench_rulegen.json")),
     Experiment("soundness", "corrupt every shipped rule: does rules verify reject the wrong ones?", _soundness,
-               lazy("experiments.runs.bench_soundness:main"), ("bench_soundness.csv", "bench_soundness.json")),
+               lazy("experiments.bench.soundness:main"), ("bench_soundness.csv", "bench_soundness.json")),
     Experiment("walltime", "wall time, CPU time and peak memory of eqsat-lab optimize in fresh processes, and "
-               "their growth with depth", _walltime, lazy("experiments.runs.bench_walltime:main"),
+               "their growth with depth", _walltime, lazy("experiments.bench.walltime:main"),
                ("bench_walltime.csv", "bench_walltime.json", "bench_walltime.md", "bench_walltime.png")),
 )

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_models, add_sweep_options, non_negative, split_list, sweep_kwargs
+from experiments.compare import check_models
 from experiments.output import pyplot, save_figure, write_table
-from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, EGRAPH, add_alpha_preset, alpha_preset, get_search
 from experiments.sweep import Cell, run_cells
 

@@ -58,7 +58,7 @@ class Lab:
         return self._runs[key]
 
     def price(self, graph: Any, device: str) -> float:
-        from eqsat.cost.roofline import cost_model
+        from eqsat.cost.registry import cost_model
 
         return cost_model(device).graph_time_us(graph)
 

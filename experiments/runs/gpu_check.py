@@ -51,7 +51,7 @@ def model_graph(model: str, seed: int, quick: bool) -> Any:
 
 def search_model(model: str, out: Path, seed: int, quick: bool) -> dict[str, Any]:
     """One model's manifest entry: its graphs written, the search's record, predicted times."""
-    from eqsat.cost.roofline import cost_model
+    from eqsat.cost.registry import cost_model
     from eqsat.ir.graphfile import write_graph
     from experiments.searches import search_result
 

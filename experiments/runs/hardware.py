@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEVICES as ROOFLINE_DEVICES
-from eqsat.cost.roofline import check_device, cost_model
+from eqsat.cost.registry import check_device, cost_model
 from eqsat.models import build
 from experiments.command import (
     Experiment,
@@ -26,8 +26,8 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
+from experiments.compare import check_models
 from experiments.output import pyplot, save_figure, write_table
-from experiments.runs.compare import check_models
 from experiments.searches import EGRAPH, get_search, limits_for, search_graph
 from experiments.sweep import Cell, run_cells
 

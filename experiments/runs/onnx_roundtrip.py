@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs
+from experiments.compare import COMPARE_MODELS, check_models
 from experiments.onnx_io import ORT_LEVELS, TOLERANCE, export_best, ort_latency_ms, written_cost
 from experiments.output import write_table
-from experiments.runs.compare import COMPARE_MODELS, check_models
 from experiments.searches import EGRAPH, SEARCHES
 from experiments.sweep import Cell, run_cells
 from experiments.zoo.legacy import EXPORTER_MODELS
@@ -38,7 +38,7 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
     """One model through export, import, search, export and the onnxruntime check; the written
     file is priced again, and with ``measure`` both files are timed in onnxruntime on this CPU."""
     from eqsat import onnx as onnx_io
-    from eqsat.cost.roofline import RooflineCost
+    from eqsat.cost.registry import cost_model
     from eqsat.models import build
     from eqsat.pipeline import optimize_model
     from experiments.searches import get_search, limits_for, prepare_rules
@@ -61,7 +61,7 @@ def round_trip(model: str, search: str, device: str, seed: int, out: str, quick:
     if exporter_shaped:
         graph = imported.graph
     t2 = time.perf_counter()
-    cost = RooflineCost(device)
+    cost = cost_model(device)
     if not quick:
         prepare_rules(search)  # parsed and compiled once per process, so a search's time is its own
     # the imported graph in memory: the search, its check and its guards as optimize runs them; the

@@ -25,8 +25,8 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
+from experiments.compare import check_models
 from experiments.output import write_table
-from experiments.runs.compare import check_models
 from experiments.searches import ALPHA, ALPHA_PET, EGRAPH, EGRAPH_PET, PET, SEARCHES
 from experiments.sweep import Cell, run_cells
 
@@ -86,7 +86,7 @@ def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PE
     """Every search on every model for every device; ``alpha_time_limit`` caps each α search
     (``taso``, ``taso+pet``) at that many seconds instead of its preset's 120 s, so the whole table
     fits a shorter run (the cap is part of the cell, so a capped cell is never mistaken for a full one)."""
-    from eqsat.cost.roofline import check_device
+    from eqsat.cost.registry import check_device
     from eqsat.models import PET_MODELS
     from experiments.searches import get_search
 

@@ -30,9 +30,9 @@ from typing import Any
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from eqsat.pipeline import optimize_model
 from experiments.command import Experiment, add_models, add_sweep_options, split_list, sweep_kwargs, thread_count
+from experiments.compare import COMPARE_MODELS, check_models
 from experiments.onnx_io import TOLERANCE
 from experiments.output import pyplot, save_figure, write_json, write_table
-from experiments.runs.compare import COMPARE_MODELS, check_models
 from experiments.searches import ALPHA, EGRAPH, get_search, limits_for, prepare_rules
 from experiments.sweep import Cell, run_cells
 
@@ -49,7 +49,7 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
     checked against the input in onnxruntime and priced as written; candidate graphs from the α
     search's path for the accuracy study. Returns the files and their prices (no timing yet)."""
     from eqsat import onnx as onnx_io
-    from eqsat.cost.measured import OrtCpuCost
+    from eqsat.cost.registry import cost_model
     from eqsat.models import build
     device = ORT_CPU.with_threads(threads)
     folder = Path(out) / "models"
@@ -58,7 +58,7 @@ def search_model(model: str, seed: int, out: str, quick: bool = False, threads: 
     src = folder / f"{model}.onnx"
     onnx_io.export_graph(build(model, **params), src, seed=seed)
     imported = onnx_io.load(src)
-    cost = OrtCpuCost(threads, progress=False)
+    cost = cost_model(device, progress=False)
     t0 = time.perf_counter()
     cost.graph_time_us(imported.graph)
     files: dict[str, Path] = {"original": src}

@@ -25,8 +25,8 @@ from experiments.command import (
     split_list,
     sweep_kwargs,
 )
+from experiments.compare import TENSAT_SUITE, check_models
 from experiments.output import write_table
-from experiments.runs.compare import TENSAT_SUITE, check_models
 from experiments.sweep import Cell, run_cells
 
 CASE_STUDIES = ("qkv", "lora")
@@ -70,7 +70,7 @@ def format_rows(rows: Sequence[dict[str, Any]], roofline: str, tuned: str) -> st
 def run(models: Sequence[str] | None, out: Path, *, roofline: str = ROOFLINE, tuned: str = TUNED, k_multi: int = 2,
         seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
         command: str = "") -> list[dict[str, Any]]:
-    from eqsat.cost.roofline import check_device
+    from eqsat.cost.registry import check_device
 
     models = check_models(models or CASE_STUDIES + TENSAT_SUITE)
     for d in (roofline, tuned):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
+from eqsat.cost.registry import is_measured
 from eqsat.files import write_atomic
 from experiments.command import (
     Experiment,
@@ -152,13 +153,6 @@ def optimize_cell(model: str, digest: str, search: str, device: str, seed: int, 
     if not row["changed"]:
         return row | {"measured_ratio": 1.0} | (measure_input(model, runs, seed) if is_measured(device) else {})
     return row | measure(model, str(out_file), runs, seed)
-
-
-def is_measured(device: str) -> bool:
-    """Whether ``device`` (``NAME[:options]``) prices kernels by timing them on this machine."""
-    from eqsat.cost.devices import MEASURED_DEVICES
-
-    return device.split(":", 1)[0] in MEASURED_DEVICES
 
 
 def measure_input(model: str, runs: int, seed: int) -> dict[str, Any]:
@@ -329,7 +323,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Seq
         devices: Sequence[str] = DEVICES, seed: int = 0, timeout: float = TIMEOUT_S, runs: int | None = None,
         quick: bool = False, workers: int = 1, executor: str = "local", progress: bool = True,
         command: str = "") -> list[dict[str, Any]]:
-    from eqsat.cost.roofline import check_device
+    from eqsat.cost.registry import check_device
     from experiments.searches import SEARCHES
 
     for device in devices:

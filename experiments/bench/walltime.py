@@ -10,7 +10,7 @@ Cells are timed round-robin so a slow spell of the machine hits every cell alike
 A model is a benchmark graph or a zoo architecture (written as ONNX into a temporary folder and
 optimized from the file), with builder sizes: ``bert:layers=4/8/16`` is three cells. Over the cells
 of one model and search that differ only in ``layers``, time and memory are fitted as a line in
-the layer count (:mod:`experiments.runs.growth`), and the table says where growth is not linear.
+the layer count (:mod:`experiments.bench.growth`), and the table says where growth is not linear.
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.bench.growth import plot_growth, write_markdown
 from experiments.command import parse_params, split_list
+from experiments.compare import check_models
 from experiments.output import write_table
-from experiments.runs.compare import check_models
-from experiments.runs.growth import plot_growth, write_markdown
 from experiments.searches import EGRAPH, SEARCHES
 
 TARGETS_S = {("squeezenet", EGRAPH): 2.0, ("bert", EGRAPH): 3.0, ("bert:layers=32", EGRAPH): 6.0}

@@ -25,8 +25,8 @@ from eqsat.errors import EqsatError
 from eqsat.ir.graph import Graph, Node, input_, rebuild
 from eqsat.rules.pattern import App, Pattern, attr_vars, walk
 from eqsat.rules.rulefile import Rule
-from taso_baseline.verify import Sides, sample_assignments, world_shapes
-from taso_baseline.world import WORLDS
+from rulegen.verify import Sides, sample_assignments, world_shapes
+from rulegen.world import WORLDS
 
 
 @dataclass(frozen=True)

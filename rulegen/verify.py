@@ -369,7 +369,7 @@ class FileReport:
 
 def verify_rules(rules: Sequence[Rule], seed: int = 0, path: str = "<rules>") -> FileReport:
     """Verify rules from any source; generated rules use their world's leaf shapes when they can."""
-    from taso_baseline.world import WORLDS
+    from rulegen.world import WORLDS
 
     verdicts = []
     for i, rule in enumerate(rules):

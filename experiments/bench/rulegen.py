@@ -13,8 +13,8 @@ from typing import Any
 
 from experiments.command import split_list
 from experiments.output import write_table
-from taso_baseline.generate import generate
-from taso_baseline.world import WORLDS, get_world
+from rulegen.generate import generate
+from rulegen.world import WORLDS, get_world
 
 
 def run(worlds: Sequence[str], max_k: int, workers: int, seed: int, out: Path) -> list[dict[str, Any]]:

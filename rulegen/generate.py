@@ -24,12 +24,12 @@ from tqdm import tqdm
 from eqsat.ir.graph import Node, leaves_of
 from eqsat.rules.pattern import App, Dim, Pattern, Var, pattern_of, tensor_vars
 from eqsat.rules.rulefile import Rule, format_pattern, format_rule, rule_key
-from taso_baseline.enumerate import enumerate_graphs
-from taso_baseline.fingerprint import buckets, count_pairs
-from taso_baseline.novelty import NoveltySettings, novel_groups
-from taso_baseline.prune import prune
-from taso_baseline.verify import Verdict, verify_rule
-from taso_baseline.world import WEIGHT, World
+from rulegen.enumerate import enumerate_graphs
+from rulegen.fingerprint import buckets, count_pairs
+from rulegen.novelty import NoveltySettings, novel_groups
+from rulegen.prune import prune
+from rulegen.verify import Verdict, verify_rule
+from rulegen.world import WEIGHT, World
 
 
 @dataclass

@@ -22,8 +22,8 @@ from eqsat.egraph.rewrites import compile_rules
 from eqsat.egraph.runner import EGraphRunner
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
-from taso_baseline.enumerate import Enumeration
-from taso_baseline.root_rewrite import RootRewriter, join_names
+from rulegen.enumerate import Enumeration
+from rulegen.root_rewrite import RootRewriter, join_names
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ graph size (target: k = 4).
 
 Enumerates the world, buckets it, puts every smaller term into one e-graph with the known rules,
 runs them, and names the graphs of the largest size by op and argument e-classes
-(:func:`taso_baseline.novelty.name_largest`); reports the counts, each stage's seconds and the peak
+(:func:`rulegen.novelty.name_largest`); reports the counts, each stage's seconds and the peak
 memory. ``--full`` goes on to the second step and the pairs left (:func:`novel_groups`): the known
 rules at the roots in Python (``root``, the default) or the names back in egglog (``egraph``).
 """
@@ -17,10 +17,10 @@ from typing import Any
 
 from eqsat.rules.rulesets import default_rules
 from experiments.output import write_json
-from taso_baseline.enumerate import enumerate_graphs
-from taso_baseline.fingerprint import buckets
-from taso_baseline.novelty import NoveltySettings, name_largest, novel_groups
-from taso_baseline.world import get_world
+from rulegen.enumerate import enumerate_graphs
+from rulegen.fingerprint import buckets
+from rulegen.novelty import NoveltySettings, name_largest, novel_groups
+from rulegen.world import get_world
 
 
 def run(world_name: str, max_ops: int, known_set: str | None, full: bool, step: str, workers: int,

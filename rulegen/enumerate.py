@@ -19,7 +19,7 @@ from tqdm import tqdm
 from eqsat.errors import EqsatError
 from eqsat.ir.domains import INT, Domain
 from eqsat.ir.graph import Node, node
-from taso_baseline.world import OpInstance, World
+from rulegen.world import OpInstance, World
 
 
 @dataclass

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE
-from eqsat.cost.roofline import cost_model
+from eqsat.cost.registry import cost_model
 from eqsat.egraph.limits import Limits
 from eqsat.models import build
 from eqsat.rules.rulesets import default_rules
 from experiments.command import split_list
+from experiments.compare import COMPARE_MODELS as MODELS
+from experiments.compare import check_models
 from experiments.output import write_table
-from experiments.runs.compare import COMPARE_MODELS as MODELS
-from experiments.runs.compare import check_models
 from experiments.searches import EGRAPH, get_search
 
 UNCAPPED_NODES, UNCAPPED_SECONDS = 10**9, 3600.0

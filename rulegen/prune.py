@@ -23,8 +23,8 @@ import numpy as np
 from eqsat.ir.domains import INT
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node, input_, leaves_of, node, weight
-from taso_baseline.enumerate import Enumeration
-from taso_baseline.fingerprint import fingerprint
+from rulegen.enumerate import Enumeration
+from rulegen.fingerprint import fingerprint
 
 _PRIVATE = 0xE000  # leaf i is written as chr(_PRIVATE + i) in templates
 FRESH = "D"

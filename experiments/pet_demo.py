@@ -112,12 +112,13 @@ def measure_options(layers: list, options: list, device: str) -> list[dict]:
     """Every option of every layer timed in onnxruntime on this CPU, next to its price: the
     program and each correction kernel timed one after another (:func:`time_graph`), summed, less
     all but one run call. Identical layers (ResNet-18's four convs) are timed once."""
-    from eqsat.cost.measured import OrtCpuCost, time_graph
-    from eqsat.cost.roofline import measured_threads
+    from eqsat.cost.devices import ORT_CPU
+    from eqsat.cost.measured import time_graph
+    from eqsat.cost.registry import cost_model, measured_threads
     from pet.optimizer import option_graphs
 
     threads = measured_threads(device) or 1
-    overhead = OrtCpuCost(threads, progress=False).overhead_us
+    overhead = cost_model(ORT_CPU.with_threads(threads), progress=False).overhead_us
     rows = []
     timed: dict[tuple, float] = {}
     print(f"measured end to end (onnxruntime CPU, {threads} thread(s); the program and its corrections):")

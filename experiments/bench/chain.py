@@ -18,9 +18,9 @@ from typing import Any
 from eqsat.files import write_atomic
 from eqsat.rules.rulefile import Rule, format_rules
 from experiments.output import write_table
-from taso_baseline.generate import generate
-from taso_baseline.minimize import minimize
-from taso_baseline.world import get_world
+from rulegen.generate import generate
+from rulegen.minimize import minimize
+from rulegen.world import get_world
 
 
 def run(world_name: str, max_k: int, workers: int, seed: int, out: Path) -> list[dict[str, Any]]:

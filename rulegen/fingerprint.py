@@ -14,7 +14,7 @@ import numpy as np
 
 from eqsat.ir.domains import INT
 from eqsat.ir.graph import Node, topo_order
-from taso_baseline.enumerate import Enumeration
+from rulegen.enumerate import Enumeration
 
 
 def fingerprint(value: np.ndarray) -> int:

@@ -29,7 +29,7 @@ from eqsat.rules.rulefile import Rule, format_rule
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS, RULE_SETS, default_rules
 from experiments.command import split_list
 from experiments.output import write_table
-from taso_baseline.verify import _attr_kinds, _values, build_sides, tensor_names, verify_rule
+from rulegen.verify import _attr_kinds, _values, build_sides, tensor_names, verify_rule
 
 Path_ = tuple[int, ...]
 

@@ -55,6 +55,7 @@ class Experiment:
     output_args: tuple[str, ...] = ()  # argument dests of output files (an experiment writes into a folder)
     input_args: tuple[str, ...] = ()
     folder_args: tuple[str, ...] = ("out",)  # the folder its ``outputs`` go into
+    doc: str = ""  # the page under docs/results/ that shows its results (``PATH[#anchor]``); the index links it
 
 
 def lazy(fn: str) -> Run:

@@ -127,11 +127,16 @@ def test_the_checks_see_a_missing_path_and_a_missing_package(tmp_path):
     assert placeholder("eqsat/rules/NAME.rules") and not placeholder("eqsat/rules/matrix.rules")
 
 
-def test_every_experiment_row_is_in_the_results_index():
-    """A new ``Experiment`` row cannot be missing from the docs: the results index names each by
-    its command (``eqsat-lab experiment NAME``)."""
-    from experiments.commands.experiment import experiments
+def test_the_results_index_is_the_one_the_experiment_rows_make():
+    """A new ``Experiment`` row cannot be missing from the docs: docs/results/README.md holds the index
+    ``eqsat-lab experiment --index`` makes from the rows, and every row names the page of its results."""
+    from experiments.commands.experiment import INDEX_BEGIN, INDEX_END, experiments, index
 
+    rows = experiments()
+    assert not [r.name for r in rows if not r.doc], "every experiment row names its page (doc=...)"
     text = (ROOT / "docs" / "results" / "README.md").read_text()
-    missing = [e.name for e in experiments() if f"experiment {e.name}" not in text]
-    assert not missing, f"experiments missing from docs/results/README.md: {missing}"
+    held = text[text.index(INDEX_BEGIN):text.index(INDEX_END) + len(INDEX_END)]
+    assert held == index(rows), "docs/results/README.md's index is stale: paste `eqsat-lab experiment --index`"
+    for r in rows:
+        page = ROOT / "docs" / "results" / r.doc.partition("#")[0]
+        assert page.is_file(), f"{r.name}: doc page {page} does not exist"

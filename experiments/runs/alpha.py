@@ -105,4 +105,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = (Experiment("alpha", "graphs expanded and final cost against α", _add_arguments, _run,
-                          outputs=("alpha.csv", "alpha.json", "alpha.png")),)
+                          outputs=("alpha.csv", "alpha.json", "alpha.png"), doc="README.md#α"),)

@@ -174,5 +174,6 @@ EXPERIMENTS = (
     Experiment("attention-ceiling", "what onnxruntime's MultiHeadAttention would add to the zoo's transformers: "
                "their attention core timed against it, and the bound on each model", _add_arguments, _run,
                outputs=("attention_ceiling.csv", "attention_ceiling.json", "attention_ceiling.md",
-                        "models/full/<model>.onnx", "models/attention/<model>.attention.<kind>.onnx")),
+                        "models/full/<model>.onnx", "models/attention/<model>.attention.<kind>.onnx"),
+               doc="zoo/README.md#what-onnxruntimes-contrib-fusions-add-on-this-cpu"),
 )

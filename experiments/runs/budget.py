@@ -133,5 +133,6 @@ EXPERIMENTS = (
     Experiment(
         "budget", "best cost vs search time: α in {1, 1.05, 1.3, 1.5}, e-graph limits x k_multi", _add_arguments, _run,
         outputs=("budget.csv", "budget.json", "budget_<model>.png"),
+        doc="README.md#search-budget",
     ),
 )

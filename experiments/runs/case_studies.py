@@ -401,4 +401,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = (Experiment("case-studies", "every number of docs/reference.md's case studies beside its measured "
-                          "value (✔/✗, exit 1 on any ✗)", _add_arguments, _run, outputs=("case_studies.json",)),)
+                          "value (✔/✗, exit 1 on any ✗)", _add_arguments, _run, outputs=("case_studies.json",),
+                          doc="README.md#case-studies-claim-by-claim"),)

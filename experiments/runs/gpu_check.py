@@ -127,5 +127,6 @@ def _run(args: argparse.Namespace) -> int:
 EXPERIMENTS = (
     Experiment("gpu-check", "the GPU check's searching half: each model optimized on the h100 roofline and written "
                "with its predicted times, for 'python -m eqsat.pytorch.gpu_check' on a CUDA machine",
-               _add_arguments, _run, outputs=("manifest.json", "graphs/<model>.<variant>.json")),
+               _add_arguments, _run, outputs=("manifest.json", "graphs/<model>.<variant>.json"),
+               doc="gpu_check/README.md"),
 )

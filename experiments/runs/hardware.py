@@ -129,4 +129,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = (Experiment("hardware", "best graph per device and the penalty of running it elsewhere",
-                          _add_arguments, _run, outputs=("hardware.csv", "hardware.json", "hardware.png")),)
+                          _add_arguments, _run, outputs=("hardware.csv", "hardware.json", "hardware.png"),
+                          doc="README.md#hardware"),)

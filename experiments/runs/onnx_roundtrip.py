@@ -240,5 +240,6 @@ EXPERIMENTS = (
         _add_arguments,
         _run,
         outputs=("onnx.csv", "onnx.json", "models/<model>.onnx", "models/<model>.<search>.onnx"),
+        doc="README.md#every-benchmark-model-through-onnx",
     ),
 )

@@ -337,5 +337,6 @@ def _run(args: argparse.Namespace) -> int:
 EXPERIMENTS = (
     Experiment("onnx-suite", "ONNX's own backend test cases imported, written back and run in onnxruntime against "
                "their references; counts per class (equal, equal with opaque nodes, refused, crashed, wrong)",
-               _add_arguments, _run, outputs=("onnx_suite.csv", "onnx_suite.json", "onnx_suite.md")),
+               _add_arguments, _run, outputs=("onnx_suite.csv", "onnx_suite.json", "onnx_suite.md"),
+               doc="onnx_suite/README.md"),
 )

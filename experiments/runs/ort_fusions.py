@@ -238,5 +238,5 @@ EXPERIMENTS = (
                "optimizer (model types, opt level 0/1, sizes detected or given), the best graph checked and timed "
                "against the input", _add_arguments, _run,
                outputs=("ort_fusions.csv", "ort_fusions.json", "ort_fusions.md", "models/full/<model>.onnx"),
-               input_args=("models",)),
+               input_args=("models",), doc="zoo/README.md#what-onnxruntimes-contrib-fusions-add-on-this-cpu"),
 )

@@ -373,5 +373,5 @@ EXPERIMENTS = (
                "optimizer: every file checked against its input and timed in onnxruntime with the noise band",
                _add_arguments, _run, outputs=("peers.csv", "peers.json", "peers.md", "peers.png",
                                               "files/<weights>/<tool>/<model>.onnx", "models/full/<model>.onnx"),
-               input_args=("models",)),
+               input_args=("models",), doc="peers/README.md"),
 )

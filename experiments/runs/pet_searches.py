@@ -128,4 +128,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 EXPERIMENTS = (Experiment("pet-searches", "TASO, TENSAT, PET and TENSAT with PET on PET's models, one table per device",
-                          _add_arguments, _run, outputs=("pet_searches.csv", "pet_searches.json")),)
+                          _add_arguments, _run, outputs=("pet_searches.csv", "pet_searches.json"),
+                          doc="pet_searches/README.md"),)

@@ -214,5 +214,5 @@ def _run(args: argparse.Namespace) -> int:
 EXPERIMENTS = (
     Experiment("pytorch", "each model and its optimized graph run in PyTorch eager on this CPU (and through "
                "torch.compile), timed interleaved with an A/A control", _add_arguments, _run,
-               outputs=("pytorch.csv", "pytorch.json", "pytorch.md", "pytorch.png")),
+               outputs=("pytorch.csv", "pytorch.json", "pytorch.md", "pytorch.png"), doc="pytorch/README.md"),
 )

@@ -256,5 +256,6 @@ def _run(args: argparse.Namespace) -> int:
 
 EXPERIMENTS = (
     Experiment("real", "optimize on measured ort-cpu costs; measure original and optimized end to end on this CPU",
-               _add_arguments, _run, outputs=("real.csv", "real.json", "real_candidates.json", "real.png")),
+               _add_arguments, _run, outputs=("real.csv", "real.json", "real_candidates.json", "real.png"),
+               doc="README.md#measured-cost-model-end-to-end"),
 )

@@ -104,4 +104,4 @@ def _run(args: argparse.Namespace) -> int:
 
 EXPERIMENTS = (Experiment("tuned-pricing", "best graphs under roofline vs tuned-HypoGPU pricing, and the GEMMs "
                           "whose verdict changes", _add_arguments, _run,
-                          outputs=("tuned_pricing.csv", "tuned_pricing.json")),)
+                          outputs=("tuned_pricing.csv", "tuned_pricing.json"), doc="tuned_pricing/README.md"),)

@@ -464,7 +464,7 @@ def _run_curves(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row(name: str, out: str, text: str, fn: Any, outputs: tuple[str, ...]) -> Experiment:
+def _row(name: str, out: str, text: str, fn: Any, outputs: tuple[str, ...], doc: str) -> Experiment:
     def add(p: argparse.ArgumentParser) -> None:
         p.add_argument("--seeds", type=positive_int, default=5, help="seeds 0..N-1")
         add_sweep_options(p, out, device=False, seed=False)
@@ -473,18 +473,22 @@ def _row(name: str, out: str, text: str, fn: Any, outputs: tuple[str, ...]) -> E
         fn(Path(args.out), seeds=args.seeds, **sweep_kwargs(args))
         return 0
 
-    return Experiment(name, text, add, go, outputs)
+    return Experiment(name, text, add, go, outputs, doc=doc)
 
 
 EXPERIMENTS = (
     Experiment("tuning", "tuner curves, cost-model quality and transfer on HypoGPU", _add_curve_arguments, _run_curves,
                outputs=("tuning_curves.csv", "tuning_curves.json", "tuning_curves.png", "model_quality.csv",
-                        "model_quality.json", "transfer.csv", "transfer.json", "transfer.png")),
+                        "model_quality.json", "transfer.csv", "transfer.json", "transfer.png"),
+               doc="README.md#tuner-curves-model-quality-transfer"),
     _row("ansor-ablation", "results/ansor_ablation", "Ansor vs no analytic prior, beam search, no fine-tuning, "
-         "limited space", run_ansor_ablation, ("ansor_ablation.csv", "ansor_ablation.json", "ansor_ablation.png")),
+         "limited space", run_ansor_ablation, ("ansor_ablation.csv", "ansor_ablation.json", "ansor_ablation.png"),
+         doc="README.md#ansor-ablation"),
     _row("compare-tuners", "results/compare_tuners", "Triton configs vs AutoTVM without rfactor vs Ansor",
-         run_compare_tuners, ("compare_tuners.csv", "compare_tuners.json", "compare_tuners.png")),
+         run_compare_tuners, ("compare_tuners.csv", "compare_tuners.json", "compare_tuners.png"),
+         doc="README.md#tuner-comparison"),
     _row("scheduler", "results/scheduler", "task scheduler strategies and the winner's curse on the toy network",
          run_scheduler,
-         ("scheduler.csv", "scheduler.json", "scheduler.png", "winners_curse.csv", "winners_curse.json")),
+         ("scheduler.csv", "scheduler.json", "scheduler.png", "winners_curse.csv", "winners_curse.json"),
+         doc="README.md#task-scheduler-and-the-winners-curse"),
 )

@@ -136,5 +136,5 @@ def _run(args: argparse.Namespace) -> int:
 EXPERIMENTS = (
     Experiment("tuning-budget", "every tuner at small budgets on named and random shapes, median and worst seed "
                "next to the perfect-model bound", _add_arguments, _run,
-               outputs=("tuning_budget.csv", "tuning_budget.json")),
+               outputs=("tuning_budget.csv", "tuning_budget.json"), doc="README.md#small-budgets-held-to-the-bound"),
 )

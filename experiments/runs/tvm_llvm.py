@@ -231,5 +231,6 @@ def _run(args: argparse.Namespace) -> int:
 EXPERIMENTS = (
     Experiment("tvm-llvm", "random search, AutoTVM, Ansor and TVM's MetaSchedule on matmuls, a batched matmul and "
                "a conv compiled for this CPU at 64/128/256 trials, bests re-measured, vs OpenBLAS",
-               _add_arguments, _run, outputs=("tvm_llvm.md", "tvm_llvm.csv", "tvm_llvm.json", "tvm_llvm.png")),
+               _add_arguments, _run, outputs=("tvm_llvm.md", "tvm_llvm.csv", "tvm_llvm.json", "tvm_llvm.png"),
+               doc="tvm_llvm/README.md"),
 )

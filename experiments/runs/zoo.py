@@ -388,5 +388,5 @@ EXPERIMENTS = (
     Experiment("zoo", "a folder of ONNX files (default: twelve current architectures) through every search and "
                "device: ops, opaque ops, search time, predicted gain, measured onnxruntime ratio, max difference",
                _add_arguments, _run, outputs=("zoo.csv", "zoo.json", "zoo.md", "models/full/<model>.onnx",
-                                              "models/optimized/<model>.<search>.<device>.onnx")),
+                                              "models/optimized/<model>.<search>.<device>.onnx"), doc="zoo/README.md"),
 )

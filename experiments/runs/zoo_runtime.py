@@ -118,5 +118,6 @@ EXPERIMENTS = (
     Experiment("zoo-runtime", "what onnxruntime (ORT_ENABLE_ALL) already does to each model: the ops of the graph it "
                "runs against the file's, beside the zoo's cells of that model",
                _add_arguments, _run, outputs=("zoo_runtime.csv", "zoo_runtime.json", "zoo_runtime.md",
-                                              "models/full/<model>.onnx"), input_args=("models", "zoo_results")),
+                                              "models/full/<model>.onnx"), input_args=("models", "zoo_results"),
+               doc="zoo/README.md#what-onnxruntime-already-does-per-model-and-what-our-searches-tried"),
 )

@@ -286,3 +286,49 @@ def test_a_zoo_model_runs_as_a_module_equal_to_numpy(name, tmp_path):
     got = module(*(torch.as_tensor(values[n], dtype=torch.float32) for n in module.input_names))
     want = evaluate(imp.graph, values)
     assert max(close(g.numpy(), w) for g, w in zip(got, want)) <= 1.0
+
+
+RESIZES = [  # (attributes, scales, sizes, runs in torch): the forms eqsat.ir.opaque_torch computes, one it does not
+    (dict(mode="linear"), None, [1, 2, 9, 5], True),  # MobileViT's: half-pixel bilinear to given sizes
+    (dict(mode="linear", coordinate_transformation_mode="align_corners"), [1, 1, 2.0, 1.5], None, True),
+    (dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"), [1, 1, 2.0, 3.0],
+     None, True),
+    (dict(mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil"), None,
+     [1, 2, 3, 13], True),
+    (dict(mode="cubic"), [1, 1, 2.0, 2.0], None, False),
+]
+
+
+@pytest.mark.parametrize("attrs,scales,sizes,in_torch", RESIZES)
+def test_opaque_gather_elements_and_resize_run_in_torch_as_in_onnxruntime(tmp_path, attrs, scales, sizes, in_torch):
+    """BERT's GatherElements and MobileViT's Resize run in PyTorch (no host op) and equal onnxruntime;
+    a Resize PyTorch does not compute the same way stays on the host."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from eqsat.onnx import load
+
+    idx = np.array([[0, -1, 2, 1, 3, -4], [5, 0, -6, 2, 2, 4]], dtype=np.int64)  # negatives count from the end
+    inits = [numpy_helper.from_array(idx.reshape(1, 2, 1, 6).repeat(7, axis=2), "idx")]
+    names = ["g", "", "", ""]
+    for k, (name, value, dtype) in enumerate((("scales", scales, np.float32), ("sizes", sizes, np.int64)), start=2):
+        if value is not None:
+            inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+            names[k] = name
+    out = [1, 2] + ([int(np.floor(d * s)) for d, s in zip((7, 6), scales[2:])] if scales else sizes[2:])
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["x", "idx"], ["g"], axis=3),
+         helper.make_node("Resize", names, ["y"], **attrs)],
+        "gather_resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
+    path = tmp_path / "gather_resize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    imp = load(str(path))
+    assert sorted(n.attr("op_type") for n in imp.graph.nodes() if n.op == "opaque") == ["GatherElements", "Resize"]
+    values = random_leaves(imp.graph, 2) | dict(imp.weights)
+    module = to_module(imp.graph, values)
+    assert module.host_ops == (() if in_torch else ("Resize",))
+    got = module(torch.as_tensor(values["x"], dtype=torch.float32))
+    want = evaluate(imp.graph, values)
+    assert got[0].shape == tuple(out) and close(got[0].numpy(), want[0]) <= 1.0

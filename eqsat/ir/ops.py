@@ -19,6 +19,7 @@ import numpy as np
 from eqsat.errors import UnknownOpError
 from eqsat.ir import ops_conv, ops_convt, ops_index, ops_math, ops_norm, ops_tensor  # noqa: F401  (the rows register themselves)
 from eqsat.ir.domains import Domain
+from eqsat.ir.opaque_torch import TORCH_OPAQUE
 from eqsat.ir.opspec import (
     ACT_NAMES,
     ACTIVATIONS,
@@ -67,11 +68,12 @@ def _opaque_eval(attrs: Attrs, xs: Sequence[Any], domain: Domain) -> Any:
     return np.asarray(out).astype(np.float64)
 
 
-TORCH_OPAQUE_OPS = frozenset({"Gather"})
-"""ONNX op types an opaque node runs in PyTorch itself (the zoo's only opaque node is GPT-2's token
-``Gather`` on int64 ids, an embedding lookup); any other runs through the opaque runner on the host
-(onnxruntime, in numpy on the CPU): correct, but a host sync, so such a graph cannot be captured in a
-CUDA graph."""
+TORCH_OPAQUE_OPS = frozenset(TORCH_OPAQUE)
+"""ONNX op types an opaque node may run in PyTorch itself (:mod:`eqsat.ir.opaque_torch`: GPT-2's
+token ``Gather``, BERT's ``GatherElements``, MobileViT's bilinear ``Resize``); any other, or one of
+these in a form PyTorch does not compute as onnxruntime does, runs through the opaque runner on the
+host (onnxruntime, in numpy on the CPU): correct, but a host sync, so such a graph cannot be
+captured in a CUDA graph."""
 
 _PLANS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...]]] = {}
 
@@ -96,23 +98,21 @@ def _opaque_plan(graph_hex: str) -> tuple[str, dict[str, Any], tuple[Any, ...]]:
 
 def opaque_in_torch(attrs: Attrs) -> bool:
     """Whether an opaque node (its attributes) runs in PyTorch itself, not on the host."""
-    op_type, _, slots = _opaque_plan(attrs["node"])
-    return op_type in TORCH_OPAQUE_OPS and attrs["index"] == 0 and all(s is not None for s in slots)
+    op_type, node_attrs, slots = _opaque_plan(attrs["node"])
+    found = TORCH_OPAQUE.get(op_type)
+    return found is not None and attrs["index"] == 0 and found.accepts(node_attrs, slots, attrs["opset"])
 
 
 def _opaque_torch(t: Any, attrs: Attrs, xs: Sequence[Any]) -> Any:
-    """The stored node in PyTorch where :data:`TORCH_OPAQUE_OPS` has it, else through the opaque runner."""
-    _, node_attrs, slots = _opaque_plan(attrs["node"])
-    if opaque_in_torch(attrs) and xs:  # Gather, the one op type of TORCH_OPAQUE_OPS
+    """The stored node in PyTorch where :data:`TORCH_OPAQUE_OPS` computes it, else through the opaque runner."""
+    op_type, node_attrs, slots = _opaque_plan(attrs["node"])
+    if xs and opaque_in_torch(attrs):
         like = xs[0]
-        data, idx = (xs[s] if isinstance(s, int) else
-                     device_constant(t, ("opaque", attrs["node"], k), like.device, lambda s=s: s)
-                     for k, s in enumerate(slots[:2]))
-        data, idx = data.to(like.dtype), idx.to(t.int64)  # ids arrive as floats: the IR holds reals
-        axis = node_attrs.get("axis", 0) % data.ndim
-        idx = t.where(idx < 0, idx + data.shape[axis], idx)  # ONNX counts negative indices from the end
-        picked = t.index_select(data, axis, idx.reshape(-1))
-        return picked.reshape(tuple(data.shape[:axis]) + tuple(idx.shape) + tuple(data.shape[axis + 1:]))
+        values = [None if s is None else xs[s] if isinstance(s, int) else
+                  device_constant(t, ("opaque", attrs["node"], k), like.device, lambda s=s: s)
+                  for k, s in enumerate(slots)]
+        out = TORCH_OPAQUE[op_type].run(t, node_attrs, values, slots, tuple(attrs["shape"]))
+        return out if out.dtype == like.dtype else out.to(like.dtype)  # integer data read as the IR's reals
     like = xs[0] if xs else t.empty(0)
     out = _opaque_eval(attrs, [x.detach().to("cpu", t.float64).numpy() for x in xs], None)  # a host sync
     return t.as_tensor(out).to(device=like.device, dtype=like.dtype if like.is_floating_point() else t.float32)
@@ -124,7 +124,7 @@ register(OpSpec(
            AttrSpec("index", "int", 0), AttrSpec("opset", "int")),  # the importer always sets the opset
     shape=lambda attrs, ins: (attrs["shape"],), evaluate=_opaque_eval, torch=_opaque_torch, domains=FLOAT_ONLY,
     doc="Output `index` of an imported op the table does not know (the ONNX node, hex-encoded); a "
-        "boundary for every rewrite, kept exactly; evaluated by onnxruntime (in PyTorch: Gather itself, "
-        "the rest through onnxruntime on the host). Outputs of one ONNX node "
+        "boundary for every rewrite, kept exactly; evaluated by onnxruntime (in PyTorch: those of "
+        "eqsat.ir.opaque_torch itself, the rest through onnxruntime on the host). Outputs of one ONNX node "
         "are one opaque node each and are written back as that one node.",
 ))

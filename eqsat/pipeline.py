@@ -142,11 +142,18 @@ def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+CHECK_MAX_GIB = 16  # the numerical check's tensors, in float64, above this are refused before any work
+
+
 def check_size(graph: Graph, what: str) -> None:
-    """Refuse a graph whose tensors cannot fit in memory before any work: the numerical check
-    holds every tensor in float64 (``--param tokens=100000000`` ended in a MemoryError, exit 3)."""
+    """Refuse a graph whose tensors the numerical check cannot hold before any work: it holds every
+    tensor in float64 (``--param tokens=100000000`` ended in a MemoryError, exit 3), estimated here
+    from the shapes alone, against :data:`CHECK_MAX_GIB` and the memory free here, the lower."""
     need = 8 * sum(math.prod(shape) for n in graph.nodes() for shape in n.shapes)
     have = memory_bytes()
+    if need > CHECK_MAX_GIB * 2**30:
+        raise ValueError(f"{what}: its tensors need {need / 2**30:,.1f} GiB in float64 for the numerical check, "
+                         f"more than its cap of {CHECK_MAX_GIB} GiB; choose smaller sizes")
     if need > have:
         raise ValueError(f"{what}: its tensors need {need / 2**30:,.1f} GiB in float64 for the numerical check, "
                          f"more than the {have / 2**30:,.1f} GiB free here; choose smaller sizes")

@@ -348,3 +348,56 @@ def test_splitting_a_long_chain_is_not_quadratic_in_its_classes():
     assert len(parts) > n // (2 * split.MIN_PART) and parts[-1].root is None
     assert sorted(c for p in parts for c in p.classes) == list(range(n))
     assert took < 8, took  # about 1.1 CPU s here; the quadratic splitter took 18 s
+
+
+# --------------------------------------------------------------------------- 7. the rest of round three
+def test_an_external_data_model_written_into_another_folder_carries_its_weights(tmp_path, capsys):
+    """``--out`` in another folder copied the file without ``w.bin``: onnxruntime refused it after
+    the whole search (an internal error)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    model = external_model(tmp_path / "in")
+    code, out, err = run_cli(capsys, ["optimize", str(model), "--search", "eqsat", "--out", str(tmp_path / "out/o.onnx")])
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["o.onnx"]  # nothing else left there
+    session = ort.InferenceSession(str(tmp_path / "out/o.onnx"))
+    y = session.run(None, {"x": np.ones((2, 8), np.float32)})[0]
+    assert np.allclose(y, 8.0)  # the weights came along: ones(8, 8)
+
+
+def test_initializer_data_of_the_wrong_size_names_the_file_and_the_tensor(tmp_path, capsys):
+    """"cannot reshape array of size 1 into shape (65536,32768)" named neither."""
+    import numpy as np
+    from onnx import TensorProto, helper, save
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1], np.ones(1, np.float32).tobytes(), raw=True)
+    w.dims[:] = [65536, 32768]
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 65536])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32768])], [w])
+    path = tmp_path / "bad.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    code, _, err = run_cli(capsys, ["cost", str(path)])
+    one_error(code, err, str(path), "initializer 'w'", "(65536, 32768)")
+
+
+def test_the_numerical_check_states_its_memory_cap_before_any_work(tmp_path, capsys, monkeypatch):
+    """The check's cap was the memory free on the machine, whatever it was; it is a stated cap
+    now, estimated from the shapes before anything is allocated."""
+    from onnx import TensorProto, helper, save
+
+    from eqsat import pipeline
+
+    monkeypatch.setattr(pipeline, "memory_bytes", lambda: 1 << 50)  # a machine with a petabyte free
+    big = [65536, 65536]  # 32 GiB a tensor in float64
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, big)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, big)])
+    path = tmp_path / "big.onnx"
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    code, out, err = run_cli(capsys, ["optimize", str(path), "--search", "eqsat", "--out", str(tmp_path / "o.onnx")])
+    one_error(code, err, str(path), "64.0 GiB", f"cap of {pipeline.CHECK_MAX_GIB} GiB")
+    assert out == ""

@@ -27,7 +27,11 @@ class _Importer:
         self.weights: dict[str, np.ndarray] = {}
         g = model.graph
         for init in g.initializer:
-            arr = onnx.numpy_helper.to_array(init)
+            try:
+                arr = onnx.numpy_helper.to_array(init)
+            except (ValueError, TypeError) as exc:  # data of another size than its dims (numpy names neither)
+                raise OnnxError(f"{path}: initializer {init.name!r} holds data that does not fit its declared shape "
+                                f"{tuple(init.dims)} ({' '.join(str(exc).split())})") from None
             self.consts[init.name] = arr
             if arr.dtype.kind == "f":  # kept in its own type: a 500 MB model is not copied to float64
                 self.weights[init.name] = arr

@@ -22,10 +22,28 @@ def export_best(imported: Any, best: Any, model: str | Path, out: str | Path, co
     from eqsat import onnx as onnx_io
 
     if best.outputs == imported.graph.outputs:  # structural: the same nodes computing the same outputs
-        shutil.copyfile(model, out)
+        copy_model(model, out)
         return True
     onnx_io.save(imported, best, out, dtype=onnx_io.interface_dtype(imported), contrib=contrib)
     return False
+
+
+def copy_model(model: str | Path, out: str | Path) -> None:
+    """Copy the file ``model`` to ``out``; one whose weights live in external data files gets them
+    inline: copied alone into another folder, it named data files that are not there (onnxruntime
+    refused it after the whole search)."""
+    import onnx
+
+    proto = onnx.load(str(model), load_external_data=False)
+    tensors = list(proto.graph.initializer) + [a.t for n in proto.graph.node for a in n.attribute if a.HasField("t")]
+    if not any(onnx.external_data_helper.uses_external_data(t) for t in tensors):
+        shutil.copyfile(model, out)
+        return
+    onnx.load_external_data_for_model(proto, str(Path(model).parent))
+    if proto.ByteSize() >= 2**31 - 1:
+        raise ValueError(f"{model}: its weights in external data exceed the 2 GB an ONNX file holds inline; "
+                         f"write --out into the model's own folder")
+    onnx.save_model(proto, str(out))
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ def _dest(flag: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file")
+    p.add_argument("model", help="benchmark name (see `eqsat-lab models`) or an .onnx file; its tensors may need at "
+                              f"most {pipeline.CHECK_MAX_GIB} GiB in float64 (the numerical check's cap)")
     p.add_argument("--out", help="onnx: where to write the optimized model (checked with onnxruntime)")
     add_onnx_input(p)
     p.add_argument("--search", choices=list(SEARCHES), default=ALPHA, help=f"the search (default {ALPHA})")

@@ -357,3 +357,23 @@ def test_products_reading_weights_are_timed_with_cold_weights(fake, monkeypatch)
     timer.run_us(sess, feeds)
     timer.run_us(sess, feeds, cold_weights=True)
     assert evicted == [["x0"]]
+
+
+def test_graphs_timed_end_to_end_are_exported_once_and_slow_ones_run_fewer_times(tmp_path, monkeypatch):
+    """The calibration times the input against itself three times: one export serves all six
+    (a 440 MB BERT took 7 s per export), and with ``max_seconds`` spent a graph stops at
+    ``E2E_MIN_RUNS`` runs instead of 24 (issue 53: 264 s for BERT on ort-cpu)."""
+    pytest.importorskip("onnxruntime")
+    from eqsat.cost.measured import timer
+
+    exported: list[str] = []
+    real = timer.export_for_timing
+    monkeypatch.setattr(timer, "export_for_timing", lambda g, path: exported.append(g.digest) or real(g, path))
+    g = Graph((node("relu", input_("x", (4, 8))),), name="g")
+    exports: dict = {}
+    for seed in range(3):
+        a, b = timer.time_graphs([g, g], seed=seed, exports=exports, folder=tmp_path, max_seconds=0.0, min_seconds=0.0)
+        assert a.runs == b.runs == timer.E2E_MIN_RUNS  # over its four sessions
+    assert exported == [g.digest]
+    (c,) = timer.time_graphs([g], runs=40, min_seconds=0.0)  # no time limit reached: the runs asked for
+    assert c.runs >= 40

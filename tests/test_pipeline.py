@@ -65,3 +65,25 @@ def test_the_guards_run_in_table_order_and_name_the_first_that_keeps():
     assert (kept.input_us, kept.best_us) == (100.0, 97.0) and kept.gain == pytest.approx(100 / 97)
     assert [r.name for r in GUARDS].index("resolution") < [r.name for r in GUARDS].index("end-to-end")
     assert first_kept(Evidence(g, best, 100.0, 50.0, Noisy()), SEARCH, GUARDS[:2]) is None
+
+
+def test_the_phases_add_up_to_the_run_and_name_the_timing(tmp_path):
+    """Every phase of an ONNX job on the measured device is in ``phases`` (the calibration, the
+    search's end-to-end check, writing and pricing the file) and the seconds a measured model
+    spent timing kernels and graphs are named beside them; the CLI's ``other`` and ``total`` make
+    the listed phases add up to the run's wall time (issue 53: "in 7.87 s" for a 264 s run)."""
+    pytest.importorskip("onnxruntime")
+    from experiments.commands.optimize import all_phases, phases_line
+
+    src, out = conv_matmul_relu(tmp_path / "cg.onnx"), tmp_path / "cg.opt.onnx"
+    outcome = optimize_model(src, search="eqsat", device="ort-cpu", preset="quick", out=out)
+    phases = outcome.phases
+    assert {"calibrate", "search_other", "runtime", "write", "price", "kernel_timing",
+            "end_to_end_timing"} <= set(phases)
+    assert phases["end_to_end_timing"] <= phases["calibrate"] + phases["search_other"] + phases["price"] + 1e-6
+    listed = all_phases(outcome, 0.5, total_s=1000.0)
+    assert listed["total"] == 1000.0 and listed["other"] > 0
+    assert sum(v for k, v in listed.items() if k not in ("total", "kernel_timing", "end_to_end_timing")) \
+        == pytest.approx(1000.0)
+    line = phases_line(listed)
+    assert "calibrate" in line and "total 1000.00 s wall" in line and "of which kernel timing" in line

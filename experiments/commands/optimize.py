@@ -141,11 +141,12 @@ def run(args: argparse.Namespace) -> int:
         out=args.out, seed=args.seed, batch=args.batch, dims=parse_dims(args.dim), params=parse_params(args.param),
         onnx_ops=args.onnx_ops)
     startup_s = before_s + outcome.load_s  # the interpreter, every import and the model's load
-    for line in report_lines(outcome, args.model, startup_s):
+    total_s = process_age_s()  # the whole run's wall time: what the user waited
+    for line in report_lines(outcome, args.model, startup_s, total_s):
         print(line)
     if args.json_out:
         payload = outcome.to_dict()
-        payload["phases"] = {"startup": startup_s, **payload["phases"]}
+        payload["phases"] = all_phases(outcome, startup_s, total_s)
         payload["device_chosen_by"] = device_why(outcome)
         write_json(args.json_out, payload)
     return 0
@@ -155,7 +156,27 @@ def device_why(outcome: pipeline.Outcome) -> str:
     return "--device" if outcome.device_why == pipeline.GIVEN else outcome.device_why
 
 
-def report_lines(outcome: pipeline.Outcome, model: str, startup_s: float) -> list[str]:
+def all_phases(outcome: pipeline.Outcome, startup_s: float, total_s: float | None = None) -> dict[str, float]:
+    """Seconds per phase, start-up first; with ``total_s`` (the run's wall time) the rest of it as
+    ``other`` and the ``total``, so the phases outside :data:`eqsat.pipeline.INSIDE` add up to it."""
+    phases = {"startup": startup_s, **outcome.phases}
+    if total_s is None:
+        return phases
+    listed = sum(v for k, v in phases.items() if k not in pipeline.INSIDE)
+    return phases | {"other": max(total_s - listed, 0.0), "total": max(total_s, listed)}
+
+
+def phases_line(phases: dict[str, float]) -> str:
+    """The printed phases: those that add up to the total, then what was spent inside them."""
+    shown = [f"{k} {v:.2f} s" for k, v in phases.items() if k not in pipeline.INSIDE and k != "total"]
+    inside = [f"{k.replace('_', ' ')} {phases[k]:.2f} s" for k in pipeline.INSIDE if k in phases]
+    line = "phases: " + ", ".join(shown)
+    if "total" in phases:
+        line += f"; total {phases['total']:.2f} s wall"
+    return line + (f" (of which {', '.join(inside)})" if inside else "")
+
+
+def report_lines(outcome: pipeline.Outcome, model: str, startup_s: float, total_s: float | None = None) -> list[str]:
     """What ``eqsat-lab optimize`` prints about ``outcome``, line by line, in the order the job ran."""
     from eqsat.onnx.runtime_baseline import describe
 
@@ -170,8 +191,7 @@ def report_lines(outcome: pipeline.Outcome, model: str, startup_s: float) -> lis
                  f"{result.verified.max_rel_error:.2g}")
     if outcome.runtime is not None:
         lines.append(describe(dict(outcome.runtime), outcome.best_us))
-    phases = {"startup": startup_s, **outcome.phases}
-    lines.append("phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    lines.append(phases_line(all_phases(outcome, startup_s, total_s)))
     for i, written in enumerate(outcome.writes):
         if i:  # the written-file guard refused the first file
             kept = outcome.kept

@@ -11,6 +11,7 @@ pairs the runtime fuses (:attr:`~MeasuredCost.fusions`), and the context its tim
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -103,6 +104,8 @@ class MeasuredCost:
         self.resolution = resolution  # gains below this are noise (see eqsat.search.keep_unresolved_gain)
         self.db = MeasurementDB.shared(context, path if path is not None else default_path())
         self.measured = 0  # kernels timed by this process (not found in the database)
+        self.kernel_timing_s = 0.0  # wall seconds this process spent timing kernels alone (not read back)
+        self.end_to_end_s = 0.0  # wall seconds spent timing whole graphs (calibration, end-to-end checks)
         self._bar: Any = None
         self._overhead: float | None = None
         self._node_cache: dict[Node, float] = {}
@@ -148,7 +151,11 @@ class MeasuredCost:
 
         def time_it() -> Timing:  # under the database's measuring lock (see MeasurementDB.measure)
             self._tick(kernel.name)
-            timed = self._time_kernel(kernel)
+            start = time.perf_counter()
+            try:
+                timed = self._time_kernel(kernel)
+            finally:
+                self.kernel_timing_s += time.perf_counter() - start
             self.measured += 1
             return timed
 
@@ -261,7 +268,14 @@ class MeasuredCost:
         """``graphs`` timed end to end, interleaved, recorded in the database under ``what``: a
         later run reads the same timings, so it calibrates alike and confirms the same pick."""
         keys = [f"{what}:{k}" for k in range(len(graphs))]
-        return self.db.measure_all(keys, lambda: self._time_graphs(graphs, seed))
+
+        def time_them() -> list[Timing]:
+            start = time.perf_counter()
+            try:
+                return self._time_graphs(graphs, seed)
+            finally:
+                self.end_to_end_s += time.perf_counter() - start
+        return self.db.measure_all(keys, time_them)
 
     def timed_pairs(self, what: str, a: Graph, b: Graph) -> list[list[Timing]]:
         """:data:`END_TO_END_PAIRS` interleaved timings of ``a`` and ``b``, each in fresh sessions

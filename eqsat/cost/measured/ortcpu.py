@@ -25,7 +25,9 @@ measured device shares (the database, the calibration, the end-to-end check) is 
 """
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from eqsat.cost.devices import ORT_CPU
 from eqsat.cost.measured.base import OVERHEAD_RUNS, Calibration, MeasuredCost, estimate_us, overhead_graph
@@ -49,6 +51,8 @@ class OrtCpuCost(MeasuredCost):
     def __init__(self, threads: int = 1, path: str | None = None, warmup: int = WARMUP, runs: int = RUNS,
                  progress: bool = True, resolution: float = RESOLUTION):
         super().__init__(ORT_CPU, threads, Context.here(threads), path, warmup, runs, progress, resolution)
+        self._exports: dict[str, Path] = {}  # graph digest -> its export, timed end to end again (pairs)
+        self._exports_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def _time_kernel(self, kernel: Kernel) -> Timing:
         if kernel.stored_node:  # an imported node: as it was in its file
@@ -60,4 +64,6 @@ class OrtCpuCost(MeasuredCost):
         return time_graph(overhead_graph(), self.threads, self.warmup * 4, OVERHEAD_RUNS)
 
     def _time_graphs(self, graphs: Sequence[Graph], seed: int) -> list[Timing]:
-        return time_graphs(graphs, self.threads, seed=seed)
+        if self._exports_dir is None:  # removed when this model is collected (or at exit)
+            self._exports_dir = tempfile.TemporaryDirectory(prefix="eqsat-time-")
+        return time_graphs(graphs, self.threads, seed=seed, exports=self._exports, folder=self._exports_dir.name)

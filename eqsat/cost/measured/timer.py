@@ -70,11 +70,12 @@ def session(path: str | Path | bytes, threads: int, level: str = "ENABLE_ALL") -
 
 def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
     """Weights for timing: one small value per tensor (drawing millions of random numbers would
-    take longer than the timing; a dense kernel's speed does not depend on the values)."""
+    take longer than the timing; a dense kernel's speed does not depend on the values), each a
+    read-only broadcast of one float: a 440 MB BERT's weights held no memory until written."""
     out = {}
     for leaf in graph.leaves("weight"):
         fan_in = int(np.prod(leaf.shape[1:])) if len(leaf.shape) > 1 else 1
-        out[leaf.attr("name")] = np.full(leaf.shape, 1.0 / np.sqrt(max(fan_in, 1)), dtype=np.float32)
+        out[leaf.attr("name")] = np.broadcast_to(np.float32(1.0 / np.sqrt(max(fan_in, 1))), leaf.shape)
     return out
 
 
@@ -142,15 +143,18 @@ SESSIONS = 4  # sessions per model in an end-to-end comparison
 SESSION_MEMORY = 4 << 30  # bytes of model files all sessions may hold together
 
 
-def sessions_for(paths: Sequence[str | Path], wanted: int = SESSIONS) -> int:
-    """Sessions per model that keep every session's weights within :data:`SESSION_MEMORY`."""
+E2E_SESSION_MEMORY = 1 << 30  # the same inside a search's cost model, whose process holds the model too
+
+
+def sessions_for(paths: Sequence[str | Path], wanted: int = SESSIONS, memory: int = SESSION_MEMORY) -> int:
+    """Sessions per model that keep every session's weights within ``memory`` bytes."""
     total = sum(Path(p).stat().st_size for p in paths)
-    return max(1, min(wanted, SESSION_MEMORY // max(total, 1)))
+    return max(1, min(wanted, memory // max(total, 1)))
 
 
 def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
                threads: int = 1, min_seconds: float = 0.0, max_runs: int = 400,
-               sessions: int | None = None) -> list[Timing]:
+               sessions: int | None = None, max_seconds: float | None = None, min_runs: int = 1) -> list[Timing]:
     """End-to-end latency of ONNX models that take the same inputs.
 
     Identical models in two sessions differ by a few percent, steadily (where each
@@ -158,15 +162,19 @@ def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int
     :func:`sessions_for`), and a model's latency is the mean of its sessions' medians. After two
     warm-up runs each, every round runs every session once in a seeded random order, so drift in
     the machine's speed hits all alike: at least ``runs`` runs per model and until
-    ``min_seconds`` have passed (at most ``max_runs``)."""
+    ``min_seconds`` have passed (at most ``max_runs``), or, with ``max_seconds``, until that long
+    has passed once each model ran ``min_runs`` times (a slow model times fewer runs). A path given
+    twice is opened in sessions of its own each time (the input against itself)."""
     try:
-        return _time_files(paths, level, runs, seed, threads, min_seconds, max_runs, sessions)
+        return _time_files(paths, level, runs, seed, threads, min_seconds, max_runs, sessions, max_seconds,
+                           min_runs)
     finally:  # the sessions are closed now
         release_freed_memory()
 
 
 def _time_files(paths: Sequence[str | Path], level: str, runs: int, seed: int, threads: int, min_seconds: float,
-                max_runs: int, sessions: int | None) -> list[Timing]:
+                max_runs: int, sessions: int | None, max_seconds: float | None = None,
+                min_runs: int = 1) -> list[Timing]:
     from eqsat.onnx import random_feeds
 
     per = sessions if sessions is not None else sessions_for(paths)
@@ -180,6 +188,8 @@ def _time_files(paths: Sequence[str | Path], level: str, runs: int, seed: int, t
     start = time.perf_counter()
     rounds = 0
     while rounds * per < max_runs and (rounds * per < runs or time.perf_counter() - start < min_seconds):
+        if max_seconds is not None and rounds * per >= min_runs and time.perf_counter() - start > max_seconds:
+            break
         for i in rng.permutation(len(opened)):
             times[i].append(run_us(opened[i][1], feeds))
         rounds += 1
@@ -211,9 +221,26 @@ def _malloc_trim() -> Any:
         return None
 
 
+E2E_SECONDS = 2.0  # an end-to-end comparison of graphs stops after this long once each ran E2E_MIN_RUNS times
+E2E_MIN_RUNS = 8  # a 150 ms transformer times 8 runs a graph (its median moves < 1%), not 24: 3 s, not 22 s
+
+
 def time_graphs(graphs: Sequence[Graph], threads: int = 1, runs: int = 24, min_seconds: float = 2.0,
-                seed: int = 0) -> list[Timing]:
-    """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs)."""
-    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
-        paths = [export_for_timing(g, Path(tmp) / f"graph{k}.onnx") for k, g in enumerate(graphs)]
-        return time_files(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed)
+                seed: int = 0, exports: dict[str, Path] | None = None, folder: str | Path | None = None,
+                max_seconds: float = E2E_SECONDS) -> list[Timing]:
+    """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs), at least
+    :data:`E2E_MIN_RUNS` runs each and at most ``runs`` once ``max_seconds`` have passed. A graph
+    given twice (the input against itself, the calibration) is exported once, and ``exports``
+    (digest -> file in ``folder``) keeps the files for the next call: exporting a 440 MB BERT
+    took 7 s, six times per calibration."""
+    if exports is None or folder is None:
+        with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+            return time_graphs(graphs, threads, runs, min_seconds, seed, {}, tmp, max_seconds)
+    paths = []
+    for g in graphs:
+        if g.digest not in exports or not exports[g.digest].exists():
+            exports[g.digest] = export_for_timing(g, Path(folder) / f"graph-{g.digest[:16]}.onnx")
+        paths.append(exports[g.digest])
+    return time_files(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed,
+                      sessions=sessions_for(paths, memory=E2E_SESSION_MEMORY), max_seconds=max_seconds,
+                      min_runs=E2E_MIN_RUNS)

@@ -39,3 +39,24 @@ def test_fits_are_per_model_and_search_and_skip_failed_cells():
     lines = fits(rows)
     assert len(lines) == 3 and all(line.startswith("bert, eqsat") for line in lines)
     assert all("time limit at 1 of 3 depths" in line for line in lines)
+
+
+def test_a_cell_reports_each_phase_median_and_its_ratio_to_tensat():
+    from experiments.runs.bench_walltime import SizedModel, bottom_lines, summarize
+
+    def run(search_s, saturate, load=1.0):
+        return {"wall_s": search_s + 1, "cpu_s": 1.0, "peak_mb": 100.0, "load": load, "search_s": search_s,
+                "stop": "saturated", "speedup_pct": 5.0, "best_us": 94.8,
+                "phases": {"startup": 0.3, "compile": 0.1, "saturate": saturate}}
+
+    vgg = SizedModel("vgg19", "vgg19", ())
+    row = summarize(vgg, "eqsat", [run(0.2, 0.05), run(0.4, 0.3), run(0.3, 0.1, load=2.0)])
+    assert row["search_s"] == 0.3 and row["saturate_s"] == 0.1 and row["startup_s"] == 0.3
+    assert row["tensat_s"] == 0.4 and row["vs_tensat"] == 0.75 and (row["load_min"], row["load_max"]) == (1.0, 2.0)
+    alpha = summarize(vgg, "taso", [run(3.0, 0.0)])
+    assert alpha["vs_tensat"] is None  # TENSAT published its own search's seconds only
+    sized = summarize(SizedModel("vgg19:image=112", "vgg19", (("image", 112),)), "eqsat", [run(0.2, 0.1)])
+    assert sized["vs_tensat"] is None  # another size than the one TENSAT ran
+    lines = bottom_lines([row, alpha, summarize(SizedModel("bert", "bert", ()), "eqsat", [run(1.05, 0.1)])])
+    assert "over 2 of TENSAT's seven models: 0.75x" in lines[0]  # both 0.75x
+    assert lines[1].startswith("α/e-graph search_s ratio: vgg19 10x")

@@ -25,6 +25,7 @@ from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.relevance import relevant_rules
 from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
 from eqsat.egraph.serialize import write_json as write_egraph_json
+from eqsat.egraph.solvers import solver_modules
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import RewritesUsed, offered
 from eqsat.guards import Kept
@@ -191,6 +192,14 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         return False
 
 
+def _import_all(modules: Sequence[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional solver missing: its own error comes when it is used
+            pass
+
+
 def start_method() -> str:
     """``fork`` where it is safe, else ``spawn``. A forked worker inherits this process's imports
     and is ready sooner than a spawned one, which re-imports everything (a visible share of a small
@@ -244,8 +253,8 @@ class SaturationWorker:
         snapshot = None
         began = time.perf_counter()
         deadline = began + limits.seconds + grace_s
-        # the extractor's solver loads while this process would only wait for the worker
-        threading.Thread(target=importlib.import_module, args=("scipy.optimize",), daemon=True).start()
+        # the extractor's modules load while this process would only wait for the worker
+        threading.Thread(target=_import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
         try:
             self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives)))
             while True:

@@ -370,7 +370,8 @@ class EGraphRunner:
                 stop = over
                 break
             if by_need:  # a merge round is judged at once: its gain shows in the iteration that merges
-                cost, best = judged()
+                # one that changed nothing holds the e-graph its base's judge saw: that optimum, not judged again
+                cost, best = judged() if updated else (best_cost, None)
                 if cost >= best_cost * (1 - 1e-9):  # it did not pay: discard it
                     open_round, self.report.undone, seen = False, True, base
                     stop = "saturated" if first_round else "saturated, then merged by need"

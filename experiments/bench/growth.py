@@ -78,17 +78,28 @@ def fits(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def write_markdown(path: Path, rows: Sequence[Mapping[str, Any]], command: str) -> None:
-    """The table, the command that made it and the fits, as Markdown."""
-    cols = ["cell", "search", "runs", "wall_s", "cpu_s", "peak_mb", "load_min", "load_max", "speedup_pct",
-            "search_s", "verify_s", "stop", "error"]
+def write_markdown(path: Path, rows: Sequence[Mapping[str, Any]], command: str, notes: Sequence[str] = ()) -> None:
+    """The table (with each phase's median seconds), the command that made it, ``notes`` and the
+    fits, as Markdown."""
+    cols = ["cell", "search", "runs", "wall_s", "cpu_s", "peak_mb", "load_min", "load_max", "speedup_pct", "best_us",
+            "search_s", "tensat_s", "vs_tensat", "startup_s", "parse_s", "compile_s", "load_s", "saturate_s",
+            "extract_s", "verify_s", "stop", "error"]
     cols = [c for c in cols if any(c in r for r in rows)]
     lines = [f"`{command}`", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = [r.get(c, "") for c in cols]
-        lines.append("| " + " | ".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in cells) + " |")
-    lines += ["", *[f"- {line}" for line in fits(rows)]]
+        lines.append("| " + " | ".join(_cell(c, v) for c, v in zip(cols, cells)) + " |")
+    lines += ["", *[f"- {line}" for line in [*notes, *fits(rows)]]]
     write_atomic(path, "\n".join(lines) + "\n")
+
+
+def _cell(col: str, v: Any) -> str:
+    """A phase's or a search's seconds to the hundredth (a small model's phases are tenths), else one decimal."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.2f}" if col.endswith("_s") or col == "vs_tensat" else f"{v:.1f}"
+    return str(v)
 
 
 def plot_growth(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:

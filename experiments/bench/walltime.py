@@ -35,6 +35,9 @@ from experiments.output import write_table
 from experiments.searches import EGRAPH, SEARCHES
 
 TARGETS_S = {("squeezenet", EGRAPH): 2.0, ("bert", EGRAPH): 3.0, ("bert:layers=32", EGRAPH): 6.0}
+# TENSAT's published optimization seconds (its Table 2, k_multi = 1) for its seven benchmark models
+TENSAT_PUBLISHED_S = {"bert": 1.4, "resnext50": 0.7, "nasnet_a": 10.6, "nasrnn": 0.5, "inception_v3": 5.1,
+                      "squeezenet": 0.3, "vgg19": 0.4}
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ def one_run(cmd: list[str], json_path: Path, timeout_s: float) -> dict[str, Any]
         return row | {"error": f"exit {proc.returncode}: {why}"}
     payload = json.loads(json_path.read_text())
     return row | {"phases": payload["phases"], "stop": payload.get("stop", ""), "search_s": payload["search_s"],
+                  "best_us": payload.get("best_us"),
                   "speedup_pct": payload.get("speedup_pct"), "time_bounded": bool(payload.get("time_bounded"))}
 
 
@@ -132,14 +136,43 @@ def summarize(cell: SizedModel, search: str, runs: list[dict[str, Any]]) -> dict
     mid = ok[len(ok) // 2]
     target = TARGETS_S.get((cell.label, search))
     wall = statistics.median(r["wall_s"] for r in ok)
+    search_s = statistics.median(r["search_s"] for r in ok)
+    tensat = TENSAT_PUBLISHED_S.get(cell.label) if search == EGRAPH else None  # the builder's own sizes only
+    phases = dict.fromkeys(k for r in ok for k in r["phases"])  # each phase's own median over the runs
     return base | {
         "wall_s": round(wall, 2), "wall_min_s": round(ok[0]["wall_s"], 2), "wall_max_s": round(ok[-1]["wall_s"], 2),
         "cpu_s": round(statistics.median(r["cpu_s"] for r in ok), 2),
         "peak_mb": round(statistics.median(r["peak_mb"] for r in ok)),
         "target_s": target, "meets": None if target is None else wall <= target,
-        "speedup_pct": mid["speedup_pct"], "search_s": round(mid["search_s"], 2), "stop": mid["stop"],
-        "time_bounded": mid.get("time_bounded", False),
-        **{f"{k}_s": round(v, 2) for k, v in mid["phases"].items()}}
+        "speedup_pct": mid["speedup_pct"], "best_us": mid.get("best_us"), "search_s": round(search_s, 3),
+        "tensat_s": tensat, "vs_tensat": None if tensat is None else round(search_s / tensat, 3),
+        "stop": mid["stop"], "time_bounded": mid.get("time_bounded", False),
+        **{f"{k}_s": round(statistics.median(r["phases"].get(k, 0.0) for r in ok), 3) for k in phases}}
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    """The geometric mean of positive ``values`` (None for none)."""
+    import math
+
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def bottom_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The geometric mean of the e-graph's ``search_s`` over TENSAT's published seconds (over the
+    models run that TENSAT published), and the α/e-graph search-time ratio per model run by both."""
+    lines = []
+    ours = [r for r in rows if r.get("vs_tensat")]
+    if ours:
+        lines.append(f"geometric mean of search_s / TENSAT's published seconds over {len(ours)} of TENSAT's seven "
+                     f"models: {geomean([r['vs_tensat'] for r in ours]):.3g}x")
+    by = {(r["cell"], r["search"]): r for r in rows if "error" not in r}
+    ratios = {c: by[c, "taso"]["search_s"] / by[c, EGRAPH]["search_s"]
+              for c, s in by if s == EGRAPH and (c, "taso") in by and by[c, EGRAPH]["search_s"] > 0}
+    if ratios:
+        lines.append("α/e-graph search_s ratio: " + ", ".join(f"{c} {v:.3g}x" for c, v in ratios.items())
+                     + f"; geometric mean {geomean(list(ratios.values())):.3g}x")
+    return lines
 
 
 def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs: int, out: Path,
@@ -161,8 +194,11 @@ def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs:
     rows = [summarize(c, s, got[c.label, s]) for c in cells for s in searches]
     command = ("eqsat-lab experiment walltime --models " + ",".join(c.label for c in cells)
                + f" --searches {','.join(searches)} --device {device} --runs {runs}")
-    write_table(out, "bench_walltime", rows, {"command": command, "unit": "seconds, MB (peak resident)"})
-    write_markdown(out / "bench_walltime.md", rows, command)
+    write_table(out, "bench_walltime", rows, {"command": command, "unit": "seconds, MB (peak resident)",
+                                              "bottom_lines": bottom_lines(rows)})
+    write_markdown(out / "bench_walltime.md", rows, command, bottom_lines(rows))
+    for line in bottom_lines(rows):
+        print(line)
     if any(r.get("layers") for r in rows):
         plot_growth(out / "bench_walltime.png", rows)
     return rows

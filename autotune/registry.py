@@ -38,7 +38,7 @@ def _robust(**kwargs: Any) -> Any:
 
 
 def _metaschedule(**kwargs: Any) -> Any:
-    from autotune.metaschedule import MetaSchedule
+    from autotune.tvm.metaschedule import MetaSchedule
 
     return MetaSchedule(**kwargs)
 
@@ -48,7 +48,7 @@ TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSea
                                          "robust": _robust, "metaschedule": _metaschedule}
 """Every tuner: each proposes configs through ``start(workload, seed)`` sessions (see
 :mod:`autotune.tuners`), except one with ``own_space`` (MetaSchedule: TVM's schedules, the
-``tvm-llvm`` target only), which :func:`autotune.budgets.checkpoints` calls through its own method.
+``tvm-llvm`` target only), which :func:`autotune.tvm.budgets.checkpoints` calls through its own method.
 The oracle is a bound, not a tuner: :data:`autotune.evaluate.BOUNDS`."""
 OWN_SPACE_TUNERS = ("metaschedule",)  # the rows above that search their own space (no sessions, no HypoGPU)
 

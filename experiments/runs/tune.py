@@ -33,8 +33,8 @@ def _tvm_llvm(seed: int, records: str | None) -> Any:
     try:
         import tvm  # noqa: F401
 
-        from autotune.compiled import CompiledMeasurer
-        from autotune.tvm_target import TvmLlvmTarget
+        from autotune.tvm.compiled import CompiledMeasurer
+        from autotune.tvm.target import TvmLlvmTarget
     except ImportError:
         raise ValueError("--measurer tvm-llvm needs the optional extra: pip install '.[tvm]'") from None
     return CompiledMeasurer(TvmLlvmTarget(), records)
@@ -50,9 +50,9 @@ MEASURERS: dict[str, Any] = {  # name -> (seed, records) -> a Measurer
 def _run_compiled(args: argparse.Namespace, workload: Any, trials: int) -> int:
     """A tuner row (MetaSchedule too) on a real kernel: its best after ``trials`` re-measured, as
     ``eqsat-lab experiment tvm-llvm`` reads it, against OpenBLAS."""
-    from autotune.budgets import checkpoints
-    from autotune.compiled import gflops
-    from autotune.tvm_target import TvmLlvmTarget, openblas_us
+    from autotune.tvm.budgets import checkpoints
+    from autotune.tvm.compiled import gflops
+    from autotune.tvm.target import TvmLlvmTarget, openblas_us
 
     make_tuner(args.tuner)  # an unknown name fails before TVM starts
     if args.reselect:

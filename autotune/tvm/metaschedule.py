@@ -1,7 +1,7 @@
 """TVM's own tuner, MetaSchedule (``tune_tir``), as a row of the tuner table on the ``tvm-llvm`` target.
 
 It searches TVM's schedule space, not the knob space of :mod:`autotune.space`, so it proposes no
-configs: it implements :func:`autotune.budgets.checkpoints` itself. For each budget it tunes the
+configs: it implements :func:`autotune.tvm.budgets.checkpoints` itself. For each budget it tunes the
 same TIR function for the same LLVM target and thread count as our tuners (one ``tune_tir`` run
 per budget, since its search plans by the budget), with its own evolutionary search, XGBoost model
 and runner, seeded; its best schedule is compiled and re-measured by the measurer's own runner,
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.checkpoint import Checkpoint
-from autotune.compiled import Built
+from autotune.tvm.checkpoint import Checkpoint
+from autotune.tvm.compiled import Built
 from autotune.workload import Workload
 
 FAILED_S = 1e9  # MetaSchedule records a failed candidate with a run time of 1e10 s

@@ -1,6 +1,7 @@
-"""The tuner registry: a name for every tuner, read by the CLI and the experiments.
+"""The tuner and measurer registry: a name for every tuner and every measurer, read by the CLI and
+the experiments.
 
-Adding a tuner is one row here (see the README's "Add a tuner"). Kept apart from
+Adding a tuner is one row here (see CONTRIBUTING's "Add a tuner"), and so is adding a measurer. Kept apart from
 :mod:`autotune.tuners`, the base layer that every tuner imports, so that no tuner imports the
 registry that imports it.
 """
@@ -63,3 +64,44 @@ def make_tuner(name: str, **kwargs: Any) -> Any:
         raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(TUNERS)} (or the bound "
                          f"{', '.join(BOUNDS)})")
     return factory(**kwargs)
+
+
+def _hypogpu(seed: int, records: str | None) -> Any:
+    from autotune.measure import SimulatedMeasurer
+
+    return SimulatedMeasurer(seed=seed, records=records)
+
+
+def _cpu(seed: int, records: str | None) -> Any:
+    from autotune.cpu import CpuMeasurer
+
+    return CpuMeasurer(seed=seed, records=records)
+
+
+def _tvm_llvm(seed: int, records: str | None) -> Any:
+    """Real kernels: the knobs as a TIR schedule compiled by TVM for this CPU (the ``tvm`` extra)."""
+    from autotune.tvm.compiled import CompiledMeasurer
+
+    try:
+        import tvm  # noqa: F401
+
+        from autotune.tvm.target import TvmLlvmTarget
+    except ImportError:
+        raise ValueError("measurer tvm-llvm needs the optional extra: pip install '.[tvm]'") from None
+    return CompiledMeasurer(TvmLlvmTarget(), records)
+
+
+MEASURERS: dict[str, Callable[[int, str | None], Any]] = {"hypogpu": _hypogpu, "cpu": _cpu, "tvm-llvm": _tvm_llvm}
+"""Every measurer: name -> (seed, records file or None) -> a :class:`autotune.measure.Measurer`.
+``hypogpu`` is the simulated GPU (its hidden model can judge a tuner), ``cpu`` a Python tile loop on
+this CPU; a measurer of :data:`COMPILED_MEASURERS` times compiled kernels of any workload kind and
+is read at trial budgets (:func:`autotune.tvm.budgets.checkpoints`), the others time matmuls."""
+COMPILED_MEASURERS = ("tvm-llvm",)  # the rows above that build and time compiled kernels
+
+
+def make_measurer(name: str, seed: int = 0, records: str | None = None) -> Any:
+    """A new measurer called ``name`` appending to ``records`` (when given), or a clear error listing them."""
+    factory = MEASURERS.get(name)
+    if factory is None:
+        raise ValueError(f"unknown measurer {name!r}; choose from {', '.join(MEASURERS)}")
+    return factory(seed, records)

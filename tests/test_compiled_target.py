@@ -342,10 +342,10 @@ def test_tune_on_a_compiled_target_runs_any_tuner_row_through_its_checkpoint(mon
     """``eqsat-lab tune --measurer tvm-llvm`` (here on a fake compiler): a knob tuner's best
     re-measured against OpenBLAS, written as JSON; MetaSchedule goes through the same path and,
     on a target TVM does not compile, fails in one sentence."""
+    from autotune import registry
     from experiments.cli import main
-    from experiments.runs import tune
 
-    monkeypatch.setitem(tune.MEASURERS, "tvm-llvm", lambda seed, records: CompiledMeasurer(QuickFake(), records))
+    monkeypatch.setitem(registry.MEASURERS, "tvm-llvm", lambda seed, records: CompiledMeasurer(QuickFake(), records))
     out = tmp_path / "t.json"
     assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "random", "--shape", "64x64x64", "--trials", "8",
                  "--json", str(out)]) == 0
@@ -355,3 +355,18 @@ def test_tune_on_a_compiled_target_runs_any_tuner_row_through_its_checkpoint(mon
     assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "metaschedule", "--shape", "64x64x64",
                  "--trials", "8"]) == 2
     assert "needs the tvm-llvm target" in capsys.readouterr().err
+
+
+def test_measurers_are_registry_rows_beside_the_tuners(monkeypatch):
+    """A measurer is a row of :data:`autotune.registry.MEASURERS`: an unknown name is one sentence
+    listing the rows, and tvm-llvm without TVM names the extra."""
+    import sys
+
+    from autotune.registry import MEASURERS, make_measurer
+
+    assert make_measurer("hypogpu", seed=1).name == "hypogpu" and {"hypogpu", "cpu", "tvm-llvm"} <= set(MEASURERS)
+    with pytest.raises(ValueError, match="unknown measurer 'gpu'; choose from hypogpu, cpu, tvm-llvm"):
+        make_measurer("gpu")
+    monkeypatch.setitem(sys.modules, "tvm", None)
+    with pytest.raises(ValueError, match=r"measurer tvm-llvm needs the optional extra: pip install '\.\[tvm\]'"):
+        make_measurer("tvm-llvm")

@@ -10,61 +10,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from autotune.tuners import GridSearch, RandomSearch, TritonAutotune
+from autotune.tuners import TunerRow
+
+TUNERS: dict[str, TunerRow] = {
+    "grid": TunerRow("autotune.tuners:GridSearch"),
+    "random": TunerRow("autotune.tuners:RandomSearch"),
+    "triton": TunerRow("autotune.tuners:TritonAutotune"),
+    "autotvm": TunerRow("autotune.autotvm:AutoTVM"),
+    "autotvm-b16": TunerRow("autotune.autotvm:AutoTVM", "autotvm-b16"),
+    "ansor": TunerRow("autotune.ansor:Ansor"),
+    "robust": TunerRow("autotune.robust:RobustTuner"),
+    "metaschedule": TunerRow("autotune.tvm.metaschedule:MetaSchedule", own_space=True),
+}
+"""Every tuner, each a class set by one frozen config (a preset of the class's, or its defaults):
+each proposes configs through ``start(workload, seed)`` sessions (see :mod:`autotune.tuners`),
+except one with ``own_space`` (MetaSchedule: TVM's schedules, the ``tvm-llvm`` target only), which
+:func:`autotune.tvm.budgets.checkpoints` calls through its own method. The oracle is a bound, not a
+tuner: :data:`autotune.evaluate.BOUNDS`."""
+OWN_SPACE_TUNERS = tuple(name for name, row in TUNERS.items() if row.own_space)  # no sessions, no HypoGPU
 
 
-def _autotvm(**kwargs: Any) -> Any:
-    from autotune.autotvm import AutoTVM
-
-    return AutoTVM(**kwargs)
-
-
-def _ansor(**kwargs: Any) -> Any:
-    from autotune.ansor import Ansor
-
-    return Ansor(**kwargs)
-
-
-def _autotvm_b16(**kwargs: Any) -> Any:
-    """AutoTVM's ``autotvm-b16`` preset (:data:`autotune.autotvm.AUTOTVM_PRESETS`)."""
-    from autotune.autotvm import AUTOTVM_PRESETS, AutoTVM
-
-    return AutoTVM(AUTOTVM_PRESETS["autotvm-b16"], **kwargs)
-
-
-def _robust(**kwargs: Any) -> Any:
-    from autotune.robust import RobustTuner
-
-    return RobustTuner(**kwargs)
-
-
-def _metaschedule(**kwargs: Any) -> Any:
-    from autotune.tvm.metaschedule import MetaSchedule
-
-    return MetaSchedule(**kwargs)
-
-
-TUNERS: dict[str, Callable[..., Any]] = {"grid": GridSearch, "random": RandomSearch, "triton": TritonAutotune,
-                                         "autotvm": _autotvm, "autotvm-b16": _autotvm_b16, "ansor": _ansor,
-                                         "robust": _robust, "metaschedule": _metaschedule}
-"""Every tuner: each proposes configs through ``start(workload, seed)`` sessions (see
-:mod:`autotune.tuners`), except one with ``own_space`` (MetaSchedule: TVM's schedules, the
-``tvm-llvm`` target only), which :func:`autotune.tvm.budgets.checkpoints` calls through its own method.
-The oracle is a bound, not a tuner: :data:`autotune.evaluate.BOUNDS`."""
-OWN_SPACE_TUNERS = ("metaschedule",)  # the rows above that search their own space (no sessions, no HypoGPU)
-
-
-def make_tuner(name: str, **kwargs: Any) -> Any:
-    """A new tuner called ``name`` (or an evaluation bound, :data:`autotune.evaluate.BOUNDS`), or
-    a clear error listing them."""
+def make_tuner(name: str, **overrides: Any) -> Any:
+    """A new tuner called ``name`` (or an evaluation bound, :data:`autotune.evaluate.BOUNDS`) with
+    ``overrides`` (config field -> value), or a clear error listing them."""
     from autotune.evaluate import BOUNDS
 
-    factory = TUNERS.get(name) or BOUNDS.get(name)
-    if factory is None:
+    row = TUNERS.get(name) or BOUNDS.get(name)
+    if row is None:
         raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(TUNERS)} (or the bound "
                          f"{', '.join(BOUNDS)})")
-    return factory(**kwargs)
-
+    return row.build(**overrides)
 
 def _hypogpu(seed: int, records: str | None) -> Any:
     from autotune.measure import SimulatedMeasurer

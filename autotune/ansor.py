@@ -27,7 +27,7 @@ Ablation variants share the interface:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ from autotune.features import featurize
 from autotune.resources import allowed
 from autotune.sketch import Compute, Sketch, generate_sketches, sketch_space
 from autotune.space import COLUMN, SPACE, Config, Space, knob_distance
-from autotune.tuners import IncrementalTuner, IndexSession, unvisited
+from autotune.tuners import IncrementalTuner, IndexSession, configure, unvisited
 from autotune.workload import Workload
 
 VARIANTS = ("full", "beam", "no-finetune", "limited")
@@ -137,14 +137,11 @@ class Ansor(IncrementalTuner):
     :data:`ANSOR_PRESETS`, or the default) with any of its fields overridden by keyword."""
 
     name = "ansor"
+    presets = ANSOR_PRESETS
 
     def __init__(self, config: AnsorConfig = AnsorConfig(), **overrides: Any):
-        self.config = c = replace(config, **overrides)
-        self.variant, self.batch, self.population, self.generations = c.variant, c.batch, c.population, c.generations
-        self.mutation_prob, self.measured_fraction, self.epsilon = c.mutation_prob, c.measured_fraction, c.epsilon
-        self.beam_width, self.samples_per_batch, self.space = c.beam_width, c.samples_per_batch, c.space
-        self.lines, self.niche, self.prior, self.novelty = c.lines, c.niche, c.prior, c.novelty
-        self.name = c.name
+        configure(self, config, overrides)
+        self.name = self.config.name
 
     def start(self, workload: Workload, seed: int = 0) -> AnsorSession:
         return AnsorSession(self, workload, seed)

@@ -12,7 +12,7 @@ margin of the local one.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from autotune.features import featurize
 from autotune.measure import read_records
 from autotune.resources import allowed
 from autotune.space import COLUMN, SPACE, Config, Space
-from autotune.tuners import IncrementalTuner, IndexSession, Trials, unvisited
+from autotune.tuners import IncrementalTuner, IndexSession, Trials, configure, unvisited
 from autotune.workload import Workload
 
 
@@ -149,15 +149,11 @@ class AutoTVM(IncrementalTuner):
     fields overridden by keyword."""
 
     name = "autotvm"
+    presets = AUTOTVM_PRESETS
 
     def __init__(self, config: AutoTVMConfig = AutoTVMConfig(), **overrides: Any):
-        self.config = c = replace(config, **overrides)
-        self.features, self.objective, self.plan_size = c.features, c.objective, c.plan_size
-        self.n_chains, self.sa_steps, self.early_stop, self.epsilon = c.n_chains, c.sa_steps, c.early_stop, c.epsilon
-        self.diversity, self.diversity_ratio, self.space = c.diversity, c.diversity_ratio, c.space
-        self.transfer, self.temperature = c.transfer, c.temperature
-        self.no_rfactor, self.restart_from_best, self.seed = c.no_rfactor, c.restart_from_best, c.seed
-        self.name = "autotvm" + ("-no-rfactor" if c.no_rfactor else "")
+        configure(self, config, overrides)
+        self.name = "autotvm" + ("-no-rfactor" if self.no_rfactor else "")
         self.overhead = Overhead()
 
     # ------------------------------------------------------------------ transfer

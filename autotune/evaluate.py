@@ -15,17 +15,10 @@ import numpy as np
 
 from autotune import hypogpu
 from autotune.measure import SimulatedMeasurer
-from autotune.tuners import TuneResult
+from autotune.tuners import TuneResult, TunerRow
 from autotune.workload import Workload
 
-
-def _oracle(**kwargs: Any) -> Any:
-    from autotune.oracle import ModeledOracle
-
-    return ModeledOracle(**kwargs)
-
-
-BOUNDS: dict[str, Callable[..., Any]] = {"oracle": _oracle}
+BOUNDS: dict[str, TunerRow] = {"oracle": TunerRow("autotune.oracle:ModeledOracle")}
 """What a perfect cost model reaches with the same measurements: run like a tuner, never one."""
 
 

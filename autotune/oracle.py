@@ -11,14 +11,25 @@ evaluation, never inside a tuner.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from autotune import hypogpu
 from autotune.resources import legal
 from autotune.space import SPACE, Space
-from autotune.tuners import IncrementalTuner, ListSession, Session
+from autotune.tuners import IncrementalTuner, ListSession, Session, configure
 from autotune.workload import Workload
+
+
+@dataclasses.dataclass(frozen=True)
+class OracleConfig:
+    """The bound's settings: the space it orders, the configs per batch, and the GPU whose model
+    (without its unmodeled factor) gives the order."""
+
+    space: Space = SPACE
+    batch: int = 64
+    spec: hypogpu.GPUSpec = hypogpu.A100_LIKE
 
 
 class ModeledOracle(IncrementalTuner):
@@ -26,9 +37,9 @@ class ModeledOracle(IncrementalTuner):
 
     name = "oracle"
 
-    def __init__(self, space: Space = SPACE, batch: int = 64, spec: hypogpu.GPUSpec = hypogpu.A100_LIKE):
-        self.space, self.batch = space, batch
-        self.spec = dataclasses.replace(spec, unmodeled=0.0)
+    def __init__(self, config: OracleConfig = OracleConfig(), **overrides: Any):
+        configure(self, config, overrides)
+        self.spec = dataclasses.replace(self.config.spec, unmodeled=0.0)
 
     def start(self, workload: Workload, seed: int = 0) -> Session:
         allv = self.space.all_values()

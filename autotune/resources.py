@@ -62,7 +62,7 @@ def legal(configs: np.ndarray, limits: Limits = A100_LIMITS) -> np.ndarray:
 
 def allowed(space: Space, configs: np.ndarray) -> np.ndarray:
     """The configs of ``space`` a tuner may propose: the space's own restriction (a real target's,
-    :class:`autotune.cpu_tiles.CpuTiles`) where it has one, else :func:`legal`."""
+    :class:`autotune.tvm.cpu_tiles.CpuTiles`) where it has one, else :func:`legal`."""
     return legal(configs) if space.restriction is None else np.asarray(space.restriction(configs), dtype=bool)
 
 

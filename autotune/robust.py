@@ -44,7 +44,7 @@ docs/results/README.md (the tuning-budget section).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,7 @@ from autotune.cost_model import XGBCostModel, normalized_throughput
 from autotune.features import featurize
 from autotune.resources import allowed
 from autotune.space import SPACE, Config, Space, knob_distance
-from autotune.tuners import IncrementalTuner, IndexSession
+from autotune.tuners import IncrementalTuner, IndexSession, configure
 from autotune.workload import Workload
 
 PRIORS = ("analytic", "none")
@@ -114,15 +114,11 @@ class RobustTuner(IncrementalTuner):
     :data:`ROBUST_PRESETS`, or the default) with any of its fields overridden by keyword."""
 
     name = "robust"
+    presets = ROBUST_PRESETS
 
     def __init__(self, config: RobustConfig = RobustConfig(), **overrides: Any):
-        self.config = c = replace(config, **overrides)
-        self.batch, self.first, self.ensemble, self.kappa, self.local = c.batch, c.first, c.ensemble, c.kappa, c.local
-        self.top_measured, self.features, self.n_estimators, self.space = c.top_measured, c.features, \
-            c.n_estimators, c.space
-        self.objective, self.prior, self.per_family = c.objective, c.prior, c.per_family
-        self.additive, self.ridge, self.novelty, self.radius = c.additive, c.ridge, c.novelty, c.radius
-        self.plan_size = c.batch
+        configure(self, config, overrides)
+        self.plan_size = self.batch
 
     def start(self, workload: Workload, seed: int = 0) -> RobustSession:
         return RobustSession(self, workload, seed)

@@ -6,14 +6,17 @@ TuneResult`` is that loop, so the CLI, the experiments and the task scheduler (w
 session one unit of trials at a time, with nothing re-run or replayed) share it.
 
 Every tuner only proposes configs and reads back measurements; the best config it returns is the
-fastest *measured* one (noise included), as a real tuner's would be.
+fastest *measured* one (noise included), as a real tuner's would be. Every tuner is set the same
+way: one frozen config value (``Tuner(config, **overrides)``, see :func:`configure`), and every
+registered one is a :class:`TunerRow` naming its class and the preset it starts from.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,6 +25,33 @@ from autotune.measure import Measurer, MeasureResult
 from autotune.resources import allowed
 from autotune.space import SPACE, Config, Space
 from autotune.workload import Workload
+
+
+def configure(tuner: Any, config: Any, overrides: Mapping[str, Any]) -> None:
+    """Set ``tuner`` by one frozen config value: ``config`` with ``overrides`` (field -> value)
+    replaced, checked when made, kept as ``tuner.config`` and each field as an attribute of the
+    same name (a misspelt field is a TypeError, not a silent default)."""
+    tuner.config = replace(config, **overrides)
+    for f in fields(tuner.config):
+        setattr(tuner, f.name, getattr(tuner.config, f.name))
+
+
+@dataclass(frozen=True)
+class TunerRow:
+    """A registered tuner (or bound): its class as ``"module:Class"``, imported when built so that
+    listing the names loads neither XGBoost nor TVM; the name of the preset in that class's
+    ``presets`` it starts from ("": its config's defaults); and whether it searches its own space
+    rather than the knobs (MetaSchedule: no sessions, compiled targets only)."""
+
+    tuner: str
+    preset: str = ""
+    own_space: bool = False
+
+    def build(self, **overrides: Any) -> Any:
+        """A new tuner: the row's config with ``overrides`` (config field -> value) replaced."""
+        module, name = self.tuner.split(":")
+        cls = getattr(importlib.import_module(module), name)
+        return cls(cls.presets[self.preset], **overrides) if self.preset else cls(**overrides)
 
 
 @dataclass
@@ -210,13 +240,23 @@ class _Indexed(Sequence[Config]):
         return self.space.config(int(self.order[k]))
 
 
+@dataclass(frozen=True)
+class EnumerationConfig:
+    """Grid and random search's settings: the space walked, whether configs this machine cannot
+    run are skipped, and the configs proposed per batch."""
+
+    space: Space = SPACE
+    skip_illegal: bool = True
+    batch: int = 64
+
+
 class GridSearch(IncrementalTuner):
     """Configs in lexicographic order of the knobs (split-K first, then BLOCK_M, ...)."""
 
     name = "grid"
 
-    def __init__(self, space: Space = SPACE, skip_illegal: bool = True, batch: int = 64):
-        self.space, self.skip_illegal, self.batch = space, skip_illegal, batch
+    def __init__(self, config: EnumerationConfig = EnumerationConfig(), **overrides: Any):
+        configure(self, config, overrides)
 
     def start(self, workload: Workload, seed: int = 0) -> Session:
         order = np.arange(len(self.space))
@@ -230,8 +270,8 @@ class RandomSearch(IncrementalTuner):
 
     name = "random"
 
-    def __init__(self, space: Space = SPACE, skip_illegal: bool = True, batch: int = 64):
-        self.space, self.skip_illegal, self.batch = space, skip_illegal, batch
+    def __init__(self, config: EnumerationConfig = EnumerationConfig(), **overrides: Any):
+        configure(self, config, overrides)
 
     def start(self, workload: Workload, seed: int = 0) -> Session:
         pool = np.arange(len(self.space))
@@ -253,25 +293,31 @@ TRITON_SLIDE_CONFIGS = _slide_configs()
 PruneHook = Callable[[Sequence[Config], Workload], Sequence[Config]]
 
 
-class TritonAutotune:
-    """``@triton.autotune``: measure every listed config once per key, cache the winner per key.
+@dataclass(frozen=True)
+class TritonConfig:
+    """``@triton.autotune``'s arguments: the configs listed, the workload fields that select a
+    cache entry (Triton's ``key=['M', 'N', 'K']``) and the ``prune_configs_by`` hook that may drop
+    configs before measuring (None: none)."""
 
-    ``key`` names the workload fields that select a cache entry (Triton's ``key=['M', 'N', 'K']``);
-    ``prune_configs_by`` may drop configs before measuring, like Triton's hook of that name.
-    A second call with the same key measures nothing.
-    """
+    configs: tuple[Config, ...] = TRITON_SLIDE_CONFIGS
+    key: tuple[str, ...] = ("M", "N", "K")
+    prune_configs_by: PruneHook | None = None
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            raise ValueError("TritonAutotune needs at least one config")
+        object.__setattr__(self, "configs", tuple(self.configs))
+        object.__setattr__(self, "key", tuple(self.key))
+
+
+class TritonAutotune:
+    """``@triton.autotune``: measure every listed config once per key, cache the winner per key
+    (set by a :class:`TritonConfig`). A second call with the same key measures nothing."""
 
     name = "triton"
 
-    def __init__(
-        self,
-        configs: Sequence[Config] = TRITON_SLIDE_CONFIGS,
-        key: Sequence[str] = ("M", "N", "K"),
-        prune_configs_by: PruneHook | None = None,
-    ):
-        if not configs:
-            raise ValueError("TritonAutotune needs at least one config")
-        self.configs, self.key, self.prune = tuple(configs), tuple(key), prune_configs_by
+    def __init__(self, config: TritonConfig = TritonConfig(), **overrides: Any):
+        configure(self, config, overrides)
         self.cache: dict[tuple, TuneResult] = {}
 
     def key_of(self, workload: Workload) -> tuple:
@@ -282,7 +328,8 @@ class TritonAutotune:
 
     def start(self, workload: Workload, seed: int = 0) -> Session:
         """Every listed config (after pruning), in one batch."""
-        configs = list(self.prune(self.configs, workload) if self.prune else self.configs)
+        prune = self.prune_configs_by
+        configs = list(prune(self.configs, workload) if prune else self.configs)
         return ListSession(configs, len(configs) or 1)
 
     def tune(

@@ -68,7 +68,7 @@ def test_ablations_limited_space_stalls_on_wgrad_full_ansor_does_not():
 
 def test_every_variant_runs_on_the_common_interface():
     for variant in ("beam", "no-finetune"):
-        r = TUNERS["ansor"](variant=variant).tune(SHAPES["small"], 96, SimulatedMeasurer(seed=1), seed=1)
+        r = TUNERS["ansor"].build(variant=variant).tune(SHAPES["small"], 96, SimulatedMeasurer(seed=1), seed=1)
         assert len(r.history) == 96 and r.best is not None and len({x.config for x in r.history}) == 96
     with pytest.raises(ValueError, match="variant"):
         Ansor(variant="greedy")

@@ -90,8 +90,8 @@ def test_transfer_from_records_starts_near_the_optimum_on_a_similar_shape(tmp_pa
 
 def test_autotvm_is_registered_and_reproducible():
     w = SHAPES["small"]
-    a = TUNERS["autotvm"](plan_size=16).tune(w, 48, SimulatedMeasurer(seed=4), seed=4)
-    b = TUNERS["autotvm"](plan_size=16).tune(w, 48, SimulatedMeasurer(seed=4), seed=4)
+    a = TUNERS["autotvm"].build(plan_size=16).tune(w, 48, SimulatedMeasurer(seed=4), seed=4)
+    b = TUNERS["autotvm"].build(plan_size=16).tune(w, 48, SimulatedMeasurer(seed=4), seed=4)
     assert [r.config for r in a.history] == [r.config for r in b.history] and len(a.history) == 48
 
 
@@ -107,9 +107,9 @@ def test_oracle_bound_and_b16_variant_run_on_the_common_interface():
     assert "oracle" not in TUNERS  # a bound lives with evaluation
     from autotune.evaluate import BOUNDS
 
-    oracle = BOUNDS["oracle"]().tune(w, 32, SimulatedMeasurer(seed=0), seed=0)
+    oracle = BOUNDS["oracle"].build().tune(w, 32, SimulatedMeasurer(seed=0), seed=0)
     assert len(oracle.history) == 32 and fraction_after(oracle, 32) > 0.97
-    tuner = TUNERS["autotvm-b16"](sa_steps=60, n_chains=32)
+    tuner = TUNERS["autotvm-b16"].build(sa_steps=60, n_chains=32)
     r = tuner.tune(w, 48, SimulatedMeasurer(seed=0), seed=0)
     assert len(r.history) == 48 and len(tuner.overhead.fit_s) == 3  # batches of 16
     assert len({h.config for h in r.history}) == 48  # never re-measures a config

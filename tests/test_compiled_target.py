@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.compiled import CompiledMeasurer
 from autotune.measure import best_from_records
 from autotune.space import SPACE, Config, Space
+from autotune.tvm.compiled import CompiledMeasurer
 from autotune.workload import Workload
 
 
@@ -95,7 +95,7 @@ def test_tvm_llvm_builds_runs_and_checks_a_real_kernel(tmp_path):
     """With the '.[tvm]' extra: two configs of a 64x64x64 matmul compiled by TVM for this CPU,
     checked against numpy and timed; skipped without TVM (CI does not install it)."""
     pytest.importorskip("tvm")
-    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.tvm.target import TvmLlvmTarget
 
     m = CompiledMeasurer(TvmLlvmTarget(threads=1), tmp_path / "r.jsonl", build_workers=1, repeats=3)
     try:
@@ -132,7 +132,7 @@ def test_the_conv_reference_is_a_convolution():
     """The numpy reference every conv build is checked against, against a direct loop nest."""
     import numpy as np
 
-    from autotune.tvm_kernels import KERNELS, inputs
+    from autotune.tvm.kernels import KERNELS, inputs
     from autotune.workload import get_workload
 
     w = get_workload("conv3x3:2x5x3x4")
@@ -151,7 +151,7 @@ def test_tvm_llvm_kernels_of_every_kind_match_numpy(tmp_path, shape):
     shape and tiles that do not), compiled, run and checked against numpy (``run`` raises on a
     wrong result)."""
     pytest.importorskip("tvm")
-    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.tvm.target import TvmLlvmTarget
     from autotune.workload import get_workload
 
     target, w = TvmLlvmTarget(threads=1), get_workload(shape)
@@ -168,7 +168,7 @@ def test_tvm_llvm_configs_of_the_restricted_space_match_numpy(tmp_path, shape):
     import numpy as np
 
     from autotune.resources import allowed
-    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.tvm.target import TvmLlvmTarget
     from autotune.workload import get_workload
 
     target, w = TvmLlvmTarget(threads=1), get_workload(shape)
@@ -187,8 +187,8 @@ def test_metaschedule_is_a_tuner_row_that_refuses_what_it_cannot_tune(monkeypatc
     without the extra a clear message (CI has no TVM; here TVM is hidden to check that path too)."""
     import sys
 
-    from autotune.budgets import checkpoints
     from autotune.registry import OWN_SPACE_TUNERS, make_tuner
+    from autotune.tvm.budgets import checkpoints
 
     ms = make_tuner("metaschedule")
     assert ms.own_space and "metaschedule" in OWN_SPACE_TUNERS
@@ -237,7 +237,7 @@ def test_the_tvm_llvm_experiment_quick_mode_runs_on_a_fake_compiler(tmp_path, mo
     """The experiment row end to end without TVM: every tuner at the quick budgets, bests
     re-measured, MetaSchedule a row saying why it was skipped, the table, curve and verdicts
     written, and a second run reads every cell back."""
-    from autotune import compiled
+    from autotune.tvm import compiled
     from experiments.cli import main
 
     monkeypatch.setitem(compiled.TARGETS, "quick-fake", lambda threads: QuickFake())
@@ -292,7 +292,7 @@ def test_the_openblas_reference_runs_in_a_child_with_the_kernels_thread_count(mo
     """The CLI process keeps one BLAS thread (experiments/blas.py); the reference must not inherit it."""
     import subprocess
 
-    from autotune.tvm_target import openblas_us
+    from autotune.tvm.target import openblas_us
     from autotune.workload import get_workload
 
     seen = {}
@@ -314,7 +314,7 @@ def test_a_contended_run_re_measures_each_budgets_top_configs_and_says_so(monkey
     import itertools
     import os
 
-    from autotune.budgets import TOP_K, checkpoints
+    from autotune.tvm.budgets import TOP_K, checkpoints
 
     w = Workload(64, 64, 64)
     for loads, contended in (((1.0,), False), ((1.0, 1.1), False), ((1.0, 1.5), True)):
@@ -342,10 +342,10 @@ def test_tune_on_a_compiled_target_runs_any_tuner_row_through_its_checkpoint(mon
     """``eqsat-lab tune --measurer tvm-llvm`` (here on a fake compiler): a knob tuner's best
     re-measured against OpenBLAS, written as JSON; MetaSchedule goes through the same path and,
     on a target TVM does not compile, fails in one sentence."""
+    from autotune import registry
     from experiments.cli import main
-    from experiments.runs import tune
 
-    monkeypatch.setitem(tune.MEASURERS, "tvm-llvm", lambda seed, records: CompiledMeasurer(QuickFake(), records))
+    monkeypatch.setitem(registry.MEASURERS, "tvm-llvm", lambda seed, records: CompiledMeasurer(QuickFake(), records))
     out = tmp_path / "t.json"
     assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "random", "--shape", "64x64x64", "--trials", "8",
                  "--json", str(out)]) == 0
@@ -355,3 +355,18 @@ def test_tune_on_a_compiled_target_runs_any_tuner_row_through_its_checkpoint(mon
     assert main(["tune", "--measurer", "tvm-llvm", "--tuner", "metaschedule", "--shape", "64x64x64",
                  "--trials", "8"]) == 2
     assert "needs the tvm-llvm target" in capsys.readouterr().err
+
+
+def test_measurers_are_registry_rows_beside_the_tuners(monkeypatch):
+    """A measurer is a row of :data:`autotune.registry.MEASURERS`: an unknown name is one sentence
+    listing the rows, and tvm-llvm without TVM names the extra."""
+    import sys
+
+    from autotune.registry import MEASURERS, make_measurer
+
+    assert make_measurer("hypogpu", seed=1).name == "hypogpu" and {"hypogpu", "cpu", "tvm-llvm"} <= set(MEASURERS)
+    with pytest.raises(ValueError, match="unknown measurer 'gpu'; choose from hypogpu, cpu, tvm-llvm"):
+        make_measurer("gpu")
+    monkeypatch.setitem(sys.modules, "tvm", None)
+    with pytest.raises(ValueError, match=r"measurer tvm-llvm needs the optional extra: pip install '\.\[tvm\]'"):
+        make_measurer("tvm-llvm")

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune.cpu_tiles import CpuTiles
 from autotune.registry import make_tuner
 from autotune.resources import allowed
 from autotune.space import Config
+from autotune.tvm.cpu_tiles import CpuTiles
 from autotune.workload import Workload
 
 

@@ -67,21 +67,37 @@ def test_a_rule_no_ranks_type_is_an_error_naming_it(tmp_path, capsys):
 
 
 def test_add_a_tuner_one_registry_row(capsys, monkeypatch):
-    """Recipe "Add a tuner": a class whose ``start`` opens a session (``next_batch``/``update``),
-    one row in TUNERS, and the CLI runs it."""
+    """Recipe "Add a tuner": a class set by a frozen config whose ``start`` opens a session
+    (``next_batch``/``update``), one row in TUNERS, and the CLI runs it."""
+    import sys
+    import types
+    from dataclasses import dataclass
+
     from autotune.registry import TUNERS
-    from autotune.tuners import IncrementalTuner
+    from autotune.tuners import GridSearch, IncrementalTuner, TunerRow, configure
+
+    @dataclass(frozen=True)
+    class FirstLegalConfig:
+        batch: int = 8
 
     class FirstLegal(IncrementalTuner):
         name = "first-legal"
+        presets = {"first-legal-4": FirstLegalConfig(batch=4)}
+
+        def __init__(self, config=FirstLegalConfig(), **overrides):
+            configure(self, config, overrides)
 
         def start(self, workload, seed=0):
-            from autotune.tuners import GridSearch
-            return GridSearch().start(workload, seed)
+            return GridSearch(batch=self.batch).start(workload, seed)
 
-    monkeypatch.setitem(TUNERS, "first-legal", FirstLegal)
+    module = types.ModuleType("toy_tuner")
+    module.FirstLegal = FirstLegal
+    monkeypatch.setitem(sys.modules, "toy_tuner", module)
+    monkeypatch.setitem(TUNERS, "first-legal", TunerRow("toy_tuner:FirstLegal"))
+    monkeypatch.setitem(TUNERS, "first-legal-4", TunerRow("toy_tuner:FirstLegal", "first-legal-4"))
     assert main(["tune", "--shape", "decode", "--tuner", "first-legal", "--trials", "8"]) == 0
     assert "first-legal on" in capsys.readouterr().out
+    assert TUNERS["first-legal-4"].build().batch == 4 and TUNERS["first-legal"].build(batch=2).batch == 2
 
 
 def test_add_a_device_from_a_json_file(tmp_path, capsys):

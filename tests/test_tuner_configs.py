@@ -44,3 +44,19 @@ def test_bad_settings_fail_when_the_config_is_made():
         RobustConfig(radius=0)
     with pytest.raises(TypeError):
         Ansor(generation=3)  # a misspelt field is no silent default
+
+
+def test_every_registered_tuner_and_bound_is_set_by_one_frozen_config():
+    """One mechanism for every row: a frozen config value, its fields read as attributes, a
+    keyword overriding one field, a misspelt one refused."""
+    from autotune.evaluate import BOUNDS
+    from autotune.registry import TUNERS
+
+    for name, row in {**TUNERS, **BOUNDS}.items():
+        tuner = row.build()
+        assert dataclasses.is_dataclass(tuner.config) and tuner.config.__dataclass_params__.frozen, name
+        field = dataclasses.fields(tuner.config)[0].name
+        assert getattr(tuner, field) == getattr(tuner.config, field), name
+        with pytest.raises(TypeError):
+            row.build(no_such_field=1)
+    assert make_tuner("grid", batch=16).config.batch == 16 and make_tuner("triton", key=["M"]).key == ("M",)

@@ -10,7 +10,7 @@ ACTIONS = {"run": ("run_tune", "tune one shape"), "landscape": ("run_landscape",
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from autotune.registry import TUNERS
+    from autotune.registry import MEASURERS, TUNERS
 
     p.add_argument("action", nargs="?", choices=list(ACTIONS), default="run",
                    help="; ".join(f"{k}: {text}" for k, (_, text) in ACTIONS.items()) + " (default run)")
@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_int, default=0, help="tuner and measurement-noise seed")
     p.add_argument("--seeds", type=positive_int, default=5, help="curves: seeds 0..N-1")
     p.add_argument("--shapes", default="square,prefill,decode,wgrad,ffn_down", help="curves: comma-separated shapes")
-    p.add_argument("--measurer", choices=("hypogpu", "cpu", "tvm-llvm"), default="hypogpu",
+    p.add_argument("--measurer", choices=list(MEASURERS), default="hypogpu",
                    help="simulated GPU, a Python tile loop on this CPU, or real kernels compiled by TVM for this CPU "
                         "(tvm-llvm: the '.[tvm]' extra)")
     p.add_argument("--records", help="JSON-lines record file: every measurement is appended; an existing file resumes")

@@ -6,7 +6,6 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from autotune.cpu import CpuMeasurer
 from autotune.evaluate import curves, evaluate, true_us
 from autotune.landscape import (
     best_stages,
@@ -17,8 +16,7 @@ from autotune.landscape import (
     stages_vs_block_k,
     summary,
 )
-from autotune.measure import SimulatedMeasurer
-from autotune.registry import make_tuner
+from autotune.registry import COMPILED_MEASURERS, make_measurer, make_tuner
 from autotune.tuners import reselect
 from autotune.workload import SHAPES, get_workload
 from experiments.output import write_json
@@ -28,37 +26,18 @@ def _tuner(name: str) -> Any:
     return make_tuner(name)
 
 
-def _tvm_llvm(seed: int, records: str | None) -> Any:
-    """Real kernels: the knobs as a TIR schedule compiled by TVM for this CPU (the ``tvm`` extra)."""
-    try:
-        import tvm  # noqa: F401
-
-        from autotune.compiled import CompiledMeasurer
-        from autotune.tvm_target import TvmLlvmTarget
-    except ImportError:
-        raise ValueError("--measurer tvm-llvm needs the optional extra: pip install '.[tvm]'") from None
-    return CompiledMeasurer(TvmLlvmTarget(), records)
-
-
-MEASURERS: dict[str, Any] = {  # name -> (seed, records) -> a Measurer
-    "hypogpu": lambda seed, records: SimulatedMeasurer(seed=seed, records=records),
-    "cpu": lambda seed, records: CpuMeasurer(seed=seed, records=records),
-    "tvm-llvm": _tvm_llvm,
-}
-
-
 def _run_compiled(args: argparse.Namespace, workload: Any, trials: int) -> int:
     """A tuner row (MetaSchedule too) on a real kernel: its best after ``trials`` re-measured, as
     ``eqsat-lab experiment tvm-llvm`` reads it, against OpenBLAS."""
-    from autotune.budgets import checkpoints
-    from autotune.compiled import gflops
-    from autotune.tvm_target import TvmLlvmTarget, openblas_us
+    from autotune.tvm.budgets import checkpoints
+    from autotune.tvm.compiled import gflops
+    from autotune.tvm.target import TvmLlvmTarget, openblas_us
 
     make_tuner(args.tuner)  # an unknown name fails before TVM starts
     if args.reselect:
         raise ValueError("--reselect: on --measurer tvm-llvm the best is re-measured already (and its top 3 when the "
                          "load moved)")
-    measurer = MEASURERS[args.measurer](args.seed, args.records)
+    measurer = make_measurer(args.measurer, args.seed, args.records)
     try:
         point = checkpoints(args.tuner, workload, [trials], measurer, seed=args.seed)[0]
     finally:
@@ -82,14 +61,15 @@ def _run_compiled(args: argparse.Namespace, workload: Any, trials: int) -> int:
 
 def run_tune(args: argparse.Namespace) -> int:
     workload = get_workload(args.shape)
-    if workload.kind != "matmul" and args.measurer != "tvm-llvm":
-        raise ValueError(f"--shape {args.shape}: a {workload.kind} compiles only on --measurer tvm-llvm "
-                         f"({args.measurer} times matmuls)")
+    compiled = args.measurer in COMPILED_MEASURERS
+    if workload.kind != "matmul" and not compiled:
+        raise ValueError(f"--shape {args.shape}: a {workload.kind} compiles only on --measurer "
+                         f"{' or '.join(COMPILED_MEASURERS)} ({args.measurer} times matmuls)")
     trials = int(args.trials)
-    if args.measurer == "tvm-llvm":
+    if compiled:
         return _run_compiled(args, workload, trials)
     tuner = _tuner(args.tuner)
-    measurer = MEASURERS[args.measurer](args.seed, args.records)
+    measurer = make_measurer(args.measurer, args.seed, args.records)
     result = tuner.tune(workload, trials, measurer, seed=args.seed)
     payload = result.to_dict() | {"measurer": measurer.name, "seed": args.seed, "measured": measurer.measured}
     best = result.best

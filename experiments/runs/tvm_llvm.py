@@ -2,7 +2,7 @@
 
 Each cell runs one tuner of the table (:data:`TUNERS`: random search, AutoTVM, Ansor and
 MetaSchedule, all rows of :data:`autotune.registry.TUNERS`) on one kernel through
-:func:`autotune.budgets.checkpoints`: the best at each trial budget re-measured by the same runner,
+:func:`autotune.tvm.budgets.checkpoints`: the best at each trial budget re-measured by the same runner,
 the wall time to reach it and the load average around the cell. A reference cell times numpy's
 OpenBLAS on the matmuls. The table (``tvm_llvm.md``/``.csv``/``.json``) has one row per kernel,
 tuner and budget; ``tvm_llvm.png`` draws best GFLOP/s against trials. A tuner that cannot run here
@@ -35,8 +35,8 @@ def _load() -> float:
 def tune_cell(tuner: str, shape: str, budgets: Sequence[int], seed: int, threads: int, target: str,
               records: str) -> dict[str, Any]:
     """One tuner on one kernel, read at every budget (a tuner that cannot run here says why)."""
-    from autotune.budgets import checkpoints
-    from autotune.compiled import TARGETS, CompiledMeasurer
+    from autotune.tvm.budgets import checkpoints
+    from autotune.tvm.compiled import TARGETS, CompiledMeasurer
     from autotune.workload import get_workload
 
     workload, load = get_workload(shape), _load()
@@ -54,14 +54,14 @@ def tune_cell(tuner: str, shape: str, budgets: Sequence[int], seed: int, threads
 
 def reference_cell(shape: str, target: str) -> dict[str, Any]:
     """numpy's OpenBLAS on the same problem (None where numpy runs no single BLAS call)."""
-    from autotune.compiled import gflops
-    from autotune.tvm_kernels import kernel
+    from autotune.tvm.compiled import gflops
+    from autotune.tvm.kernels import kernel
     from autotune.workload import get_workload
 
     workload, load = get_workload(shape), _load()
     us = None
     if target == "tvm-llvm" and kernel(workload).blas:
-        from autotune.tvm_target import TvmLlvmTarget, openblas_us
+        from autotune.tvm.target import TvmLlvmTarget, openblas_us
 
         us = openblas_us(workload, threads=TvmLlvmTarget().threads)  # as many BLAS threads as the tuned kernels
     return {"shape": shape, "openblas_gflops": None if us is None else round(gflops(workload, us), 2),
@@ -164,8 +164,8 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
     """Every tuner on every shape; shapes not in ``full_shapes`` (default: all) get the smallest budget only.
     ``finished_only``: tune nothing, write the table of the cells already finished under ``out`` (a run
     split over locked invocations), the others a row saying they have not run."""
-    from autotune.compiled import TARGETS
     from autotune.registry import make_tuner
+    from autotune.tvm.compiled import TARGETS
     from autotune.workload import get_workload
 
     if target not in TARGETS:

@@ -4,7 +4,7 @@ Each row builds its TE computation (``te.create_prim_func`` turns it into TIR) a
 scheduled function, the loops the tuners' knobs tile as a GEMM (:class:`GemmLoops`): rows ``i``,
 columns ``j`` (the vectorized axis, contiguous in the output and the right-hand operand), depth
 ``k``, plus any loops outside that GEMM (a batch, a conv's kernel window). The schedule itself is
-one mapping for every kind (:meth:`autotune.tvm_target.TvmLlvmTarget.schedule`), so a new kind is
+one mapping for every kind (:meth:`autotune.tvm.target.TvmLlvmTarget.schedule`), so a new kind is
 a row here. Every input is seeded and every result is checked against the numpy reference.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from autotune.checkpoint import Checkpoint
+from autotune.tvm.checkpoint import Checkpoint
 from autotune.workload import Workload
 
 TOP_K = 3  # configs re-measured per budget on a contended machine

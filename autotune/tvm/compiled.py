@@ -214,7 +214,7 @@ def _tvm_llvm(threads: int) -> Target:
         import tvm  # noqa: F401
     except ImportError:
         raise ValueError("the tvm-llvm target needs the optional extra: pip install '.[tvm]'") from None
-    from autotune.tvm_target import TvmLlvmTarget
+    from autotune.tvm.target import TvmLlvmTarget
 
     return TvmLlvmTarget(threads)
 

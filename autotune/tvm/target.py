@@ -1,10 +1,10 @@
 """``tvm-llvm``: the tuners' knobs as a TIR schedule of a matmul, a batched matmul or a 3x3 conv
-(the rows of :data:`autotune.tvm_kernels.KERNELS`), compiled by TVM's LLVM backend for this CPU and
+(the rows of :data:`autotune.tvm.kernels.KERNELS`), compiled by TVM's LLVM backend for this CPU and
 timed with TVM's evaluator (the optional extra: ``pip install '.[tvm]'``).
 
 The seven knobs of :mod:`autotune.space` map onto the classic CPU schedule of the kernel's GEMM
 ``C[M, N] = A[M, K] B[K, N]`` (a batch loop and a conv's 3x3 window sit outside the tiles), read by
-:meth:`autotune.cpu_tiles.CpuTiles.tiles`:
+:meth:`autotune.tvm.cpu_tiles.CpuTiles.tiles`:
 
 - the right operand is packed into panels ``[N / width, K, width]`` (``width`` = the register
   tile's width) so the register tile reads it contiguously (matmul and bmm; a conv's weights are
@@ -20,7 +20,7 @@ The seven knobs of :mod:`autotune.space` map onto the classic CPU schedule of th
   one parallel loop.
 
 :meth:`TvmLlvmTarget.space` restricts the knobs to register tiles that fit this CPU's register
-file and tiles without predicated tails (:meth:`autotune.cpu_tiles.CpuTiles.space`).
+file and tiles without predicated tails (:meth:`autotune.tvm.cpu_tiles.CpuTiles.space`).
 
 Every build is checked against numpy before it is timed (a wrong schedule can run fast and compute
 garbage). TVM runs ``TVM_NUM_THREADS`` threads (set here to the target's ``threads``).
@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cpu_tiles import CpuTiles
 from autotune.space import Config, Space
-from autotune.tvm_kernels import inputs, kernel
+from autotune.tvm.cpu_tiles import CpuTiles
+from autotune.tvm.kernels import inputs, kernel
 from autotune.workload import Workload
 
 
@@ -84,7 +84,7 @@ class TvmLlvmTarget:
         return self.cpu().space(workload)
 
     def function(self, workload: Workload) -> object:
-        """The unscheduled TIR module of ``workload`` (its kind's row of :data:`autotune.tvm_kernels.KERNELS`)."""
+        """The unscheduled TIR module of ``workload`` (its kind's row of :data:`autotune.tvm.kernels.KERNELS`)."""
         from tvm import te
 
         return te.create_prim_func(kernel(workload).compute(workload))
@@ -175,9 +175,9 @@ def openblas_us(workload: Workload, repeats: int = 10, threads: int = 2) -> floa
 
     if not kernel(workload).blas:
         return None
-    code = ("import json, sys; from autotune.workload import Workload; from autotune.tvm_target import _blas_us; "
+    code = ("import json, sys; from autotune.workload import Workload; from autotune.tvm.target import _blas_us; "
             "print(_blas_us(Workload(**json.loads(sys.argv[1])), int(sys.argv[2])))")
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), PYTHONPATH=path)

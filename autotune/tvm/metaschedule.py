@@ -1,7 +1,7 @@
 """TVM's own tuner, MetaSchedule (``tune_tir``), as a row of the tuner table on the ``tvm-llvm`` target.
 
 It searches TVM's schedule space, not the knob space of :mod:`autotune.space`, so it proposes no
-configs: it implements :func:`autotune.budgets.checkpoints` itself. For each budget it tunes the
+configs: it implements :func:`autotune.tvm.budgets.checkpoints` itself. For each budget it tunes the
 same TIR function for the same LLVM target and thread count as our tuners (one ``tune_tir`` run
 per budget, since its search plans by the budget), with its own evolutionary search, XGBoost model
 and runner, seeded; its best schedule is compiled and re-measured by the measurer's own runner,
@@ -18,11 +18,13 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.checkpoint import Checkpoint
-from autotune.compiled import Built
+from autotune.tuners import configure
+from autotune.tvm.checkpoint import Checkpoint
+from autotune.tvm.compiled import Built
 from autotune.workload import Workload
 
 FAILED_S = 1e9  # MetaSchedule records a failed candidate with a run time of 1e10 s
@@ -55,14 +57,23 @@ def _pool_builder(measurer: Any, target: Any) -> Any:
     return PoolBuilder()
 
 
+@dataclass(frozen=True)
+class MetaScheduleConfig:
+    """MetaSchedule's settings: candidates measured per search round (``num_trials_per_iter``, at
+    most the budget) and TVM's cost model by name (``"xgb"``: its XGBoost model)."""
+
+    trials_per_round: int = 64
+    cost_model: str = "xgb"
+
+
 class MetaSchedule:
     """``tune_tir`` at each budget, its best re-measured by the measurer (see the module's docstring)."""
 
     name = "metaschedule"
     own_space = True  # searches TVM's schedules, not the knob space: no sessions, no configs
 
-    def __init__(self, trials_per_round: int = 64, cost_model: str = "xgb"):
-        self.trials_per_round, self.cost_model = trials_per_round, cost_model
+    def __init__(self, config: MetaScheduleConfig = MetaScheduleConfig(), **overrides: Any):
+        configure(self, config, overrides)
 
     def start(self, workload: Workload, seed: int = 0) -> Any:
         raise ValueError("metaschedule searches TVM's own schedules, not the knob space: run it with "

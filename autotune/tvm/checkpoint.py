@@ -1,4 +1,4 @@
-"""A tuner's state after a trial budget: the value :func:`autotune.budgets.checkpoints` returns and
+"""A tuner's state after a trial budget: the value :func:`autotune.tvm.budgets.checkpoints` returns and
 an own-space tuner (MetaSchedule) builds itself (a module of its own, so that tuner need not import
 the budgets that import the tuner registry)."""
 from __future__ import annotations

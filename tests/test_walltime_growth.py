@@ -42,7 +42,7 @@ def test_fits_are_per_model_and_search_and_skip_failed_cells():
 
 
 def test_a_cell_reports_each_phase_median_and_its_ratio_to_tensat():
-    from experiments.runs.bench_walltime import SizedModel, bottom_lines, summarize
+    from experiments.bench.walltime import SizedModel, bottom_lines, summarize
 
     def run(search_s, saturate, load=1.0):
         return {"wall_s": search_s + 1, "cpu_s": 1.0, "peak_mb": 100.0, "load": load, "search_s": search_s,

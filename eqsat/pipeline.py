@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from eqsat.cost.costmodel import CostModel
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from eqsat.guards import GUARDS, RUNTIME, WRITTEN, Guard, Kept, first_kept
 from eqsat.ir.graph import Graph
@@ -228,13 +229,11 @@ def keep_runtime_gain(graph: Graph, result: SearchResult, model: Any, baseline: 
 INSIDE = ("kernel_timing", "end_to_end_timing")  # phases spent inside the others (a measured model's timing)
 
 
-def timing_phases(phases: Mapping[str, float], model: Any) -> dict[str, float]:
-    """``phases`` and, for a measured cost model, the seconds it spent timing kernels alone and
-    graphs end to end (:data:`INSIDE`: within the phases that asked for them; the issue's BERT
-    run printed 7.87 s of phases for 264 s of work, the timing in none of them)."""
-    inside = {"kernel_timing": getattr(model, "kernel_timing_s", None),
-              "end_to_end_timing": getattr(model, "end_to_end_s", None)}
-    return dict(phases) | {k: v for k, v in inside.items() if v is not None}
+def timing_phases(phases: Mapping[str, float], model: CostModel) -> dict[str, float]:
+    """``phases`` and the seconds ``model`` spent timing kernels alone and graphs end to end
+    (:data:`INSIDE`: within the phases that asked for them; a measured model's timing was in
+    none of them, and a BERT run printed 7.87 s of phases for 264 s of work)."""
+    return dict(phases) | {k: v for k, v in model.timing_s().items() if k in INSIDE}
 
 
 def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: str | None = None,

@@ -91,6 +91,12 @@ class CostModel(Protocol):
         from a model that runs nothing."""
         ...
 
+    def timing_s(self) -> dict[str, float]:
+        """Wall seconds this process spent running graphs to price them, by kind
+        (``kernel_timing``: kernels alone; ``end_to_end_timing``: whole graphs), so a job's phases
+        can name time spent inside them; empty from a model that runs nothing."""
+        ...
+
     def provenance(self) -> str:
         """Where the prices come from, in one line for reports (the device's figures; the
         measurements: how many were timed now and where the rest were read)."""

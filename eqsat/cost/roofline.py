@@ -115,6 +115,10 @@ class RooflineCost:
         """A formula has nothing to fit."""
         return None
 
+    def timing_s(self) -> dict[str, float]:
+        """A formula runs nothing."""
+        return {}
+
     def provenance(self) -> str:
         d = self.device
         return f"roofline of {d.name}: {d.peak_flops:.3g} FLOP/s, {d.bandwidth:.3g} B/s, {d.launch_us:g} µs a launch"

@@ -294,6 +294,9 @@ class MeasuredCost:
         ta, tb = pairs[len(pairs) // 2]
         return ta.median_us, tb.median_us
 
+    def timing_s(self) -> dict[str, float]:  # the CostModel interface (eqsat.cost.costmodel)
+        return {"kernel_timing": self.kernel_timing_s, "end_to_end_timing": self.end_to_end_s}
+
     def provenance(self) -> str:  # the CostModel interface (eqsat.cost.costmodel)
         return f"{self.measured} kernel(s) timed now, the rest from {self.db.path}"
 

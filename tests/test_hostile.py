@@ -456,9 +456,15 @@ def test_caps_hold_on_nasrnn_on_a_loaded_machine(capsys, flags, check):
 
 
 # --------------------------------------------------------------------------- 8. smaller ones
-def test_a_model_too_large_for_memory_is_refused_before_the_search(capsys):
+def test_a_model_too_large_for_memory_is_refused_before_the_search(capsys, monkeypatch):
+    from eqsat import pipeline
+
     code, out, err = run_cli(capsys, ["optimize", "lora", "--param", "tokens=100000000"])
-    one_error(code, err, "model lora tokens=100000000", "GiB in float64", "free here")
+    one_error(code, err, "model lora tokens=100000000", "GiB in float64", f"cap of {pipeline.CHECK_MAX_GIB} GiB")
+    assert out == ""
+    monkeypatch.setattr(pipeline, "memory_bytes", lambda: 1 << 30)  # under the cap, more than this machine has
+    code, out, err = run_cli(capsys, ["optimize", "lora", "--param", "tokens=50000"])
+    one_error(code, err, "model lora tokens=50000", "GiB in float64", "free here")
     assert out == ""
 
 

@@ -45,6 +45,7 @@ class Imported:
     opaque: list[str] = field(default_factory=list)  # "op_type (node name: reason)" of every opaque node
     opset: int = OPSET
     elem_types: dict[str, int] = field(default_factory=dict)  # ONNX element type of each graph input and output
+    external_data: bool = False  # its file keeps weights in data files of their own (a copy must carry them)
 
 
 

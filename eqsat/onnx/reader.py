@@ -122,6 +122,7 @@ def load(path: str | Path | Any, batch: int = 1, dims: Mapping[str, int] | None 
     sized by :func:`fix_input_dims`. ``path`` may also be an in-memory ``onnx.ModelProto`` (a
     model PyTorch's exporter returns; it is copied, not changed), named by its graph's name."""
     onnx = _onnx()
+    external = False
     if isinstance(path, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(path)
@@ -129,7 +130,10 @@ def load(path: str | Path | Any, batch: int = 1, dims: Mapping[str, int] | None 
     else:
         path = str(path)
         try:
-            model = onnx.load(path)
+            model = onnx.load(path, load_external_data=False)
+            external = uses_external_data(model)
+            if external:  # what onnx.load does, with the answer kept: writing the input back needs it
+                onnx.load_external_data_for_model(model, str(Path(path).parent))
         except Exception as exc:  # onnx raises several types for unreadable files
             raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
     model = upgrade(path, model)
@@ -193,7 +197,15 @@ def load(path: str | Path | Any, batch: int = 1, dims: Mapping[str, int] | None 
     graph = Graph([imp.values[o] for o in outputs], name=Path(path).stem)
     graph = graph.with_fixed({w: imp.weights[w] for w in attribute_weights(graph)})  # checks keep these values
     elem_types = {v.name: v.type.tensor_type.elem_type for v in list(model.graph.input) + list(model.graph.output)}
-    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types)
+    return Imported(graph, imp.weights, imp.input_names, outputs, ops, opaque, opset, elem_types, external)
+
+
+def uses_external_data(model: Any) -> bool:
+    """Whether any tensor of ``model`` (initializers, node attributes) keeps its data in a file
+    of its own."""
+    helper = _onnx().external_data_helper
+    tensors = list(model.graph.initializer) + [a.t for n in model.graph.node for a in n.attribute if a.HasField("t")]
+    return any(helper.uses_external_data(t) for t in tensors)
 
 
 def upgrade(path: str, model: Any) -> Any:

@@ -22,21 +22,26 @@ def export_best(imported: Any, best: Any, model: str | Path, out: str | Path, co
     from eqsat import onnx as onnx_io
 
     if best.outputs == imported.graph.outputs:  # structural: the same nodes computing the same outputs
-        copy_model(model, out)
+        copy_model(model, out, imported.external_data)
         return True
     onnx_io.save(imported, best, out, dtype=onnx_io.interface_dtype(imported), contrib=contrib)
     return False
 
 
-def copy_model(model: str | Path, out: str | Path) -> None:
+def copy_model(model: str | Path, out: str | Path, external: bool | None = None) -> None:
     """Copy the file ``model`` to ``out``; one whose weights live in external data files gets them
     inline: copied alone into another folder, it named data files that are not there (onnxruntime
-    refused it after the whole search)."""
+    refused it after the whole search). ``external``: whether it does, when the caller read the
+    file already (None: read here; parsing a 440 MB BERT again took 2-3 s)."""
     import onnx
 
+    from eqsat.onnx.reader import uses_external_data
+
+    if external is False:
+        shutil.copyfile(model, out)
+        return
     proto = onnx.load(str(model), load_external_data=False)
-    tensors = list(proto.graph.initializer) + [a.t for n in proto.graph.node for a in n.attribute if a.HasField("t")]
-    if not any(onnx.external_data_helper.uses_external_data(t) for t in tensors):
+    if not uses_external_data(proto):
         shutil.copyfile(model, out)
         return
     onnx.load_external_data_for_model(proto, str(Path(model).parent))

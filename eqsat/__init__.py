@@ -4,10 +4,22 @@ rule files) and the e-graph optimizer of eqsat-lab.
 Rooms, in the order data flows: ``ir`` (the op table, graphs, shapes, evaluation), ``rules``
 (patterns, the rule-file format, the shipped rule sets), ``cost`` (the cost-model interface,
 devices, the roofline and the measured CPU), ``egraph`` (the e-graph search on egglog), ``onnx``
-(models in and out), ``models`` (the benchmark graphs); ``search`` is the interface every
-search implements, ``searches`` their registry, ``guards`` the table of reasons to keep the input,
-and ``pipeline.optimize_model`` the whole optimize job (load, price, calibrate, search, verify,
-guard, write, price the written file) as one call. Declarations (op rows, devices, rules) are data; the rest reads them.
+(models in and out), ``pytorch`` (graphs run as PyTorch modules; the ``torch.compile`` backend),
+``models`` (the benchmark graphs).
+
+The job around the searches: ``search`` is the interface every search implements, ``searches``
+their registry, ``guards`` the table of reasons to keep the input, and ``pipeline``
+(``optimize_model``) the whole optimize job (load, price, calibrate, search, verify, guard, write,
+price the written file) as one call. ``graph_rewrite`` holds the rewrites that code builds and
+verifies (whole alternative subgraphs, such as PET's, which both searches take beside the rules),
+and ``identities`` one of them (``x + 0``, ``x * 1`` and the like removed where the weight is all
+zeros or ones).
+
+Shared plumbing: ``errors`` (the exceptions, each naming what is wrong and where), ``files``
+(files written whole or not at all, safe with two writers) and ``diskcache`` (parsed and compiled
+rules cached on disk by content, so a second process redoes no work).
+
+Declarations (op rows, devices, rules) are data; the rest reads them.
 """
 from __future__ import annotations
 

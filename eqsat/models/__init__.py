@@ -3,6 +3,11 @@
 ``MODELS`` maps a name to its builder; every builder takes keyword size
 parameters whose defaults follow the papers. ``build(name, **params)`` is
 what the CLI and the experiments call.
+
+The builders: ``cnn`` (the convolutional benchmarks of TASO's examples and TENSAT's suite: ResNeXt,
+NasNet-A, Inception-v3, SqueezeNet, VGG, ResNets, CSRNet), ``transformer`` (the attention and RNN
+ones: BERT, NasRNN), ``case_studies`` (the reference's three case studies: a ResNet block, QKV,
+LoRA); ``builder`` holds the helpers they are written with (fresh weight names, layer shorthands).
 """
 from __future__ import annotations
 

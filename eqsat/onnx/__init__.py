@@ -18,6 +18,22 @@ folding weight-only subgraphs into initializers computed from the imported data;
 written whole or not at all and passes ``onnx.checker``. :func:`export_graph` writes a graph
 built in Python with given or random weights. :func:`max_difference` runs two models in
 onnxruntime on the same random inputs.
+
+The modules, in the order a model flows:
+
+- ``common`` — the opset range, :class:`OnnxError`, :class:`Decline`, the lazy import, :class:`Imported`
+- ``reader`` — :func:`load`: each node through its importer, or kept opaque with its reason
+- ``importers`` — the :data:`IMPORTERS` table, one importer per ONNX op type, from the modules below
+- ``importers_base`` — what every importer shares: its state, attribute reading, broadcasting helpers
+- ``importers_math`` — products and elementwise math: MatMul, Gemm, Add/Mul, Div, Softmax, LayerNorm, Gelu
+- ``importers_nn`` — the convolutional family: Conv, pools, BatchNormalization, Clip
+- ``importers_shape`` — layout ops: Flatten, Pad, Reshape, Split, Squeeze/Unsqueeze, Gather, Expand
+- ``writer`` — :func:`save` and :func:`export_graph` through :data:`EXPORTERS`, one writer per IR op
+- ``writer_ops`` — the writers of the rows added for PyTorch's dynamo exporter (powers, where, slice, ...)
+- ``written`` — an optimized model written: checked in onnxruntime first, never over the input, priced again
+- ``runtime`` — onnxruntime: one opaque node run, random feeds, the comparison of two models
+- ``runtime_baseline`` — what onnxruntime would have done anyway: its own fusions on the input, priced
+- ``runtime_graph`` — the op counts of the graph onnxruntime runs against the file's
 """
 from eqsat.onnx.common import MIN_OPSET, OPSET, Imported, OnnxError
 from eqsat.onnx.reader import IMPORTERS, load

@@ -19,7 +19,12 @@ one warning line on any failure; ``capture.py`` compiles one captured graph (wei
 exported, optimized, checked); ``partition.py`` splits a captured graph around the ops PyTorch's
 ONNX exporter cannot write, which then run in PyTorch itself.
 
-``module.py`` and everything it imports need only numpy, onnx and torch (not egglog, highspy,
-scipy or xgboost): it runs on a bare CUDA machine with a stock PyTorch. The importer needs
-``onnxscript`` too, and the optimizer the whole project.
+Measuring: ``timing.py`` times PyTorch callables as a user runs them (warm-up, CUDA events on a
+GPU, interleaved rounds, the median); ``gpu_check.py`` is the GPU check's measuring half, which
+runs the graphs another machine searched on this one's GPU, checks they agree and times them
+eager, replayed from a CUDA graph and through ``torch.compile``.
+
+``module.py``, ``timing.py``, ``gpu_check.py`` and everything they import need only numpy, onnx
+and torch (not egglog, highspy, scipy or xgboost): they run on a bare CUDA machine with a stock
+PyTorch. The importer needs ``onnxscript`` too, and the optimizer the whole project.
 """

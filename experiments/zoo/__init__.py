@@ -5,6 +5,19 @@ PyTorch's dynamo exporter writes the model at opset 18-20, with random weights f
 batch 1 (:mod:`experiments.zoo.net` holds the exporter's habits). A builder takes its sizes as
 keyword parameters, defaulting to the full model; ``small`` is a size that builds and runs in a
 test's time. The older exporter-shaped models are in :mod:`experiments.zoo.legacy`.
+
+The builders, by family:
+
+- ``resnets`` — ResNet-50, DenseNet-121, RegNetY-400MF
+- ``mobile`` — MobileNetV3-Small, EfficientNet-B0, ShuffleNetV2
+- ``convnext`` — ConvNeXt-Tiny
+- ``transformers`` — ViT and GPT-2
+- ``llama`` — a LLaMA decoder block
+- ``lora`` — a LoRA MLP, as PEFT's ``lora.Linear`` exports
+- ``unet`` — a small UNet
+
+``hf`` is no part of :data:`ZOO`: models built from ``transformers`` and ``timm`` configs (the ``hf``
+extra) and exported by PyTorch itself.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``eqsat-lab experiment peers``: eqsat-lab's searches beside the tools a user would pick instead,
-on the runtime they use (issue 53).
+on the runtime they use.
 
 Every ONNX file of a folder (default: the zoo, generated) goes through eqsat-lab's searches
 (``--searches``, on ``--device``, ``ort-cpu`` by default) and through the peers of :data:`PEERS`

@@ -70,7 +70,8 @@ def _rules():
 
 
 def test_preset_reaches_the_experiments_and_compare(tmp_path, capsys):
-    from experiments.runs import alpha, budget, compare
+    from experiments import compare
+    from experiments.runs import alpha, budget
 
     assert "preset" not in alpha.cells(["lora"], "h100", 0, 10, (1.3,))[0].kwargs  # old cells keep their keys
     assert alpha.cells(["lora"], "h100", 0, 10, (1.3,), "case-study")[0].kwargs["preset"] == "case-study"

@@ -111,4 +111,4 @@ def test_the_layer_checker_sees_an_upward_import(target):
     g = import_graph()
     assert target in g
     g.add_edge("eqsat.onnx.runtime_baseline", target)
-    assert eqsat_upward_imports(g) == [("eqsat.onnx.runtime_baseline", target)]
+    assert ("eqsat.onnx.runtime_baseline", target) in eqsat_upward_imports(g)

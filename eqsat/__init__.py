@@ -3,9 +3,11 @@ rule files) and the e-graph optimizer of eqsat-lab.
 
 Rooms, in the order data flows: ``ir`` (the op table, graphs, shapes, evaluation), ``rules``
 (patterns, the rule-file format, the shipped rule sets), ``cost`` (the cost-model interface,
-devices, the roofline and the measured CPU), ``egraph`` (the e-graph search on egglog), ``onnx``
-(models in and out), ``pytorch`` (graphs run as PyTorch modules; the ``torch.compile`` backend),
-``models`` (the benchmark graphs).
+devices, the roofline and the measured CPU), ``rewriting`` (rules matched and applied on graphs
+with incremental repricing, and rewriting to a fixed point: what the searches and the runtime
+baseline share), ``egraph`` (the e-graph search on egglog), ``onnx`` (models in and out),
+``pytorch`` (graphs run as PyTorch modules; the ``torch.compile`` backend), ``models`` (the
+benchmark graphs).
 
 The job around the searches: ``search`` is the interface every search implements, ``searches``
 their registry, ``guards`` the table of reasons to keep the input, and ``pipeline``
@@ -19,7 +21,10 @@ Shared plumbing: ``errors`` (the exceptions, each naming what is wrong and where
 (files written whole or not at all, safe with two writers) and ``diskcache`` (parsed and compiled
 rules cached on disk by content, so a second process redoes no work).
 
-Declarations (op rows, devices, rules) are data; the rest reads them.
+Declarations (op rows, devices, rules) are data; the rest reads them. ``eqsat`` is the bottom
+layer: it imports none of the packages built on it (``rulegen``, ``taso_baseline``, ``pet``,
+``autotune``, ``experiments``), save the tuners behind the ``hypogpu`` device (``cost.tuned``);
+it reaches the searches through their registry.
 """
 from __future__ import annotations
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from eqsat.ir.graph import Node, node, split
 from eqsat.ir.ops import get_op
+from eqsat.rewriting.rewrite import Expanded
 from eqsat.rules.rulefile import parse_rule
 from rulegen.verify import verify_rule
-from taso_baseline.rewrite import Expanded
 
 
 @dataclass(frozen=True)

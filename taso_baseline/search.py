@@ -11,7 +11,7 @@ commutative ops count as one (they cost the same), ``budget`` counts popped grap
 decides where the search stops: the same input, rules and budget give the same graph on any
 machine at any load. ``time_limit`` bounds wall time as a safety net; a search it stops is
 marked time-bounded (``SearchResult.clock``). Costs are updated incrementally (see
-:mod:`taso_baseline.rewrite`).
+:mod:`eqsat.rewriting.rewrite`).
 """
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ from eqsat.cost.roofline import CostModel
 from eqsat.graph_rewrite import Alternative, GraphRewrite, RewritesUsed
 from eqsat.identities import IDENTITIES
 from eqsat.ir.graph import Graph, Node
+from eqsat.rewriting.matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
+from eqsat.rewriting.rewrite import Expanded, State, apply_replacements, initial_state, state_key
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import FULL_RULE_SETS, default_rules
 from eqsat.search import SearchResult
-from taso_baseline.matcher import RuleIndex, compile_rules, multi_rewrites_at, rewrite_at
 from taso_baseline.pair_move import pair_moves
-from taso_baseline.rewrite import Expanded, State, apply_replacements, initial_state, state_key
 
 
 @contextmanager

@@ -12,10 +12,10 @@ from eqsat.cost.roofline import RooflineCost
 from eqsat.ir.graph import Graph, input_, node, weight
 from eqsat.models import build
 from eqsat.onnx.runtime_baseline import runtime_baseline
+from eqsat.rewriting.rewrite import Expanded, apply_replacements, initial_state
 from eqsat.rules.rulesets import default_rules
 from eqsat.search import verify as verify_result
 from experiments.cli import main
-from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
 from taso_baseline.search import AlphaLimits, AlphaSearch, Expander, alpha_search
 
 

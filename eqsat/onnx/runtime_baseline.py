@@ -20,8 +20,8 @@ def runtime_baseline(graph: Graph, model: CostModel) -> dict[str, Any]:
     """``runtime_us`` (the input after onnxruntime's fusions, priced by ``model``) and
     ``runtime_fusions`` (how many of each fusion it would apply)."""
     from eqsat.cost.measured.kernels import RUNTIME_FUSIONS
+    from eqsat.rewriting.fixpoint import rewrite_to_fixpoint  # greedy rewriting, no search
     from eqsat.rules.rulesets import EPILOGUE, default_rules
-    from taso_baseline.fixpoint import rewrite_to_fixpoint  # the α search's greedy rewriter, no search
 
     fusion_of = {rule: f.name for f in RUNTIME_FUSIONS for rule in f.rules}
     rules = [r for r in default_rules((EPILOGUE,)) if r.name in fusion_of]

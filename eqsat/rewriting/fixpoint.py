@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from eqsat.cost.costmodel import CostModel
 from eqsat.ir.graph import Graph, Node
+from eqsat.rewriting.matcher import RuleIndex, compile_rules, rewrite_at
+from eqsat.rewriting.rewrite import Expanded, apply_replacements, initial_state
 from eqsat.rules.rulefile import Rule
-from taso_baseline.matcher import RuleIndex, compile_rules, rewrite_at
-from taso_baseline.rewrite import Expanded, apply_replacements, initial_state
 
 
 @dataclass(frozen=True)

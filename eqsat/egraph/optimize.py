@@ -206,7 +206,7 @@ def start_method() -> str:
     model's run). It is safe only on Linux, before egglog is loaded here (a copy of its worker threads' locks could
     hang the child) and while no other Python thread runs (one could hold the import lock). The
     one native thread NumPy's BLAS keeps is idle, and OpenBLAS resets its pool in a forked child."""
-    lone = threading.active_count() == 1 and "egglog" not in sys.modules
+    lone = threading.active_count() == 1 and not {"egglog", "egglog.bindings"} & sys.modules.keys()
     return "fork" if sys.platform == "linux" and lone else "spawn"
 
 

@@ -26,8 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import egglog.bindings as egglog
-
+from eqsat.egraph.bindings import load_bindings
 from eqsat.egraph.language import HEADER, alternative_prefix, egg_string, let_name, split_proj_attrs
 from eqsat.egraph.limits import Iteration, Limits, MemoryLimitError, RunReport, growth, over_memory, rss_gb
 from eqsat.egraph.rewrites import Compiled, compile_rules
@@ -39,6 +38,8 @@ KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merg
 CHUNK = 32  # lines per program sent to egglog (see EGraphRunner._send_lines)
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
 MEMORY_EVERY = 16  # rules loaded between two checks of the memory cap
+
+egglog = load_bindings()
 
 
 class EGraphRunner:

@@ -16,10 +16,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES, TUNED_DEVICES
 from eqsat.cost.registry import OVERSUBSCRIBE
+
+if TYPE_CHECKING:  # the CLI's start-up imports no sweep machinery
+    from experiments.sweep import RunOptions
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -327,9 +330,17 @@ def progress() -> bool:
     return sys.stderr.isatty()
 
 
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """How the cells run, from ``--workers`` and ``--executor`` (progress bars only on a terminal)."""
+    from experiments.sweep import RunOptions
+
+    return RunOptions(workers=args.workers, executor=args.executor, progress=progress())
+
+
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments every experiment's ``run`` takes from the sweep options."""
-    return {"workers": args.workers, "executor": args.executor, "progress": progress(), "command": command_line()}
+    """The keyword arguments every experiment's ``run`` takes from the sweep options: ``options``
+    (a :class:`~experiments.sweep.RunOptions`) and the ``command`` as typed."""
+    return {"options": run_options(args), "command": command_line()}
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:

@@ -24,7 +24,7 @@ from typing import Any
 from eqsat.rules.rulesets import default_rules
 from experiments.output import pyplot, save_figure, write_table
 from experiments.searches import ALPHA, EGRAPH, SEARCHES, alpha_preset, get_search
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 COMPARE_MODELS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nasnet_a", "inception_v3",
                   "squeezenet", "vgg19")
@@ -179,9 +179,7 @@ def run(
     *,
     quick: bool = False,
     seed: int = 0,
-    workers: int = 1,
-    executor: str = "local",
-    progress: bool = True,
+    options: RunOptions = RunOptions(),
     command: str = "",
     rules: Sequence[str] | None = None,
     preset: str | None = None,
@@ -193,8 +191,7 @@ def run(
     both = tables(rules)
     counts = {sets: len(default_rules(sets)) for t in both for sets in (rule_sets(t, s) for s in PAIR)}
     todo = list(dict.fromkeys(c for t in both for c in cells(models, device, seed, quick, t, preset)))
-    done = dict(zip(todo, run_cells(todo, out, workers=workers, executor=executor, progress=progress,
-                                    desc="compare")))
+    done = dict(zip(todo, run_cells(todo, out, options=options, desc="compare")))
     written: dict[str, list[dict[str, Any]]] = {}
     named = "quick" if quick else preset or get_search(ALPHA).default_preset
     print(f"{SEARCHES[ALPHA].label} ({ALPHA}): preset {named}")

@@ -5,7 +5,8 @@ keyword arguments that identify the cell. :func:`run_cells` runs every cell whos
 already in ``out/cells/<experiment>/`` and writes each result there as soon as it finishes, so an
 interrupted sweep resumes where it stopped and a finished one is only read back. Cell functions
 are plain top-level functions returning JSON-serializable dicts; they take every random choice
-from their arguments (a ``seed`` among them), so a cell's result depends only on its key.
+from their arguments (a ``seed`` among them), so a cell's result depends only on its key. How the
+cells are run (processes, Ray, a progress bar) is one :class:`RunOptions` value, never part of a key.
 """
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ from tqdm import tqdm
 from eqsat.files import write_atomic
 
 EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is executed, not what it computes: ``workers`` local processes running cells,
+    the ``executor`` (``"local"``, or ``"ray"`` for a Ray cluster) and whether a progress bar
+    shows. Results never depend on it, so it is no part of a cell's key; the command line builds
+    one from ``--workers``/``--executor`` (:func:`experiments.command.run_options`)."""
+
+    workers: int = 1
+    executor: str = "local"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {self.executor!r}; choose one of {', '.join(EXECUTORS)}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
 
 
 @dataclass(frozen=True)
@@ -123,18 +142,15 @@ def _save(cell: Cell, out: Path, result: dict[str, Any]) -> None:
     write_atomic(cell.path(out), json.dumps({"fn": cell.fn, "params": cell.kwargs, "result": result}, indent=1) + "\n")
 
 
-def run_cells(cells: Sequence[Cell], out: Path, *, workers: int = 1, executor: str = "local",
-              progress: bool = True, desc: str = "cells") -> list[dict[str, Any]]:
+def run_cells(cells: Sequence[Cell], out: Path, *, options: RunOptions = RunOptions(),
+              desc: str = "cells") -> list[dict[str, Any]]:
     """Results of ``cells`` in order, computing only those not already saved under ``out``.
 
-    ``executor="local"`` runs cells in this process (``workers=1``) or in ``workers`` spawned
-    processes; ``"ray"`` submits them as Ray tasks to the cluster ``ray.init()`` finds (a local
-    one if none is configured; set ``RAY_ADDRESS`` to use a real cluster).
+    With ``options.executor == "local"`` cells run in this process (``workers=1``) or in
+    ``options.workers`` spawned processes; ``"ray"`` submits them as Ray tasks to the cluster
+    ``ray.init()`` finds (a local one if none is configured; set ``RAY_ADDRESS`` to use a real
+    cluster). ``options.progress`` shows a bar named ``desc``.
     """
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
     results: dict[Cell, dict[str, Any]] = {}
     todo: list[Cell] = []
     damaged: list[str] = []
@@ -147,8 +163,8 @@ def run_cells(cells: Sequence[Cell], out: Path, *, workers: int = 1, executor: s
     if damaged:
         warnings.warn(f"{len(damaged)} damaged cell file(s) computed again: " + "; ".join(damaged[:3])
                       + ("; ..." if len(damaged) > 3 else ""), stacklevel=2)
-    bar = tqdm(total=len(cells), initial=len(results), desc=desc, disable=not progress, leave=False)
-    for cell, result in _execute(todo, workers, executor):
+    bar = tqdm(total=len(cells), initial=len(results), desc=desc, disable=not options.progress, leave=False)
+    for cell, result in _execute(todo, options):
         _save(cell, out, result)
         results[cell] = result
         bar.update()
@@ -156,16 +172,16 @@ def run_cells(cells: Sequence[Cell], out: Path, *, workers: int = 1, executor: s
     return [results[c] for c in cells]
 
 
-def _execute(cells: Sequence[Cell], workers: int, executor: str) -> Iterable[tuple[Cell, dict[str, Any]]]:
+def _execute(cells: Sequence[Cell], options: RunOptions) -> Iterable[tuple[Cell, dict[str, Any]]]:
     if not cells:
         return
-    if executor == "ray":
+    if options.executor == "ray":
         yield from _execute_ray(cells)
-    elif workers == 1:
+    elif options.workers == 1:
         for cell in cells:
             yield cell, run_cell(cell)
     else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(max_workers=options.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             pending = {pool.submit(run_cell, c): c for c in cells}
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)

@@ -13,7 +13,7 @@ from experiments import sweep
 from experiments.cli import main
 from experiments.runs.budget import curve_rows
 from experiments.runs.hardware import penalty_rows
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 from taso_baseline.search import AlphaLimits, AlphaSearch, alpha_search
 
 
@@ -96,45 +96,59 @@ def test_unknown_model_is_a_clear_error_and_writes_nothing(tmp_path, capsys):
 
 def test_finished_cells_are_read_back_not_recomputed(tmp_path, monkeypatch):
     cells = _cells(4)
-    first = run_cells(cells, tmp_path, progress=False)
+    first = run_cells(cells, tmp_path, options=RunOptions(progress=False))
     assert first == [{"index": i, "seed": 7} for i in range(4)]
     cells[1].path(tmp_path).unlink()  # a cell the interrupted run never finished
     cells[2].path(tmp_path).write_text('{"fn": "builtins:di')  # a torn write
     ran: list[Cell] = []
     real = sweep.run_cell
     monkeypatch.setattr(sweep, "run_cell", lambda c: ran.append(c) or real(c))
-    assert run_cells(cells, tmp_path, progress=False) == first
+    assert run_cells(cells, tmp_path, options=RunOptions(progress=False)) == first
     assert ran == [cells[1], cells[2]]
 
 
 def test_a_changed_cell_is_not_confused_with_a_saved_one(tmp_path):
     a, b = Cell.of("toy", "builtins:dict", x=1), Cell.of("toy", "builtins:dict", x=2)
     assert a.path(tmp_path) != b.path(tmp_path)
-    run_cells([a], tmp_path, progress=False)
-    assert run_cells([a, b], tmp_path, progress=False) == [{"x": 1}, {"x": 2}]
+    run_cells([a], tmp_path, options=RunOptions(progress=False))
+    assert run_cells([a, b], tmp_path, options=RunOptions(progress=False)) == [{"x": 1}, {"x": 2}]
 
 
 def test_local_processes_give_the_same_results(tmp_path):
     cells = _cells(5)
-    assert run_cells(cells, tmp_path / "p", workers=2, progress=False) == run_cells(
-        cells, tmp_path / "s", progress=False
+    assert run_cells(cells, tmp_path / "p", options=RunOptions(workers=2, progress=False)) == run_cells(
+        cells, tmp_path / "s", options=RunOptions(progress=False)
     )
 
 
 def test_ray_executor_runs_the_same_cells(tmp_path):
     ray = pytest.importorskip("ray")
     try:
-        got = run_cells(_cells(3), tmp_path, executor="ray", progress=False)
+        got = run_cells(_cells(3), tmp_path, options=RunOptions(executor="ray", progress=False))
     finally:
         ray.shutdown()
     assert got == [{"index": i, "seed": 7} for i in range(3)]
 
 
-def test_bad_executor_and_workers_are_rejected(tmp_path):
+def test_bad_executor_and_workers_are_rejected():
     with pytest.raises(ValueError, match="executor"):
-        run_cells(_cells(1), tmp_path, executor="dask")
+        RunOptions(executor="dask")
     with pytest.raises(ValueError, match="workers"):
-        run_cells(_cells(1), tmp_path, workers=0)
+        RunOptions(workers=0)
+
+
+def test_the_command_line_builds_one_run_options_value():
+    """``--workers``/``--executor`` become one RunOptions, handed to the experiment's ``run`` whole."""
+    import argparse
+
+    from experiments.command import add_sweep_options, sweep_kwargs
+
+    p = argparse.ArgumentParser()
+    add_sweep_options(p, "results/x")
+    kwargs = sweep_kwargs(p.parse_args(["--workers", "3"]))
+    assert set(kwargs) == {"options", "command"}
+    assert kwargs["options"].workers == 3 and kwargs["options"].executor == "local"
+    assert kwargs["options"] == RunOptions(workers=3, progress=kwargs["options"].progress)
 
 
 def test_alpha_trace_gives_every_smaller_budget():

@@ -470,14 +470,14 @@ def test_a_model_too_large_for_memory_is_refused_before_the_search(capsys, monke
 
 @pytest.mark.parametrize("damage", [b"[]", b'{"fn": "builtins:dict"}', b"\xff\xfe", b"{" * 100_000, b"{\"re"])
 def test_a_damaged_resume_cell_is_recomputed_with_a_warning(tmp_path, damage):
-    from experiments.sweep import Cell, run_cells
+    from experiments.sweep import Cell, RunOptions, run_cells
 
     cells = [Cell.of("toy", "builtins:dict", index=i, seed=7) for i in range(2)]
-    first = run_cells(cells, tmp_path, progress=False)
+    first = run_cells(cells, tmp_path, options=RunOptions(progress=False))
     cells[0].path(tmp_path).write_bytes(damage)
     with pytest.warns(UserWarning, match=f"{cells[0].path(tmp_path)}: damaged cell file"):
-        assert run_cells(cells, tmp_path, progress=False) == first
-    assert run_cells(cells, tmp_path, progress=False) == first  # rewritten whole
+        assert run_cells(cells, tmp_path, options=RunOptions(progress=False)) == first
+    assert run_cells(cells, tmp_path, options=RunOptions(progress=False)) == first  # rewritten whole
 
 
 class _Half:

@@ -142,23 +142,23 @@ def test_tuned_kernel_records_with_impossible_fields_are_skipped(tmp_path):
 def test_a_cell_key_holds_the_content_of_the_files_it_reads(tmp_path):
     """A sweep resumed after its ``--device`` profile changed reused the old cells (the key held
     the profile's path): 1615.6 µs where a fresh run gave 10.6 µs."""
-    from experiments.sweep import Cell, run_cells
+    from experiments.sweep import Cell, RunOptions, run_cells
 
     profile = tmp_path / "dev.json"
     profile.write_text('{"peak_flops": 1}')
     cell = Cell.of("toy", "builtins:dict", device=str(profile), seed=1)
     first = cell.path(tmp_path)
-    run_cells([cell], tmp_path, progress=False)
+    run_cells([cell], tmp_path, options=RunOptions(progress=False))
     profile.write_text('{"peak_flops": 2}')
     assert cell.path(tmp_path) != first and first.exists()  # a new cell; the old one kept
     assert Cell.of("toy", "builtins:dict", device="h100").slug == "h100-" + Cell.of(
         "toy", "builtins:dict", device="h100").slug.split("-")[-1]
     cells = [Cell.of("toy", "builtins:dict", index=i) for i in range(3)]
-    run_cells(cells, tmp_path, progress=False)
+    run_cells(cells, tmp_path, options=RunOptions(progress=False))
     for c in cells[:2]:
         c.path(tmp_path).write_text('{"fn": 1, "params": {}, "result": {}}')
     with pytest.warns(UserWarning, match=r"^2 damaged cell file\(s\) computed again") as caught:
-        assert run_cells(cells, tmp_path, progress=False) == [{"index": i} for i in range(3)]
+        assert run_cells(cells, tmp_path, options=RunOptions(progress=False)) == [{"index": i} for i in range(3)]
     assert len(caught) == 1
 
 

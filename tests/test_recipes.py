@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,22 +115,32 @@ def test_add_an_experiment_one_row(monkeypatch, capsys, tmp_path):
     import sys
     import types
 
-    from experiments.command import Experiment
+    from experiments.command import Experiment, add_sweep_options, sweep_kwargs
     from experiments.commands import experiment
+    from experiments.sweep import Cell, RunOptions, run_cells
 
     def add(p: argparse.ArgumentParser) -> None:
         p.add_argument("--greeting", default="hello")
+        add_sweep_options(p, str(tmp_path / "toy"), device=False)
+
+    def toy_run(out, *, greeting: str, seed: int = 0, options: RunOptions = RunOptions(), command: str = ""):
+        seen.append(options)
+        return run_cells([Cell.of("toy", "builtins:dict", greeting=greeting, seed=seed)], out, options=options)
 
     def run(args: argparse.Namespace) -> int:
-        print(f"{args.greeting} from a toy experiment")
+        [row] = toy_run(Path(args.out), greeting=args.greeting, seed=args.seed, **sweep_kwargs(args))
+        print(f"{row['greeting']} from a toy experiment")
         return 0
 
+    seen: list[RunOptions] = []
     module = types.ModuleType("toy_experiment")
     module.EXPERIMENTS = (Experiment("toy", "a toy experiment", add, run),)
     monkeypatch.setitem(sys.modules, "toy_experiment", module)
     monkeypatch.setattr(experiment, "EXPERIMENT_MODULES", experiment.EXPERIMENT_MODULES + ["toy_experiment"])
-    assert main(["experiment", "toy", "--greeting", "hi"]) == 0
+    assert main(["experiment", "toy", "--greeting", "hi", "--workers", "2"]) == 0
     assert "hi from a toy experiment" in capsys.readouterr().out
+    assert [o.workers for o in seen] == [2] and seen[0].executor == "local"  # the flags, as one value
+    assert list((tmp_path / "toy" / "cells" / "toy").glob("*.json"))  # its cell, saved for a resumed run
 
 
 def test_add_a_search_one_registry_row(monkeypatch, capsys):

@@ -15,6 +15,7 @@ ort = pytest.importorskip("onnxruntime")
 from eqsat import onnx as eo  # noqa: E402
 from experiments.cli import main  # noqa: E402
 from experiments.runs import zoo as zoo_run  # noqa: E402
+from experiments.sweep import RunOptions  # noqa: E402
 from experiments.zoo import ZOO, write_zoo  # noqa: E402
 
 # what the dynamo exporter writes for each architecture, and must therefore appear in its file
@@ -152,12 +153,12 @@ def test_experiment_runs_a_folder_and_a_broken_file_is_a_row(tmp_path, capsys):
     write_zoo(models, ["lora_mlp"], small=True)
     (models / "broken.onnx").write_bytes(b"not an onnx file")
     rows = zoo_run.run(str(models), tmp_path / "out", searches=["taso"], devices=["h100"], quick=True,
-                       progress=False)
+                       options=RunOptions(progress=False))
     by_model = {r["model"]: r for r in rows}
     assert by_model["broken"]["status"].startswith("exit") and by_model["broken"]["error"]
     good = by_model["lora_mlp"]
     assert good["status"] == "ok" and good["max_diff"] <= good["tolerance"] and good["measured_ratio"] > 0
     assert (tmp_path / "out" / "zoo.csv").exists() and "broken" in (tmp_path / "out" / "zoo.md").read_text()
     again = zoo_run.run(str(models), tmp_path / "out", searches=["taso"], devices=["h100"], quick=True,
-                        progress=False)  # resumed from the cells: the same rows
+                        options=RunOptions(progress=False))  # resumed from the cells: the same rows
     assert again == rows

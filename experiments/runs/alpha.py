@@ -24,7 +24,7 @@ from experiments.command import (
 from experiments.compare import check_models
 from experiments.output import pyplot, save_figure, write_table
 from experiments.searches import ALPHA, add_alpha_preset, alpha_preset, get_search
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 ALPHA_MODELS = ("resnet_block", "qkv", "lora")
 ALPHAS = (1.0, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0)
@@ -57,11 +57,11 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, device: str, preset: str = 
 
 
 def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, budget: int = 1000,
-        alphas: Sequence[float] = ALPHAS, workers: int = 1, executor: str = "local", progress: bool = True,
+        alphas: Sequence[float] = ALPHAS, options: RunOptions = RunOptions(),
         command: str = "", preset: str | None = None) -> list[dict[str, Any]]:
     models = check_models(models or ALPHA_MODELS)
-    results = run_cells(cells(models, device, seed, budget, alphas, alpha_preset(preset)), out, workers=workers,
-                        executor=executor, progress=progress, desc="alpha")
+    results = run_cells(cells(models, device, seed, budget, alphas, alpha_preset(preset)), out, options=options,
+                        desc="alpha")
     named = preset or get_search(ALPHA).default_preset
     rows = [{"model": r["model"], "preset": named, "alpha": r["alpha"], "budget": r["budget"],
              "expanded": r["expanded"],

@@ -23,7 +23,7 @@ from eqsat.files import write_atomic
 from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
 from experiments.onnx_io import TOLERANCE
 from experiments.output import write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 RUNS = 40
 GOAL = 1.05
@@ -130,21 +130,21 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(out: Path, *, zoo: Sequence[str] = (), runs: int = RUNS, seed: int = 0, workers: int = 1,
-        executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+def run(out: Path, *, zoo: Sequence[str] = (), runs: int = RUNS, seed: int = 0,
+        options: RunOptions = RunOptions(), command: str = "") -> list[dict[str, Any]]:
     from experiments.runs.zoo import digest, model_files
 
     names = list(zoo) or list(BLOCKS)
     unknown = [n for n in names if n not in BLOCKS]
     if unknown:
         raise ValueError(f"--zoo: no attention block for {', '.join(unknown)}; choose from {', '.join(BLOCKS)}")
-    if workers != 1:
+    if options.workers != 1:
         raise ValueError("experiment attention-ceiling times files end to end: run it with --workers 1")
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     files = model_files(None, out, seed, False, names)
     found = run_cells([Cell.of("attention-ceiling", "experiments.runs.attention_ceiling:ceiling_cell", model=f.stem,
                                path=str(f), digest=digest(f), runs=runs, seed=seed, out=str(out)) for f in files],
-                      out, workers=1, executor=executor, progress=progress, desc="attention-ceiling: timed")
+                      out, options=options, desc="attention-ceiling: timed")
     load_after = Path("/proc/loadavg").read_text().split()[:3]
     rows = [{"model": f.stem, **cell} for f, cell in zip(files, found)]
     paying = [f"{r['model']} {r['bound']:.3f}" for r in rows if r["equal"] and r["bound"] >= GOAL]

@@ -16,7 +16,7 @@ from experiments.command import Experiment, add_models, add_sweep_options, non_n
 from experiments.compare import check_models
 from experiments.output import pyplot, save_figure, write_table
 from experiments.searches import ALPHA, EGRAPH, add_alpha_preset, alpha_preset, get_search
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 BUDGET_MODELS = ("resnet_block", "qkv", "lora")
 ALPHAS = (1.0, 1.05, 1.3, 1.5)
@@ -84,11 +84,10 @@ def plot_model(rows: Sequence[dict[str, Any]], model: str, path: Path, device: s
 
 
 def run(models: Sequence[str] | None, device: str, out: Path, *, seed: int = 0, budget: int = 1000,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "",
+        options: RunOptions = RunOptions(), command: str = "",
         preset: str | None = None) -> list[dict[str, Any]]:
     models = check_models(models or BUDGET_MODELS)
-    results = run_cells(cells(models, device, seed, budget, alpha_preset(preset)), out, workers=workers,
-                        executor=executor, progress=progress, desc="budget")
+    results = run_cells(cells(models, device, seed, budget, alpha_preset(preset)), out, options=options, desc="budget")
     rows = curve_rows(results)
     named = preset or get_search(ALPHA).default_preset
     write_table(out, "budget", rows, {"command": command, "device": device, "alpha_preset": named})

@@ -29,7 +29,7 @@ from experiments.command import (
 from experiments.compare import check_models
 from experiments.output import pyplot, save_figure, write_table
 from experiments.searches import EGRAPH, get_search, limits_for, search_graph
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 HARDWARE_MODELS = ("resnet_block", "qkv", "lora")
 DEVICES = tuple(ROOFLINE_DEVICES)  # every roofline profile of the device table
@@ -96,7 +96,7 @@ def plot(rows: Sequence[dict[str, Any]], devices: Sequence[str], path: Path) -> 
 
 
 def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEVICES, k_multi: int = 2,
-        seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
+        seed: int = 0, options: RunOptions = RunOptions(),
         command: str = "") -> list[dict[str, Any]]:
     models = check_models(models or HARDWARE_MODELS)
     devices = tuple(devices)
@@ -104,7 +104,7 @@ def run(models: Sequence[str] | None, out: Path, *, devices: Sequence[str] = DEV
         check_device(d)  # unknown names fail here, before any cell runs
     cells = [Cell.of("hardware", "experiments.runs.hardware:best_graph_costs", model=m, device=d, devices=devices,
                      k_multi=k_multi, seed=seed) for m in models for d in devices]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="hardware")
+    results = run_cells(cells, out, options=options, desc="hardware")
     rows = penalty_rows(results)
     write_table(out, "hardware", rows, {"command": command, "k_multi": k_multi, "devices": list(devices)})
     plot(rows, devices, out / "hardware.png")

@@ -29,7 +29,7 @@ from experiments.compare import COMPARE_MODELS, check_models
 from experiments.onnx_io import ORT_LEVELS, TOLERANCE, export_best, ort_latency_ms, written_cost
 from experiments.output import write_table
 from experiments.searches import EGRAPH, SEARCHES
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 from experiments.zoo.legacy import EXPORTER_MODELS
 
 
@@ -181,9 +181,7 @@ def run(
     seed: int = 0,
     quick: bool = False,
     measure: bool = False,
-    workers: int = 1,
-    executor: str = "local",
-    progress: bool = True,
+    options: RunOptions = RunOptions(),
     command: str = "",
 ) -> list[dict[str, Any]]:
     known = [m for m in models or () if m in EXPORTER_MODELS]
@@ -203,7 +201,7 @@ def run(
         for m in models
         for s in searches
     ]
-    rows = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="onnx")
+    rows = run_cells(cells, out, options=options, desc="onnx")
     write_table(out, "onnx", rows, {"command": command, "device": device, "tolerance": TOLERANCE})
     print(format_rows(rows))
     print(f"wrote {out / 'onnx.csv'} and {out / 'onnx.json'}; ONNX files in {out / 'models'}")

@@ -25,7 +25,7 @@ from eqsat.files import write_atomic
 from experiments.command import Experiment, add_sweep_options, add_zoo_input, positive_int, split_list, sweep_kwargs
 from experiments.onnx_io import TOLERANCE
 from experiments.output import write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 MODEL_TYPES = ("bert", "gpt2", "vit", "qwen3")  # onnxruntime's encoder, decoder, ViT, RoPE/RMSNorm decoder fusions
 CONTRIB = "com.microsoft"
@@ -184,7 +184,7 @@ def check_optimizer() -> None:
 
 
 def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), model_types: Sequence[str] = MODEL_TYPES,
-        runs: int = RUNS, seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
+        runs: int = RUNS, seed: int = 0, options: RunOptions = RunOptions(),
         command: str = "") -> list[dict[str, Any]]:
     from experiments.runs.zoo import digest, model_files
 
@@ -194,7 +194,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), model_types: 
     unknown = [t for t in model_types if t not in KNOWN]
     if unknown:
         raise ValueError(f"--model-types: onnxruntime's optimizer has no model type {', '.join(unknown)}")
-    if workers != 1:
+    if options.workers != 1:
         raise ValueError("experiment ort-fusions times files end to end: run it with --workers 1")
     if models and zoo:
         raise ValueError("--models and --zoo exclude each other: --zoo picks models of the generated zoo")
@@ -202,7 +202,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), model_types: 
     files = model_files(models, out, seed, False, zoo)
     found = run_cells([Cell.of("ort-fusions", "experiments.runs.ort_fusions:fusion_cell", path=str(f), digest=digest(f),
                                model_types=tuple(model_types), runs=runs, seed=seed, out=str(out)) for f in files],
-                      out, workers=1, executor=executor, progress=progress, desc="ort-fusions: timed")
+                      out, options=options, desc="ort-fusions: timed")
     load_after = Path("/proc/loadavg").read_text().split()[:3]
     rows = [{"model": f.stem, **cell} for f, cell in zip(files, found)]
     note = (f"(best variant: model type, opt level, heads x width when given; tolerance {TOLERANCE:g}; measured: "

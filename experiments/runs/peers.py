@@ -28,7 +28,7 @@ from eqsat.cost.devices import ORT_CPU
 from eqsat.searches import ALPHA, EGRAPH
 from experiments.command import Experiment, add_sweep_options, add_zoo_input, positive_int, split_list, sweep_kwargs
 from experiments.output import write_report
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 TOLERANCE = 1e-3  # an output whose largest relative difference to the input's is above this is "differs"
 RUNS = 40  # interleaved runs per file (the issue: at least 40)
@@ -216,8 +216,7 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def model_rows(files: Sequence[Path], tools: Sequence[str], device: str, out: Path, *, seed: int = 0,
-               runs: int = RUNS, weights: str = "as built", workers: int = 1, executor: str = "local",
-               progress: bool = True) -> list[dict[str, Any]]:
+               runs: int = RUNS, weights: str = "as built", options: RunOptions = RunOptions()) -> list[dict[str, Any]]:
     """One row per (model, tool): its optimize row and, when it ran and agrees, ``ratio`` (the input's
     time over the file's, above 1: faster) beside the model's ``noise``."""
     from experiments.runs.zoo import digest
@@ -227,7 +226,7 @@ def model_rows(files: Sequence[Path], tools: Sequence[str], device: str, out: Pa
     cells = [Cell.of("peers", "experiments.runs.peers:optimize_cell", path=str(f), digest=digests[f], tool=t,
                      device=device, seed=seed, out=str(out / "files" / tag / t / f.name))
              for f in files for t in tools]
-    done = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="peers: optimize")
+    done = run_cells(cells, out, options=options, desc="peers: optimize")
     by_model = {f: done[k * len(tools):(k + 1) * len(tools)] for k, f in enumerate(files)}
     rows = []
     for f in files:
@@ -236,7 +235,7 @@ def model_rows(files: Sequence[Path], tools: Sequence[str], device: str, out: Pa
         paths = [str(out / "files" / tag / r["tool"] / f.name) for r in timed]
         t = run_cells([Cell.of("peers-time", "experiments.runs.peers:time_cell", files=(str(f), *paths),
                                digest=digests[f] + "".join(digest(p)[:6] for p in paths), runs=runs, seed=seed)],
-                      out, progress=False)[0]
+                      out, options=RunOptions(progress=False))[0]
         us = dict(zip((r["tool"] for r in timed), t["us"]))
         for r in opt:
             row = {"model": f.stem, "weights": weights, **r, "input_us": t["input_us"], "noise": t["noise"]}
@@ -304,8 +303,8 @@ def plot(rows: Sequence[dict[str, Any]], tools: Sequence[str], path: Path) -> No
 
 def run(models: str | None, out: Path, *, searches: Sequence[str] = (EGRAPH, ALPHA), device: str = ORT_CPU.name,
         peers: Sequence[str] | None = None, zoo: Sequence[str] = (), weights: Sequence[str] = ("as built",),
-        runs: int = RUNS, seed: int = 0, small: bool = False, workers: int = 1, executor: str = "local",
-        progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        runs: int = RUNS, seed: int = 0, small: bool = False, options: RunOptions = RunOptions(),
+        command: str = "") -> list[dict[str, Any]]:
     from experiments.runs.zoo import model_files
     from experiments.searches import SEARCHES
 
@@ -331,8 +330,7 @@ def run(models: str | None, out: Path, *, searches: Sequence[str] = (EGRAPH, ALP
     for kind in weights:
         make = WEIGHTS[kind]
         chosen = files if make is None else [make(f, out / "models" / _tag(kind) / f.name, seed) for f in files]
-        rows += model_rows(chosen, tools, device, out, seed=seed, runs=runs, weights=kind, workers=workers,
-                           executor=executor, progress=progress)
+        rows += model_rows(chosen, tools, device, out, seed=seed, runs=runs, weights=kind, options=options)
     table = format_table(rows, tools)
     note = (f"(ratio: the input's onnxruntime time over the file's, CPU provider, ORT_ENABLE_ALL, 1 thread, medians of "
             f"{runs} interleaved runs; above 1 is faster; bold: outside the noise band (the input against itself, "

@@ -28,7 +28,7 @@ from experiments.command import (
 from experiments.compare import check_models
 from experiments.output import write_table
 from experiments.searches import ALPHA, ALPHA_PET, EGRAPH, EGRAPH_PET, PET, SEARCHES
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 PET_SEARCHES = (ALPHA, EGRAPH, PET, EGRAPH_PET)
 DEVICES = (DEFAULT_DEVICE, HYPOGPU.name)
@@ -82,7 +82,7 @@ def format_tables(rows: Sequence[dict[str, Any]]) -> str:
 
 def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PET_SEARCHES,
         devices: Sequence[str] = DEVICES, quick: bool = False, seed: int = 0, alpha_time_limit: float | None = None,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        options: RunOptions = RunOptions(), command: str = "") -> list[dict[str, Any]]:
     """Every search on every model for every device; ``alpha_time_limit`` caps each α search
     (``taso``, ``taso+pet``) at that many seconds instead of its preset's 120 s, so the whole table
     fits a shorter run (the cap is part of the cell, so a capped cell is never mistaken for a full one)."""
@@ -101,7 +101,7 @@ def run(models: Sequence[str] | None, out: Path, *, searches: Sequence[str] = PE
 
     cells = [Cell.of("pet-searches", "experiments.searches:run_search", model=m, search=s, device=d, seed=seed,
                      quick=quick, **capped(s)) for d in devices for m in models for s in searches]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="pet-searches")
+    results = run_cells(cells, out, options=options, desc="pet-searches")
     rows = [table_row(r, c.kwargs["device"]) for r, c in zip(results, cells)]
     write_table(out, "pet_searches", rows, {"command": command, "quick": quick, "alpha_time_limit": alpha_time_limit})
     print(format_tables(rows))

@@ -34,7 +34,7 @@ from experiments.compare import COMPARE_MODELS, check_models
 from experiments.onnx_io import TOLERANCE
 from experiments.output import pyplot, save_figure, write_json, write_table
 from experiments.searches import ALPHA, EGRAPH, get_search, limits_for, prepare_rules
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 VARIANTS = (ALPHA, EGRAPH)  # searched on ort-cpu
 WRONG_MODEL = DEFAULT_DEVICE  # the roofline device whose best graph is also run on this CPU
@@ -220,16 +220,16 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> None:
 
 
 def run(models: Sequence[str] | None, out: Path, *, seed: int = 0, quick: bool = False, threads: int = 1,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        options: RunOptions = RunOptions(), command: str = "") -> list[dict[str, Any]]:
     models = check_models(models or (tuple(QUICK_MODELS) if quick else COMPARE_MODELS))
-    if workers != 1:
+    if options.workers != 1:
         raise ValueError("experiment real times models end to end: run it with --workers 1")
     cells = [Cell.of("real", "experiments.runs.real:search_model", model=m, seed=seed, out=str(out), quick=quick,
                      threads=threads) for m in models]
-    found = run_cells(cells, out, workers=1, executor=executor, progress=progress, desc="real: search")
+    found = run_cells(cells, out, options=options, desc="real: search")
     timing = [Cell.of("real", "experiments.runs.real:measure_model", model=f["model"], seed=seed, threads=threads,
                       quick=quick, files=tuple(f["files"].items())) for f in found]
-    timed = run_cells(timing, out, workers=1, executor=executor, progress=progress, desc="real: time end to end")
+    timed = run_cells(timing, out, options=options, desc="real: time end to end")
     rows = [real_row(f, t) for f, t in zip(found, timed)]
     summ = summary(rows)
     flat = [{k: v for k, v in r.items() if k != "candidates"} for r in rows]

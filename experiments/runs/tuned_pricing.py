@@ -27,7 +27,7 @@ from experiments.command import (
 )
 from experiments.compare import TENSAT_SUITE, check_models
 from experiments.output import write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 CASE_STUDIES = ("qkv", "lora")
 ROOFLINE, TUNED = HYPOGPU_ROOFLINE.name, HYPOGPU.name
@@ -68,7 +68,7 @@ def format_rows(rows: Sequence[dict[str, Any]], roofline: str, tuned: str) -> st
 
 
 def run(models: Sequence[str] | None, out: Path, *, roofline: str = ROOFLINE, tuned: str = TUNED, k_multi: int = 2,
-        seed: int = 0, workers: int = 1, executor: str = "local", progress: bool = True,
+        seed: int = 0, options: RunOptions = RunOptions(),
         command: str = "") -> list[dict[str, Any]]:
     from eqsat.cost.registry import check_device
 
@@ -78,7 +78,7 @@ def run(models: Sequence[str] | None, out: Path, *, roofline: str = ROOFLINE, tu
     devices = (roofline, tuned)
     cells = [Cell.of("tuned-pricing", "experiments.runs.hardware:best_graph_costs", model=m, device=d, devices=devices,
                      k_multi=k_multi, seed=seed) for m in models for d in devices]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="tuned-pricing")
+    results = run_cells(cells, out, options=options, desc="tuned-pricing")
     rows = verdict_rows(results, roofline, tuned)
     write_table(out, "tuned_pricing", rows, {"command": command, "roofline": roofline, "tuned": tuned,
                                              "k_multi": k_multi})

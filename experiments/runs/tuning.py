@@ -16,7 +16,7 @@ from typing import Any
 
 from experiments.command import Experiment, add_sweep_options, positive_int, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 CURVE_SHAPES = ("square", "prefill", "decode", "wgrad", "ffn_down")
 CHECKPOINTS = (64, 128, 256, 512, 1024)
@@ -113,9 +113,7 @@ def run(
     *,
     shapes: Sequence[str] = CURVE_SHAPES,
     seeds: int = 5,
-    workers: int = 1,
-    executor: str = "local",
-    progress: bool = True,
+    options: RunOptions = RunOptions(),
     command: str = "",
 ) -> None:
     from autotune.workload import SHAPES
@@ -130,7 +128,7 @@ def run(
         for s in shapes
         for k in range(seeds)
     ]
-    results = run_cells(curve_cells, out, workers=workers, executor=executor, progress=progress, desc="tuner curves")
+    results = run_cells(curve_cells, out, options=options, desc="tuner curves")
     curves = _median_rows(results, lambda r: r["tuner"])
     write_table(out, "tuning_curves", curves, {"command": command, "seeds": seeds})
     _plot(curves, out / "tuning_curves.png", f"median % of optimum over {seeds} seeds (HypoGPU)")
@@ -149,9 +147,7 @@ def run(
     quality = run_cells(
         [Cell.of("tuning", "experiments.runs.tuning:quality_cell", shape=s, seed=0) for s in shapes],
         out,
-        workers=workers,
-        executor=executor,
-        progress=progress,
+        options=options,
         desc="model quality",
     )
     qrows = [row for q in quality for row in q["rows"]]
@@ -161,9 +157,7 @@ def run(
     run_cells(
         [Cell.of("tuning", "experiments.runs.tuning:source_records", path=records, seed=0)],
         out,
-        workers=1,
-        executor="local",
-        progress=progress,
+        options=RunOptions(progress=options.progress),
         desc="transfer sources",
     )
     transfer_cells = [
@@ -182,7 +176,7 @@ def run(
         for k in range(seeds)
         for tr, f in (("", "program"), (records, "program"), (records, "knob"))
     ]
-    tres = run_cells(transfer_cells, out, workers=workers, executor=executor, progress=progress, desc="transfer")
+    tres = run_cells(transfer_cells, out, options=options, desc="transfer")
     label = {(False, "program"): "cold", (True, "program"): "transfer", (True, "knob"): "transfer (knob features)"}
     trows = _median_rows(tres, lambda r: label[(r["transfer"], r["features"])])
     write_table(out, "transfer", trows, {"command": command, "sources": list(SOURCES)})
@@ -280,9 +274,9 @@ def compare_tuner_cell(tuner: str, shape: str, seed: int, checkpoints: Sequence[
 
 
 def _run_table(
-    cells: list[Cell], out: Path, stem: str, title: str, workers: int, executor: str, progress: bool, command: str
+    cells: list[Cell], out: Path, stem: str, title: str, options: RunOptions, command: str
 ) -> list[dict[str, Any]]:
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc=stem)
+    results = run_cells(cells, out, options=options, desc=stem)
     rows = _median_rows(results, lambda r: r["tuner"])
     write_table(out, stem, rows, {"command": command})
     _plot(rows, out / f"{stem}.png", title)
@@ -297,7 +291,7 @@ def _run_table(
 
 
 def run_ansor_ablation(
-    out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True, command: str = ""
+    out: Path, *, seeds: int = 5, options: RunOptions = RunOptions(), command: str = ""
 ) -> list[dict[str, Any]]:
     cells = [
         Cell.of(
@@ -318,15 +312,13 @@ def run_ansor_ablation(
         out,
         "ansor_ablation",
         f"Ansor ablations, median % of optimum over {seeds} seeds",
-        workers,
-        executor,
-        progress,
+        options,
         command,
     )
 
 
 def run_compare_tuners(
-    out: Path, *, seeds: int = 5, workers: int = 1, executor: str = "local", progress: bool = True, command: str = ""
+    out: Path, *, seeds: int = 5, options: RunOptions = RunOptions(), command: str = ""
 ) -> list[dict[str, Any]]:
     cells = [
         Cell.of(
@@ -342,9 +334,7 @@ def run_compare_tuners(
         out,
         "compare_tuners",
         f"Triton's 24 configs vs AutoTVM (no rfactor) vs Ansor, median % of optimum over {seeds} seeds",
-        workers,
-        executor,
-        progress,
+        options,
         command,
     )
 
@@ -380,9 +370,7 @@ def run_scheduler(
     *,
     seeds: int = 5,
     units: int = 44,
-    workers: int = 1,
-    executor: str = "local",
-    progress: bool = True,
+    options: RunOptions = RunOptions(),
     command: str = "",
 ) -> list[dict[str, Any]]:
     from autotune.evaluate import optimum_us
@@ -393,7 +381,7 @@ def run_scheduler(
         for st, si in SCHEDULER_SETTINGS
         for k in range(seeds)
     ]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="scheduler")
+    results = run_cells(cells, out, options=options, desc="scheduler")
     tasks = toy_network()
     rows = []
     for st, si in SCHEDULER_SETTINGS:

@@ -27,7 +27,7 @@ from experiments.command import (
     sweep_kwargs,
 )
 from experiments.output import write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 TUNERS = ("random", "autotvm", "autotvm-b16", "ansor", "robust", "oracle")
 SHAPES = ("square", "prefill", "decode", "wgrad", "ffn_down")
@@ -77,7 +77,7 @@ def summarize(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SHAPES,
         random_shapes: int = RANDOM_SHAPES, seeds: int = 5, first_seed: int = 0,
         checkpoints: Sequence[int] = CHECKPOINTS,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        options: RunOptions = RunOptions(), command: str = "") -> list[dict[str, Any]]:
     from autotune import workload as wl
     from autotune.registry import make_tuner
 
@@ -89,7 +89,7 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
     cells = [Cell.of("tuning-budget", "experiments.runs.tuning_budget:budget_cell", tuner=t, shape=s, seed=k,
                      checkpoints=tuple(checkpoints)) for t in tuners for s in names
              for k in range(first_seed, first_seed + seeds)]
-    results = run_cells(cells, out, workers=workers, executor=executor, progress=progress, desc="tuning budget")
+    results = run_cells(cells, out, options=options, desc="tuning budget")
     rows = summarize(results)
     overhead = {t: statistics.median([x for r in results if r["tuner"] == t for x in r["batch_s"][1:]] or [0.0])
                 for t in tuners}

@@ -19,7 +19,7 @@ from typing import Any
 from eqsat.files import write_atomic
 from experiments.command import Experiment, add_sweep_options, count_list, positive_int, split_list, sweep_kwargs
 from experiments.output import pyplot, save_figure, write_table
-from experiments.sweep import Cell, load_finished, run_cells
+from experiments.sweep import Cell, RunOptions, load_finished, run_cells
 
 TUNERS = ("random", "autotvm", "ansor", "metaschedule")
 SHAPES = ("512x512x512", "1024x1024x1024", "bmm8:256x256x256", "conv3x3:1x56x64x64")
@@ -159,8 +159,8 @@ def _cell_budgets(tuner: str, budgets: tuple[int, ...]) -> list[tuple[int, ...]]
 
 def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SHAPES,
         budgets: Sequence[int] = BUDGETS, full_shapes: Sequence[str] | None = None, seed: int = 0,
-        threads: int = 2, target: str = "tvm-llvm", workers: int = 1, executor: str = "local",
-        progress: bool = True, command: str = "", finished_only: bool = False) -> list[dict[str, Any]]:
+        threads: int = 2, target: str = "tvm-llvm", options: RunOptions = RunOptions(), command: str = "",
+        finished_only: bool = False) -> list[dict[str, Any]]:
     """Every tuner on every shape; shapes not in ``full_shapes`` (default: all) get the smallest budget only.
     ``finished_only``: tune nothing, write the table of the cells already finished under ``out`` (a run
     split over locked invocations), the others a row saying they have not run."""
@@ -178,13 +178,13 @@ def run(out: Path, *, tuners: Sequence[str] = TUNERS, shapes: Sequence[str] = SH
     plan = {s: tuple(sorted(budgets)) if s in full else (min(budgets),) for s in shapes}
     refs = {r["shape"]: r for r in run_cells(
         [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:reference_cell", shape=s, target=target) for s in shapes],
-        out, workers=1, progress=progress, desc="openblas")}
+        out, options=RunOptions(progress=options.progress), desc="openblas")}
     cells = [Cell.of("tvm-llvm", "experiments.runs.tvm_llvm:tune_cell", tuner=t, shape=s, budgets=b, seed=seed,
                      threads=threads, target=target,
                      records=str(out / "records" / f"{t}-{s.replace(':', '_')}.jsonl"))
              for s in shapes for t in tuners for b in _cell_budgets(t, plan[s])]
     done = [c for c in cells if not finished_only or load_finished(c, out) is not None]
-    results = run_cells(done, out, workers=workers, executor=executor, progress=progress, desc="tvm-llvm")
+    results = run_cells(done, out, options=options, desc="tvm-llvm")
     results += [{"tuner": c.kwargs["tuner"], "shape": c.kwargs["shape"], "skipped": "not run yet (budgets "
                  f"{', '.join(map(str, c.kwargs['budgets']))}; --finished-only)"} for c in cells if c not in done]
     rows = table_rows(results, refs)

@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from experiments.command import (
 )
 from experiments.onnx_io import TOLERANCE
 from experiments.output import write_table
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 DEVICES = (ORT_CPU.name, DEFAULT_DEVICE)  # this machine measured, and the papers' GPU
 TIMEOUT_S = 300.0  # the issue's bound for one optimize run on 2 cores
@@ -197,16 +198,18 @@ def model_files(models: str | None, out: Path, seed: int, quick: bool, zoo: Sequ
 
 
 def zoo_rows(files: Sequence[Path], searches: Sequence[str], devices: Sequence[str], out: Path, *, seed: int = 0,
-             timeout: float = TIMEOUT_S, runs: int = RUNS, quick: bool = False, executor: str = "local",
-             progress: bool = True) -> list[dict[str, Any]]:
-    """Every (model, search, device) row: the model's counts, then the cell's result."""
+             timeout: float = TIMEOUT_S, runs: int = RUNS, quick: bool = False,
+             options: RunOptions = RunOptions()) -> list[dict[str, Any]]:
+    """Every (model, search, device) row: the model's counts, then the cell's result (its files are
+    timed end to end: the cells run one at a time, whatever ``options.workers`` says)."""
+    options = replace(options, workers=1)
     digests = {f: digest(f) for f in files}
     info = run_cells([Cell.of("zoo", "experiments.runs.zoo:inspect_model", path=str(f), digest=digests[f])
-                      for f in files], out, executor=executor, progress=progress, desc="zoo: import")
+                      for f in files], out, options=options, desc="zoo: import")
     keys = [(f, s, d) for f in files for s in searches for d in devices]
     cells = [Cell.of("zoo", "experiments.runs.zoo:optimize_cell", model=str(f), digest=digests[f], search=s,
                      device=d, seed=seed, timeout=timeout, runs=runs, quick=quick, out=str(out)) for f, s, d in keys]
-    found = run_cells(cells, out, executor=executor, progress=progress, desc="zoo: optimize and time")
+    found = run_cells(cells, out, options=options, desc="zoo: optimize and time")
     by_file = dict(zip(files, info))
     rows = []
     for (f, s, d), result in zip(keys, found):
@@ -321,7 +324,7 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Sequence[str] | None = None,
         devices: Sequence[str] = DEVICES, seed: int = 0, timeout: float = TIMEOUT_S, runs: int | None = None,
-        quick: bool = False, workers: int = 1, executor: str = "local", progress: bool = True,
+        quick: bool = False, options: RunOptions = RunOptions(),
         command: str = "") -> list[dict[str, Any]]:
     from eqsat.cost.registry import check_device
     from experiments.searches import SEARCHES
@@ -332,7 +335,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Seq
     unknown = [s for s in searches if s not in SEARCHES]
     if unknown:
         raise ValueError(f"--searches: unknown search {', '.join(unknown)}; choose from {', '.join(SEARCHES)}")
-    if workers != 1:
+    if options.workers != 1:
         raise ValueError("experiment zoo times files end to end: run it with --workers 1")
     if timeout <= 0 or (runs is not None and runs < 1):
         raise ValueError("--timeout must be > 0 and --runs >= 1")
@@ -341,7 +344,7 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), searches: Seq
         raise ValueError("--models and --zoo exclude each other: --zoo picks models of the generated zoo")
     files = model_files(models, out, seed, quick, zoo)
     rows = zoo_rows(files, searches, devices, out, seed=seed, timeout=timeout,
-                    runs=runs or (QUICK_RUNS if quick else RUNS), quick=quick, executor=executor, progress=progress)
+                    runs=runs or (QUICK_RUNS if quick else RUNS), quick=quick, options=options)
     load_after = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     table = format_table(rows)
     note = (f"(tolerance: max |out - in| / max(1, max |in|) <= {TOLERANCE:g} in onnxruntime; measured in/out: "

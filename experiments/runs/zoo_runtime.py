@@ -19,7 +19,7 @@ from typing import Any
 from eqsat.guards import Kept
 from experiments.command import Experiment, add_sweep_options, add_zoo_input, split_list, sweep_kwargs
 from experiments.output import write_report
-from experiments.sweep import Cell, run_cells
+from experiments.sweep import Cell, RunOptions, run_cells
 
 
 def runtime_cell(path: str, digest: str) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def read_results(path: str | None) -> list[dict[str, Any]]:
 
 
 def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), zoo_results: str | None = None, seed: int = 0,
-        workers: int = 1, executor: str = "local", progress: bool = True, command: str = "") -> list[dict[str, Any]]:
+        options: RunOptions = RunOptions(), command: str = "") -> list[dict[str, Any]]:
     from experiments.runs.zoo import digest, model_files
 
     if models and zoo:
@@ -87,8 +87,8 @@ def run(models: str | None, out: Path, *, zoo: Sequence[str] = (), zoo_results: 
     results = read_results(zoo_results)
     files = model_files(models, out, seed, False, zoo)
     found = run_cells([Cell.of("zoo-runtime", "experiments.runs.zoo_runtime:runtime_cell", path=str(f),
-                               digest=digest(f)) for f in files], out, workers=workers, executor=executor,
-                      progress=progress, desc="zoo-runtime: onnxruntime's graphs")
+                               digest=digest(f)) for f in files], out, options=options,
+                      desc="zoo-runtime: onnxruntime's graphs")
     rows = [{"model": f.stem, **cell, "zoo_cells": zoo_cells(results, f.stem)} for f, cell in zip(files, found)]
     table = format_table(rows, bool(results))
     note = ("(file ops: nodes in the file; onnxruntime ops: nodes of the graph onnxruntime runs, CPU provider, "

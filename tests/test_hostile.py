@@ -277,7 +277,12 @@ def test_ctrl_c_stops_a_run_with_one_line_and_no_worker_traceback(tmp_path):
                            env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])},
                            # a pytest-xdist worker ignores SIGINT, and an ignored signal stays ignored across exec
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(3)
+    children = Path(f"/proc/{run.pid}/task/{run.pid}/children")
+    deadline = time.monotonic() + 20
+    while run.poll() is None and not children.read_text().split() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the saturation worker starts first thing in the run, seconds before its end
+    time.sleep(0.5)
+    assert run.poll() is None, "the run ended before Ctrl-C"
     os.killpg(run.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
     _, err = run.communicate(timeout=30)
     assert run.returncode == 130, err

@@ -7,6 +7,8 @@ Triton-style autotune, grid and random search, and ``autotvm``, ``ansor`` (with 
 ``robust`` are the learned tuners, helped by ``features``, ``cost_model`` and the datasheet
 estimate in ``analytic``; ``registry`` names every tuner; ``scheduler`` shares a budget across
 tasks; ``oracle``, ``evaluate``, ``landscape`` and ``model_quality`` read the hidden model to
-judge tuners, never to tune. ``tvm/`` (the ``tvm`` extra) holds real kernels: the knobs compiled
+judge tuners, never to tune. ``tuned_cost`` is the ``hypogpu`` device of ``eqsat``'s device table
+(its row names it): every GEMM priced by the kernel a tuner finds, kept by shape in
+``tuned_records``. ``tvm/`` (the ``tvm`` extra) holds real kernels: the knobs compiled
 by TVM for this CPU and timed, and TVM's own MetaSchedule as a tuner.
 """

@@ -23,8 +23,8 @@ rules cached on disk by content, so a second process redoes no work).
 
 Declarations (op rows, devices, rules) are data; the rest reads them. ``eqsat`` is the bottom
 layer: it imports none of the packages built on it (``rulegen``, ``taso_baseline``, ``pet``,
-``autotune``, ``experiments``), save the tuners behind the ``hypogpu`` device (``cost.tuned``);
-it reaches the searches through their registry.
+``autotune``, ``experiments``); it reaches the searches through their registry, and the cost
+models built on the tuners (``hypogpu``) through the device table's ``"module:name"`` rows.
 """
 from __future__ import annotations
 

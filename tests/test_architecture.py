@@ -12,12 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("eqsat", "rulegen", "taso_baseline", "pet", "autotune", "experiments")
 BUILT_ON_EQSAT = ("rulegen", "taso_baseline", "pet", "autotune", "experiments")
-# The upward arrows still allowed, each with its reason; the test below fails once one is gone,
-# so an entry cannot outlive its arrow.
-EQSAT_UPWARD_EXCEPTIONS = {
-    ("eqsat.cost.tuned", "autotune"): "the hypogpu device prices GEMMs by kernels the tuners find",
-    ("eqsat.cost.tuned_records", "autotune"): "the hypogpu device tunes a GEMM it has no record of",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -86,23 +80,17 @@ def _top(module: str) -> str:
 
 
 def eqsat_upward_imports(g: nx.DiGraph) -> list[tuple[str, str]]:
-    """Imports from a module of ``eqsat`` into a package built on it, less the named exceptions."""
-    return [(a, b) for a, b in g.edges if _top(a) == "eqsat" and _top(b) in BUILT_ON_EQSAT
-            and (a, _top(b)) not in EQSAT_UPWARD_EXCEPTIONS]
+    """Imports from a module of ``eqsat`` into a package built on it (none is allowed)."""
+    return [(a, b) for a, b in g.edges if _top(a) == "eqsat" and _top(b) in BUILT_ON_EQSAT]
 
 
 def test_eqsat_imports_nothing_built_on_it():
     """``eqsat`` is the bottom layer: the IR, rules, costs, rewriting machinery and the e-graph
     search import none of the packages above them (the α search, PET, the tuners, the rule
-    toolchain, the experiments); those are reached through registries of ``"module:name"`` rows."""
+    toolchain, the experiments); those are reached through registries of ``"module:name"`` rows
+    (the searches; the ``hypogpu`` device's cost model, which lives with its tuners)."""
     upward = eqsat_upward_imports(import_graph())
     assert not upward, upward
-
-
-def test_every_upward_exception_is_still_needed():
-    edges = set(import_graph().edges)
-    stale = [e for e in EQSAT_UPWARD_EXCEPTIONS if not any(a == e[0] and _top(b) == e[1] for a, b in edges)]
-    assert not stale, f"drop these exceptions, their imports are gone: {stale}"
 
 
 @pytest.mark.parametrize("target", ["rulegen.verify", "taso_baseline.search", "pet.rewrite", "autotune.registry",

@@ -128,7 +128,7 @@ def test_measurement_database_lines_out_of_range_are_skipped_in_one_warning(tmp_
 
 
 def test_tuned_kernel_records_with_impossible_fields_are_skipped(tmp_path):
-    from eqsat.cost import tuned_records
+    from autotune import tuned_records
 
     row = {"M": 32, "N": 256, "K": 128, "source": "oracle", "seed": 0, "config": [1, 2], "time_us": 5.0, "trials": 1}
     path = tmp_path / "k.jsonl"

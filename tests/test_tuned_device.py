@@ -5,11 +5,10 @@ import json
 
 import pytest
 
-from autotune import hypogpu
+from autotune import hypogpu, tuned_records
+from autotune.tuned_cost import Gemm, TunedHypoGPUCost, gemm_of, graph_gemms
 from autotune.workload import Workload
-from eqsat.cost import tuned_records
 from eqsat.cost.registry import MEASURED, ROOFLINE, TUNED, check_device, cost_model, parse_device
-from eqsat.cost.tuned import Gemm, TunedHypoGPUCost, gemm_of, graph_gemms
 from eqsat.ir.graph import Graph, input_, node, weight
 from experiments.runs.tuned_pricing import verdict_rows
 

@@ -101,16 +101,19 @@ TORCH_CUDA = MEASURED_DEVICES["torch-cuda"]
 @dataclass(frozen=True)
 class TunedDevice:
     """A device whose GEMMs are priced by tuned kernels: ``name`` (``default_source`` tunes) or
-    ``name:SOURCE``, and its cost model as ``"module:class"`` taking the source."""
+    ``name:SOURCE``; its cost model as ``"module:class"`` taking the source, and the function that
+    checks a source as ``"module:function"`` (``source, device -> source``, written plainly). Both
+    live with the tuners, above ``eqsat``, and are imported on first use."""
 
     name: str
     cost_model: str
+    check_source: str
     default_source: str
     note: str = ""
 
 
 TUNED_DEVICES: dict[str, TunedDevice] = {d.name: d for d in (
-    TunedDevice("hypogpu", "eqsat.cost.tuned:TunedHypoGPUCost", "ansor@64",
+    TunedDevice("hypogpu", "autotune.tuned_cost:TunedHypoGPUCost", "autotune.tuned_cost:check_source", "ansor@64",
                 "HypoGPU, every GEMM priced by its tuned kernel (hypogpu:oracle, hypogpu:TUNER@TRIALS)"),
 )}
 HYPOGPU = TUNED_DEVICES["hypogpu"]

@@ -5,7 +5,9 @@ A device name is ``NAME[:suffix]``. :data:`KINDS` is the table of the kinds of d
 measured on this machine (``ort-cpu:4``: threads), tuned (``hypogpu:oracle``: who tunes its
 GEMMs), roofline profiles (``h100``, no suffix; or a ``.json`` profile file). :func:`parse_device`
 reads a name into a :class:`DeviceChoice`, and :func:`cost_model` builds its row's model: the one
-place a cost model is made from a name, so a new kind of device is one row here.
+place a cost model is made from a name, so a new kind of device is one row here. A row names its
+model as ``"module:name"``, imported on first use, so a model may live above ``eqsat`` (the tuned
+``hypogpu`` model lives with its tuners, in :mod:`autotune.tuned_cost`).
 """
 from __future__ import annotations
 
@@ -36,11 +38,17 @@ def _threads(row: MeasuredDevice, suffix: str | None, device: str) -> int:
     return int(suffix)
 
 
-def _source(row: TunedDevice, suffix: str | None, device: str) -> str:
-    """Who tunes a tuned device's kernels (its row's default without a suffix), checked."""
-    from eqsat.cost.tuned import check_source  # imports the tuner registry
+def _target(ref: str) -> Any:
+    """What a row's ``"module:name"`` names, its module imported now: rows name what is slow to
+    load (onnxruntime; PyTorch, an optional extra) or lives above ``eqsat`` (the tuners)."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
-    return check_source(row.default_source if suffix is None else suffix, device)
+
+def _source(row: TunedDevice, suffix: str | None, device: str) -> str:
+    """Who tunes a tuned device's kernels (its row's default without a suffix), checked by the
+    row's ``check_source``."""
+    return _target(row.check_source)(row.default_source if suffix is None else suffix, device)
 
 
 def _profile(row: Device, suffix: str | None, device: str) -> Device:
@@ -83,10 +91,9 @@ class DeviceChoice:
 
     def build(self, **options: Any) -> CostModel:
         """The row's cost model (``"module:class"``, imported on first use: onnxruntime is slow
-        to load, PyTorch is an optional extra); ``options`` go to its constructor (a measured
-        model's ``progress``, ``path``, ``warmup``, ``runs``)."""
-        module, _, cls = self.row.cost_model.partition(":")
-        return getattr(importlib.import_module(module), cls)(self.arg, **options)
+        to load, PyTorch is an optional extra, the tuned models live with the tuners); ``options``
+        go to its constructor (a measured model's ``progress``, ``path``, ``warmup``, ``runs``)."""
+        return _target(self.row.cost_model)(self.arg, **options)
 
 
 def parse_device(device: str | Device) -> DeviceChoice:

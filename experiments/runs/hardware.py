@@ -38,7 +38,7 @@ DEVICES = tuple(ROOFLINE_DEVICES)  # every roofline profile of the device table
 def best_graph_costs(model: str, device: str, devices: tuple[str, ...], k_multi: int, seed: int) -> dict[str, Any]:
     """Optimize ``model`` for ``device``; return the best graph's cost on each of ``devices`` and the
     GEMMs it launches."""
-    from eqsat.cost.tuned import graph_gemms
+    from autotune.tuned_cost import graph_gemms
 
     graph = build(model)
     limits = limits_for(get_search(EGRAPH), model, k_multi=k_multi)

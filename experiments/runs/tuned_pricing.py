@@ -1,7 +1,7 @@
 """``eqsat-lab experiment tuned-pricing``: the best graph under roofline pricing and under tuned kernels.
 
 HypoGPU is A100-like, so its roofline (``a100``: the same peak and bandwidth) and the ``hypogpu``
-device (every GEMM priced by its tuned kernel, :mod:`eqsat.cost.tuned`) describe one machine at two
+device (every GEMM priced by its tuned kernel, :mod:`autotune.tuned_cost`) describe one machine at two
 levels of detail. Each cell optimizes one model for one of them with the e-graph (the
 :mod:`experiments.runs.hardware` cell) and prices the graph it found on both. A rewrite's verdict
 changed where the two best graphs run different GEMMs: the table lists the GEMMs only one of them

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune import hypogpu
+from autotune.registry import OWN_SPACE_TUNERS, TUNERS
+from autotune.tuned_records import TunedKernels, default_path
 from eqsat.cost.costmodel import OpCost, node_in_shapes
 from eqsat.cost.devices import HYPOGPU, Device
 from eqsat.cost.roofline import RooflineCost
-from eqsat.cost.tuned_records import TunedKernels, default_path
 from eqsat.ir.graph import Graph
 from eqsat.ir.ops import Shape
 
@@ -50,8 +52,6 @@ def check_source(source: str, device: str = "") -> str:
     if source == "oracle":
         return source
     tuner, _, trials = source.partition("@")
-    from autotune.registry import OWN_SPACE_TUNERS, TUNERS
-
     knob_tuners = [t for t in TUNERS if t not in OWN_SPACE_TUNERS]  # HypoGPU prices configs of the knob space
     if tuner not in knob_tuners:
         raise ValueError(f"device {device!r}: unknown tuner {tuner!r}; use {PREFIX}:oracle or "
@@ -88,8 +88,7 @@ class TunedHypoGPUCost(RooflineCost):
     ``hypogpu-kernels.jsonl`` in the cache folder; None keeps them in memory)."""
 
     def __init__(self, source: str = DEFAULT_SOURCE, records: str | Path | None | object = DEFAULT_RECORDS):
-        from autotune.hypogpu import A100_LIKE as spec
-
+        spec = hypogpu.A100_LIKE
         super().__init__(Device(f"{PREFIX}-roofline", spec.peak_flops, spec.dram_bw, spec.launch_s * 1e6,
                                 "HypoGPU's roofline, for the ops that are not GEMMs"))
         self.source = check_source(source)

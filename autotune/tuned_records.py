@@ -17,6 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from autotune import hypogpu
+from autotune.measure import SimulatedMeasurer
+from autotune.registry import make_tuner
+from autotune.space import SPACE
+from autotune.workload import Workload
 from eqsat.cost.measured.timer import plausible_us
 from eqsat.diskcache import database_path
 
@@ -60,12 +65,6 @@ def default_path() -> Path | None:
 def tune_kernel(M: int, N: int, K: int, source: str, seed: int) -> TunedKernel:
     """Tune one GEMM on HypoGPU: the oracle's optimum, or a tuner's best measured config after the
     stated trials (noisy measurements, as any tuner sees them), re-measured without noise."""
-    from autotune import hypogpu
-    from autotune.measure import SimulatedMeasurer
-    from autotune.registry import make_tuner
-    from autotune.space import SPACE
-    from autotune.workload import Workload
-
     workload = Workload(M, N, K)
     if source == "oracle":
         best = hypogpu.optimum(workload)

@@ -13,7 +13,6 @@ registered one is a :class:`TunerRow` naming its class and the preset it starts 
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -25,6 +24,7 @@ from autotune.measure import Measurer, MeasureResult
 from autotune.resources import allowed
 from autotune.space import SPACE, Config, Space
 from autotune.workload import Workload
+from eqsat.refs import resolve
 
 
 def configure(tuner: Any, config: Any, overrides: Mapping[str, Any]) -> None:
@@ -49,8 +49,7 @@ class TunerRow:
 
     def build(self, **overrides: Any) -> Any:
         """A new tuner: the row's config with ``overrides`` (config field -> value) replaced."""
-        module, name = self.tuner.split(":")
-        cls = getattr(importlib.import_module(module), name)
+        cls = resolve(self.tuner)
         return cls(cls.presets[self.preset], **overrides) if self.preset else cls(**overrides)
 
 

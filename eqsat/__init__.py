@@ -18,8 +18,9 @@ and ``identities`` one of them (``x + 0``, ``x * 1`` and the like removed where 
 zeros or ones).
 
 Shared plumbing: ``errors`` (the exceptions, each naming what is wrong and where), ``files``
-(files written whole or not at all, safe with two writers) and ``diskcache`` (parsed and compiled
-rules cached on disk by content, so a second process redoes no work).
+(files written whole or not at all, safe with two writers), ``diskcache`` (parsed and compiled
+rules cached on disk by content, so a second process redoes no work) and ``refs`` (the
+``"module:name"`` references by which every table's rows name code loaded late or living above).
 
 Declarations (op rows, devices, rules) are data; the rest reads them. ``eqsat`` is the bottom
 layer: it imports none of the packages built on it (``rulegen``, ``taso_baseline``, ``pet``,

@@ -6,10 +6,11 @@ tests and :func:`eqsat.pipeline.optimize_model` read it. Each search carries nam
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from eqsat.refs import resolve
 
 if TYPE_CHECKING:
     from eqsat.search import Search
@@ -40,22 +41,17 @@ SEARCHES: dict[str, SearchRow] = {
 }
 
 
-def _value(target: str) -> Any:
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
 @cache
 def get_search(name: str) -> Search:
     """The registered search ``name`` (one instance per process), or a clear error listing them."""
     if name not in SEARCHES:
         raise ValueError(f"unknown search {name!r}; choose from {', '.join(SEARCHES)}")
     row = SEARCHES[name]
-    engine = _value(row.target)()
+    engine = resolve(row.target)()
     if row.graph_rewrites:
         from eqsat.search import WithGraphRewrites
 
-        return WithGraphRewrites(engine, name, [_value(GRAPH_REWRITES[r]) for r in row.graph_rewrites])
+        return WithGraphRewrites(engine, name, [resolve(GRAPH_REWRITES[r]) for r in row.graph_rewrites])
     return engine
 
 

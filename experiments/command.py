@@ -8,7 +8,6 @@ experiment is adding an ``Experiment`` row to an experiment module listed in
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import os
 import sys
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, DEVICES, MEASURED_DEVICES, TUNED_DEVICES
 from eqsat.cost.registry import OVERSUBSCRIBE
+from eqsat.refs import resolve
 
 if TYPE_CHECKING:  # the CLI's start-up imports no sweep machinery
     from experiments.sweep import RunOptions
@@ -65,8 +65,7 @@ def lazy(fn: str) -> Run:
     """A ``run`` that imports ``"module:function"`` only when called, so a row whose code imports
     heavy modules costs the CLI's start-up nothing (building the parser reads every row)."""
     def run(args: argparse.Namespace) -> int:
-        module, _, name = fn.partition(":")
-        return getattr(importlib.import_module(module), name)(args)
+        return resolve(fn)(args)
     run.__qualname__ = f"lazy({fn})"
     return run
 

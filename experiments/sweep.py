@@ -11,12 +11,11 @@ cells are run (processes, Ray, a progress bar) is one :class:`RunOptions` value,
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import multiprocessing
 import re
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from tqdm import tqdm
 
 from eqsat.files import write_atomic
+from eqsat.refs import resolve
 
 EXECUTORS = ("local", "ray")
 
@@ -100,13 +100,6 @@ def input_hashes(params: tuple[tuple[str, Any], ...]) -> dict[str, str]:
                 _HASHED[memo] = h.hexdigest()
             found[f"{name}={item}"] = _HASHED[memo]
     return found
-
-
-def resolve(fn: str) -> Callable[..., dict[str, Any]]:
-    module, _, name = fn.partition(":")
-    if not name:
-        raise ValueError(f"cell function must be 'module:function', got {fn!r}")
-    return getattr(importlib.import_module(module), name)
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:

@@ -11,7 +11,6 @@ model as ``"module:name"``, imported on first use, so a model may live above ``e
 """
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from eqsat.cost.costmodel import CostModel
 from eqsat.cost.devices import DEVICES, MEASURED_DEVICES, TUNED_DEVICES, Device, MeasuredDevice, TunedDevice, get_device
+from eqsat.refs import resolve
 
 OVERSUBSCRIBE = 4  # measured-device threads allowed per core
 
@@ -38,17 +38,10 @@ def _threads(row: MeasuredDevice, suffix: str | None, device: str) -> int:
     return int(suffix)
 
 
-def _target(ref: str) -> Any:
-    """What a row's ``"module:name"`` names, its module imported now: rows name what is slow to
-    load (onnxruntime; PyTorch, an optional extra) or lives above ``eqsat`` (the tuners)."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def _source(row: TunedDevice, suffix: str | None, device: str) -> str:
     """Who tunes a tuned device's kernels (its row's default without a suffix), checked by the
     row's ``check_source``."""
-    return _target(row.check_source)(row.default_source if suffix is None else suffix, device)
+    return resolve(row.check_source)(row.default_source if suffix is None else suffix, device)
 
 
 def _profile(row: Device, suffix: str | None, device: str) -> Device:
@@ -93,7 +86,7 @@ class DeviceChoice:
         """The row's cost model (``"module:class"``, imported on first use: onnxruntime is slow
         to load, PyTorch is an optional extra, the tuned models live with the tuners); ``options``
         go to its constructor (a measured model's ``progress``, ``path``, ``warmup``, ``runs``)."""
-        return _target(self.row.cost_model)(self.arg, **options)
+        return resolve(self.row.cost_model)(self.arg, **options)
 
 
 def parse_device(device: str | Device) -> DeviceChoice:

@@ -107,8 +107,11 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
     bit = {c: k for k, c in enumerate(view.classes)}
     parents: dict[Any, list[int]] = {}
     waiting = []
+    kids_of: list[tuple] = []  # each node's distinct child e-classes, in order
+    eclass_of = [n.eclass for n in view.nodes]
     for i, n in enumerate(view.nodes):
-        kids = set(n.children)
+        kids = tuple(dict.fromkeys(n.children))
+        kids_of.append(kids)
         waiting.append(len(kids))
         for c in kids:
             parents.setdefault(c, []).append(i)
@@ -119,13 +122,13 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
 
     hurry = [deadline is not None and time.perf_counter() > deadline]  # a past deadline: tree cost throughout
 
-    def candidate(i: int) -> tuple[float, int]:
-        kids = list(dict.fromkeys(view.nodes[i].children))
+    def cost_of(i: int) -> float:
+        kids = kids_of[i]
         if hurry[0]:
-            return costs[i] + sum(total[c] for c in kids), 0
+            return costs[i] + sum(total[c] for c in kids)
         if not kids:
-            return costs[i], 1 << bit[view.nodes[i].eclass]
-        base = max(kids, key=lambda c: total[c])
+            return costs[i]
+        base = max(kids, key=total.__getitem__)
         union = below[base]
         for c in kids:
             union |= below[c]
@@ -134,7 +137,13 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
             low = extra & -extra
             t += price[low.bit_length() - 1]
             extra ^= low
-        return t + costs[i], union | (1 << bit[view.nodes[i].eclass])
+        return t + costs[i]
+
+    def union_of(i: int) -> int:  # the settled node's sub-DAG: the same set cost_of summed
+        union = 1 << bit[eclass_of[i]]
+        for c in kids_of[i]:
+            union |= below[c]
+        return union
 
     heap = [(costs[i], i) for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(heap)
@@ -144,16 +153,17 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
         pops += 1
         if deadline is not None and not pops & 1023 and not hurry[0] and time.perf_counter() > deadline:
             hurry[0] = True
-        c = view.nodes[i].eclass
+        c = eclass_of[i]
         if c in chosen:
             continue
         chosen[c], total[c] = i, t
-        below[c] = candidate(i)[1]  # recomputed, not kept from the push: a bit set per queued node would not fit
+        # recomputed, not kept from the push: a bit set per queued node would not fit
+        below[c] = 0 if hurry[0] else union_of(i)
         price[bit[c]] = costs[i]
         for p in parents.get(c, ()):
             waiting[p] -= 1
-            if waiting[p] == 0 and view.nodes[p].eclass not in chosen:
-                heapq.heappush(heap, (candidate(p)[0], p))
+            if waiting[p] == 0 and eclass_of[p] not in chosen:
+                heapq.heappush(heap, (cost_of(p), p))
     missing = [r for r in roots if r not in chosen]
     if missing:
         raise NoTermError(f"no acyclic term exists for {len(missing)} root e-class(es): every node below "

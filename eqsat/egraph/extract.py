@@ -14,7 +14,10 @@ its proved bound and gap.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +34,28 @@ class NoTermError(EqsatError, ValueError):
     """An e-graph in which some root e-class has no acyclic term: bad input, not a solver failure."""
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a moment (then back as it was). Reading and
+    extracting an e-graph allocate many small objects and no reference cycles, and each
+    collection they set off walks the whole heap: about a tenth of extraction's Python time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
     """The frozen e-graph as plain data (e-classes numbered 0, 1, ...; picklable). ``ids``, if
     given, receives egglog's e-class values -> those numbers (to translate other rows' e-classes)."""
+    with gc_paused():
+        return _read_egraph(egraph, lang, ids)
+
+
+def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
     frozen = egraph.freeze()
     view = EGraphView()
     ids = {} if ids is None else ids
@@ -302,6 +324,12 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     ``hint``: a graph known to lie in this e-graph (the answer of an earlier extraction of a part
     of it); where it is cheaper than the greedy choice, the ILP starts from it instead. On
     Inception-v3's last merge round that is the optimum itself, and HiGHS need only prove it."""
+    with gc_paused():
+        return _extract(view, costs, roots, extractor, seconds, settings, hint)
+
+
+def _extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str, seconds: float,
+             settings: ILPSettings | None, hint: Graph | None) -> Extraction:
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()

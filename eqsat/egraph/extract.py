@@ -14,7 +14,10 @@ its proved bound and gap.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +34,28 @@ class NoTermError(EqsatError, ValueError):
     """An e-graph in which some root e-class has no acyclic term: bad input, not a solver failure."""
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a moment (then back as it was). Reading and
+    extracting an e-graph allocate many small objects and no reference cycles, and each
+    collection they set off walks the whole heap: about a tenth of extraction's Python time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
     """The frozen e-graph as plain data (e-classes numbered 0, 1, ...; picklable). ``ids``, if
     given, receives egglog's e-class values -> those numbers (to translate other rows' e-classes)."""
+    with gc_paused():
+        return _read_egraph(egraph, lang, ids)
+
+
+def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
     frozen = egraph.freeze()
     view = EGraphView()
     ids = {} if ids is None else ids
@@ -107,8 +129,11 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
     bit = {c: k for k, c in enumerate(view.classes)}
     parents: dict[Any, list[int]] = {}
     waiting = []
+    kids_of: list[tuple] = []  # each node's distinct child e-classes, in order
+    eclass_of = [n.eclass for n in view.nodes]
     for i, n in enumerate(view.nodes):
-        kids = set(n.children)
+        kids = tuple(dict.fromkeys(n.children))
+        kids_of.append(kids)
         waiting.append(len(kids))
         for c in kids:
             parents.setdefault(c, []).append(i)
@@ -119,13 +144,13 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
 
     hurry = [deadline is not None and time.perf_counter() > deadline]  # a past deadline: tree cost throughout
 
-    def candidate(i: int) -> tuple[float, int]:
-        kids = list(dict.fromkeys(view.nodes[i].children))
+    def cost_of(i: int) -> float:
+        kids = kids_of[i]
         if hurry[0]:
-            return costs[i] + sum(total[c] for c in kids), 0
+            return costs[i] + sum(total[c] for c in kids)
         if not kids:
-            return costs[i], 1 << bit[view.nodes[i].eclass]
-        base = max(kids, key=lambda c: total[c])
+            return costs[i]
+        base = max(kids, key=total.__getitem__)
         union = below[base]
         for c in kids:
             union |= below[c]
@@ -134,7 +159,13 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
             low = extra & -extra
             t += price[low.bit_length() - 1]
             extra ^= low
-        return t + costs[i], union | (1 << bit[view.nodes[i].eclass])
+        return t + costs[i]
+
+    def union_of(i: int) -> int:  # the settled node's sub-DAG: the same set cost_of summed
+        union = 1 << bit[eclass_of[i]]
+        for c in kids_of[i]:
+            union |= below[c]
+        return union
 
     heap = [(costs[i], i) for i, w in enumerate(waiting) if w == 0]
     heapq.heapify(heap)
@@ -144,16 +175,17 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
         pops += 1
         if deadline is not None and not pops & 1023 and not hurry[0] and time.perf_counter() > deadline:
             hurry[0] = True
-        c = view.nodes[i].eclass
+        c = eclass_of[i]
         if c in chosen:
             continue
         chosen[c], total[c] = i, t
-        below[c] = candidate(i)[1]  # recomputed, not kept from the push: a bit set per queued node would not fit
+        # recomputed, not kept from the push: a bit set per queued node would not fit
+        below[c] = 0 if hurry[0] else union_of(i)
         price[bit[c]] = costs[i]
         for p in parents.get(c, ()):
             waiting[p] -= 1
-            if waiting[p] == 0 and view.nodes[p].eclass not in chosen:
-                heapq.heappush(heap, (candidate(p)[0], p))
+            if waiting[p] == 0 and eclass_of[p] not in chosen:
+                heapq.heappush(heap, (cost_of(p), p))
     missing = [r for r in roots if r not in chosen]
     if missing:
         raise NoTermError(f"no acyclic term exists for {len(missing)} root e-class(es): every node below "
@@ -292,6 +324,12 @@ def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: s
     ``hint``: a graph known to lie in this e-graph (the answer of an earlier extraction of a part
     of it); where it is cheaper than the greedy choice, the ILP starts from it instead. On
     Inception-v3's last merge round that is the optimum itself, and HiGHS need only prove it."""
+    with gc_paused():
+        return _extract(view, costs, roots, extractor, seconds, settings, hint)
+
+
+def _extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str, seconds: float,
+             settings: ILPSettings | None, hint: Graph | None) -> Extraction:
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()

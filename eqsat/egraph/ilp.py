@@ -181,8 +181,33 @@ def _decode(view: EGraphView, cols: list[int], x: np.ndarray, constants: dict[An
     return choice
 
 
+def _acyclic(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> bool:
+    """Whether the chosen nodes reachable from the roots form no cycle (one depth-first pass)."""
+    state: dict[Any, int] = {}  # 1: on the path, 2: done
+    for root in roots:
+        if root in view.const or state.get(root) == 2:
+            continue
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            c, leaving = stack.pop()
+            if leaving:
+                state[c] = 2
+                continue
+            s = state.get(c)
+            if s == 2:
+                continue
+            if s == 1:
+                return False
+            state[c] = 1
+            stack.append((c, True))
+            stack.extend((d, False) for d in view.kids[choice[c]] if state.get(d) != 2)
+    return True
+
+
 def find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], most: int = 50) -> list[list[Any]]:
     """Up to ``most`` cycles (as e-class lists) among the chosen nodes reachable from the roots."""
+    if _acyclic(view, choice, roots):  # the usual answer, without building a networkx graph
+        return []
     import networkx as nx
 
     g = nx.DiGraph()

@@ -18,7 +18,7 @@ from typing import Any
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.registry import cost_model
 from eqsat.cost.roofline import CostModel
-from eqsat.egraph.extract import EGraphView, Extraction, extract, node_costs, read_egraph, to_graph
+from eqsat.egraph.extract import EGraphView, Extraction, extract, gc_paused, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
@@ -148,7 +148,9 @@ def _worker(conn: Any, parent: int | None = None) -> None:
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
         host = hosts.pick(rules)
-        if not _run_job(conn, rules, graph, limits, host, alternatives):
+        with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
+            ok = _run_job(conn, rules, graph, limits, host, alternatives)
+        if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
 
 
@@ -313,6 +315,12 @@ def optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel
     With ``isolate`` the saturation runs in a child process with a hard timeout (see
     :class:`SaturationWorker`); ``rewrite_constants`` also rewrites weight-only subgraphs (off, as
     in the α search)."""
+    with gc_paused():  # no cyclic collections walking the heap between a run's many small objects
+        return _optimize(graph, rules, cost, limits, isolate, hard_grace_s, rewrite_constants)
+
+
+def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostModel, limits: Limits | None,
+              isolate: bool, hard_grace_s: float, rewrite_constants: bool) -> SearchResult:
     limits = limits if limits is not None else Limits()
     model = cost_model(cost)
     original = model.graph_time_us(graph)

@@ -57,14 +57,18 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
     for r in roots:
         if r in red.candidates:
             rows.append(([(col[i], 1.0) for i in red.candidates[r]], 1.0, np.inf))
-    for n, ns in enumerate(red.candidates.values()):
+    ones: dict[Any, list[tuple[int, float]]] = {}  # an e-class's candidates, each with coefficient 1
+    for n, (c, ns) in enumerate(red.candidates.items()):
         if not n & 4095:
             check(deadline)
         if len(ns) > 1:
-            rows.append(([(col[i], 1.0) for i in ns], -np.inf, 1.0))
+            rows.append((ones.get(c) or ones.setdefault(c, [(col[i], 1.0) for i in ns]), -np.inf, 1.0))
         for i in ns:
             for d in view.kids[i]:
-                rows.append(([(col[j], 1.0) for j in red.candidates[d]] + [(col[i], -1.0)], 0.0, np.inf))
+                has = ones.get(d)
+                if has is None:
+                    has = ones[d] = [(col[j], 1.0) for j in red.candidates[d]]
+                rows.append((has + [(col[i], -1.0)], 0.0, np.inf))
     for c, (lc, size, comp) in levels.items():  # level[c] - level[d] - size * (c's nodes reading d) >= 1 - size
         readers: dict[Any, list[int]] = {}
         for i in red.candidates[c]:
@@ -103,8 +107,9 @@ def as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.nd
     from scipy.sparse import csr_matrix
 
     indptr = np.cumsum([0] + [len(r[0]) for r in rows])
-    indices = np.array([k for r in rows for k, _ in r[0]], dtype=np.int32)
-    data = np.array([v for r in rows for _, v in r[0]], dtype=float)
+    flat = [e for r in rows for e in r[0]]
+    indices = np.array([k for k, _ in flat], dtype=np.int32)
+    data = np.array([v for _, v in flat], dtype=float)
     matrix = csr_matrix((data, indices, indptr), shape=(len(rows), cost.size))
     return Program(cost, matrix, np.array([r[1] for r in rows], dtype=float),
                    np.array([r[2] for r in rows], dtype=float), fixed, col_upper, integral)

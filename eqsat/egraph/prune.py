@@ -40,10 +40,12 @@ def chain_below(view: EGraphView, costs: list[float], cand: dict[Any, list[int]]
     waiting: dict[int, int] = {}
     parents: dict[Any, list[int]] = {}
     heap: list[tuple[float, int]] = []
+    all_kids = view.kids
     for ns in cand.values():
         for i in ns:
-            kids = [d for d in view.kids[i] if d in cand]
-            if len(kids) != len(view.kids[i]):
+            ks = all_kids[i]
+            kids = [d for d in ks if d in cand]
+            if len(kids) != len(ks):
                 continue  # reads an e-class with no candidate: never picked
             waiting[i] = len(kids)
             for d in kids:
@@ -52,19 +54,20 @@ def chain_below(view: EGraphView, costs: list[float], cand: dict[Any, list[int]]
                 heap.append((costs[i], i))
     heapq.heapify(heap)
     below: dict[Any, float] = {}
+    nodes = view.nodes
     pops = 0
     while heap:
         pops += 1
         _tick(pops, deadline)
         t, i = heapq.heappop(heap)
-        c = view.nodes[i].eclass
+        c = nodes[i].eclass
         if c in below:
             continue
         below[c] = t
         for p in parents.get(c, ()):
             waiting[p] -= 1
-            if waiting[p] == 0 and view.nodes[p].eclass not in below:
-                heapq.heappush(heap, (costs[p] + max(below[d] for d in view.kids[p]), p))
+            if waiting[p] == 0 and nodes[p].eclass not in below:
+                heapq.heappush(heap, (costs[p] + max([below[d] for d in all_kids[p]]), p))
     return below
 
 
@@ -114,12 +117,22 @@ def prune(view: EGraphView, costs: list[float], roots: list[Any], cand: dict[Any
             return Pruned(frozenset(removed), bound)
         bound = max((below.get(r, -math.inf) for r in roots if r in cand), default=0.0)
         dropped = False
+        all_kids = view.kids
         for c, ns in cand.items():
+            a = above.get(c)
+            if a is None:  # no path from a root: none of its nodes is picked
+                removed.update(ns)
+                dropped = dropped or bool(ns)
+                cand[c] = []
+                continue
             keep = []
             for i in ns:
-                kids = view.kids[i]
-                ok = (c in above and all(d in below for d in kids)
-                      and above[c] + costs[i] + max((below[d] for d in kids), default=0.0) <= limit)
+                kids = all_kids[i]
+                if kids:
+                    chain = [below.get(d) for d in kids]
+                    ok = None not in chain and a + costs[i] + max(chain) <= limit
+                else:
+                    ok = a + costs[i] + 0.0 <= limit
                 if ok:
                     keep.append(i)
                 else:

@@ -456,9 +456,9 @@ def test_a_graph_goes_into_egglog_as_rows_of_one_table_not_a_global_per_node(tmp
 
 def test_rules_are_loaded_after_the_graph_so_egglog_plans_them_on_its_sizes(tmp_path, monkeypatch):
     """egglog plans a rule's joins by its tables' sizes when the rule is loaded (egglog#866). Loaded
-    into the empty e-graph, one rule that matched nothing on a chain took 9 s an iteration at 8,000
-    nodes, quadratic (it joined two tensors' ``dim`` rows first): minutes at 30,000. Every run, the
-    saturation worker's included, loads its rules once its graph is in."""
+    into the empty e-graph, one rule that matched nothing took 2.3 s a pass at 4,000 nodes and 9 s
+    at 8,000, and the 30,000-node chain's first iteration 35.6 s (5.4 s loaded after the graph).
+    Every run, the saturation worker's included, loads its rules once its graph is in."""
     import importlib
     import time
 

@@ -93,11 +93,15 @@ class EGraphRunner:
         (after a save, with ``push``: a host's run names them anew, popped by :meth:`release`).
 
         egglog plans a rule's query when the rule is loaded, ordering its joins by the sizes its
-        tables have then (egglog#866): loaded into an empty e-graph, a rule matching nothing on a
-        30,000-node chain took minutes in one iteration (it joined two tensors' ``dim`` rows before
-        the pattern bound them; 9 s at 8,000 nodes, 0.006 s loaded after the graph). So a run that
-        owns its e-graph loads its rules after :meth:`insert` (or :meth:`insert_terms`) put the
-        graph in, planned on the graph's own sizes."""
+        tables have then (egglog#866). Loaded into an empty e-graph, one rule matching nothing on
+        an 8,000-node chain took 9 s in a pass stepped batch by batch (0.006 s loaded after the
+        graph; the 4,000-node chain: 2.3 s, quadratic), and the 30,000-node chain's first
+        iteration took 35.6 s (5.4 s). So a run that owns its e-graph loads its rules after
+        :meth:`insert` (or :meth:`insert_terms`) put the graph in, planned on the graph's own
+        sizes. A plan can still go stale as the e-graph grows (egglog#926: a third iteration on
+        the 4,000-node chain, 21 s); loading the rules again each iteration gained little there
+        (16 s: a rule loaded anew matches the whole e-graph once), so the time limit's kill is
+        what bounds it."""
         if self._pending is None:
             return
         compiled, memory_gb = self._pending
@@ -210,7 +214,7 @@ class EGraphRunner:
 
         One ``let`` per node made a table per node in egglog, and every command (each program of
         an insert, every push, pop and iteration) costs time in the number of tables: a
-        30,000-node chain took 49 s to insert and 0.5 s per push. Two tables keep it linear."""
+        30,000-node chain took 49 s to insert and 0.8 s a push and pop. Two tables keep it linear."""
         refs: dict[Node, str] = dict(known or {})
         lines: list[str] = []
         for n in graph.nodes():

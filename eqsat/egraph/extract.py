@@ -23,7 +23,7 @@ from typing import Any
 
 from eqsat.cost.roofline import CostModel
 from eqsat.egraph.ilp import ILPSettings, ilp_extract
-from eqsat.egraph.language import Language, split_proj_attrs
+from eqsat.egraph.language import NAMED, Language, split_proj_attrs
 from eqsat.egraph.program import OutOfMemory
 from eqsat.egraph.view import EGraphView, ENode, selection_cost
 from eqsat.errors import EqsatError
@@ -64,6 +64,9 @@ def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None)
     for name, fn in frozen.functions.items():
         if fn.is_let_binding:
             view.lets[name] = cls(fn.rows[0].output)
+        elif name == NAMED:  # the runner's names of the outputs it sent
+            for r in fn.rows:
+                view.lets[egraph.value_to_string(r.inputs[0])] = cls(r.output)
         elif name == "dim":
             for r in fn.rows:
                 dims.setdefault(cls(r.inputs[0]), {})[egraph.value_to_i64(r.inputs[1])] = egraph.value_to_i64(r.output)

@@ -18,9 +18,14 @@ from typing import Any
 
 from eqsat.ir.ops import get_op
 
-HEADER = """
+REF = "ref"  # (ref K): node K of the graphs a run sent, in the order sent (see EGraphRunner._terms)
+NAMED = "named"  # (named N): an output of a graph a run sent, by its let_name N (read back as the view's lets)
+
+HEADER = f"""
 (sort T)
 (constructor leaf (String) T)
+(function {REF} (i64) T :merge old)
+(function {NAMED} (String) T :merge old)
 (function rank (T) i64 :merge old)
 (function dim (T i64) i64 :merge old)
 (relation const (T))
@@ -88,7 +93,8 @@ def egg_string(text: str) -> str:
 
 
 def let_name(prefix: str, i: int) -> str:
-    """The egglog global bound to node ``i`` (in topological order) of a graph sent under ``prefix``.
+    """The name of node ``i`` (in topological order) of a graph sent under ``prefix``: an output's
+    row of the ``named`` table (it was an egglog global per node, see ``EGraphRunner._terms``).
 
     It ends in ``_``, so no name is a prefix of another: egglog 13.2 can read a global whose name
     extends another's as that other one (``(chadd $b1_101 $b1_10)`` built ``chadd($b1_10, $b1_10)``

@@ -110,7 +110,8 @@ class Iteration:
 class RunReport:
     iterations: list[Iteration] = field(default_factory=list)
     stop: str = ""
-    load_s: float = 0.0
+    load_s: float = 0.0  # loading the rules into egglog
+    insert_s: float = 0.0  # inserting the graph (and its alternatives) into the e-graph
     rules_compiled: int = 0
     multi_compiled: int = 0
     egglog_rules: int = 0

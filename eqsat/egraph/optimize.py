@@ -108,6 +108,7 @@ def final_view(runner: Any, report: RunReport) -> EGraphView | None:
 JUDGE_NODES = 10_000  # branch-and-bound nodes of a judge's extraction and of the final one's cycle filter
 JUDGE_SECONDS = 10.0  # its safety net (a judge the clock stops marks the run as time-bounded)
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
+REPLAY_SHARE = 0.05  # a graph whose insertion takes this share of the time limit is snapshotted as inserted
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -129,16 +130,18 @@ def die_with_parent(parent: int) -> None:
 
 def _worker(conn: Any, parent: int | None = None) -> None:
     """The saturation process: import everything, then run jobs as they come (one warm process
-    serves every model of a run). After an iteration that leaves too little time for another
-    like it, it sends a snapshot of the e-graph, so a kill during the next one loses nothing
-    already done. It exits when its parent does (:func:`die_with_parent`), and ignores Ctrl-C:
-    the parent, which gets it too, stops it and reports once."""
+    serves every model of a run, each in an e-graph of its own). After an iteration that leaves
+    too little time for another like it, it sends a snapshot of the e-graph, so a kill during the
+    next one loses nothing already done; a graph whose insertion took :data:`REPLAY_SHARE` of the
+    time limit is snapshotted as inserted, before the clock starts, and after every iteration
+    (a replay of it would overrun the limit). It exits when its parent does
+    (:func:`die_with_parent`), and ignores Ctrl-C: the parent, which gets it too, stops it and
+    reports once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid() if parent is None else parent
     die_with_parent(parent)
-    from eqsat.egraph.runner import HostPool  # egglog loads now, while the parent prepares the first job
+    import eqsat.egraph.runner  # noqa: F401  (egglog loads now, while the parent prepares the first job)
 
-    hosts = HostPool()  # jobs' rules stay loaded for later jobs that need them
     while True:
         try:
             while not conn.poll(PARENT_POLL_S):
@@ -147,11 +150,10 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             rules, graph, limits, alternatives = conn.recv()
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
-        host = hosts.pick(rules)
+        # each job in an e-graph of its own, its rules loaded after its graph: a rule kept from
+        # an earlier job keeps the query plan egglog made for that job's sizes (see EGraphRunner._load_rules)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
-            ok = _run_job(conn, rules, graph, limits, host, alternatives)
-        if not ok:
-            hosts.drop(host)  # a failed job may leave it in any state
+            _run_job(conn, rules, graph, limits, None, alternatives)
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
@@ -160,22 +162,38 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     from eqsat.egraph.runner import EGraphRunner
 
     try:
+        start = time.perf_counter()
         runner = EGraphRunner(rules, host=host, memory_gb=limits.memory_gb)
         roots = runner.insert(graph, alternatives)
-        conn.send(("started", None))
+        setup_s = time.perf_counter() - start  # what a replay in the parent would repeat before any iteration
         t0 = time.perf_counter()
-        size, risky = [runner.size()], [False]
+        size = [runner.size()]
+
+        def snapshot() -> None:
+            report = replace(runner.report, iterations=list(runner.report.iterations))
+            if not report.iterations:
+                report.final_enodes = runner.size()
+            conn.send(("snapshot", (read_egraph(runner.egraph, runner.lang), roots, report,
+                                    time.perf_counter() - t0)))
+
+        # a graph whose insertion alone is a share of the time limit: a replay would overrun it, so
+        # the e-graph as inserted is the first snapshot (before the clock starts), and every
+        # iteration leaves one
+        risky = [setup_s > limits.seconds * REPLAY_SHARE]
+        if risky[0]:
+            runner.analyse()
+            snapshot()
+        conn.send(("started", (setup_s, runner.report.load_s, runner.report.insert_s)))
+        t0 = time.perf_counter()
 
         def on_iteration(it: Iteration) -> None:
-            conn.send(("iteration", it))
             grew, size[0] = growth(size[0], it.enodes), it.enodes  # the runner's own forecast
             elapsed = time.perf_counter() - t0
             forecast = elapsed + it.seconds * grew * grew
             risky[0] = risky[0] or forecast > limits.seconds or elapsed > limits.seconds / 2
-            if risky[0]:  # from the first risky iteration on, every one leaves a snapshot
-                report = replace(runner.report, iterations=list(runner.report.iterations))
-                conn.send(("snapshot", (read_egraph(runner.egraph, runner.lang), roots, report,
-                                        time.perf_counter() - t0)))
+            if risky[0]:  # from the first risky iteration on, every one leaves a snapshot, sent first
+                snapshot()
+            conn.send(("iteration", it))
 
         def judge() -> tuple[float, Graph]:  # the parent extracts; this process waits for its answer
             conn.send(("judge", (read_egraph(runner.egraph, runner.lang), roots)))
@@ -250,25 +268,42 @@ class SaturationWorker:
         egglog cannot interrupt an iteration, so one exploding iteration could run (and grow)
         without bound. On a kill the result is the worker's last snapshot (see :func:`_worker`)
         or, without one, the run replayed here with only the iterations the worker finished in
-        time, which is deterministic (none finished: the input graph alone); the report says so."""
+        time, which is deterministic (none finished: the input graph alone); the report says so.
+        Where a replay would be the answer, the worker is killed that much earlier (the setup and
+        the iterations it would redo, as they took in the worker), so the answer is ready by the
+        hard limit: a replay after the kill took as long again (a 60,000-node chain's first
+        iteration, killed at 5.1 s for ``--seconds 5``: 15 s of saturation)."""
         finished: list[Any] = []
         snapshot = None
         began = time.perf_counter()
         deadline = began + limits.seconds + grace_s
+        started, setup_s, last_at, setup = False, 0.0, began, (0.0, 0.0)
+
+        def replay_s() -> float:
+            """What answering now costs here beyond the kill: nothing with a snapshot of every
+            finished iteration, else the replay of the setup and the finished iterations."""
+            if snapshot is not None and len(snapshot[2].iterations) >= len(finished):
+                return 0.0
+            return setup_s + last_at - began if started else 0.0
+
         # the extractor's modules load while this process would only wait for the worker
         threading.Thread(target=_import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
         try:
             self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives)))
             while True:
-                left = deadline - time.perf_counter()
+                # killed early enough that the answer (a replay, where no snapshot holds the last
+                # iteration) is ready by the hard time limit
+                left = (deadline - replay_s() if started else deadline) - time.perf_counter()
                 if left <= 0 or not self.conn.poll(left):
                     break
                 kind, payload = self.conn.recv()
                 if kind == "started":
-                    began = time.perf_counter()
+                    began = last_at = time.perf_counter()
+                    started, (setup_s, *setup) = True, payload
                     deadline = began + limits.seconds * (1 + TIME_SLACK)
                 elif kind == "iteration":
                     finished.append(payload)
+                    last_at = time.perf_counter()
                 elif kind == "snapshot":
                     snapshot = payload
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
@@ -285,14 +320,17 @@ class SaturationWorker:
             self.close()
             raise
         self.close()  # killed at the deadline (or it died): the next job gets a new worker
-        if snapshot is not None:
+        # the last snapshot, unless it misses finished iterations that a replay can still redo in time
+        if snapshot is not None and (replay_s() == 0.0 or deadline - time.perf_counter() < replay_s()):
             view, roots, report, _ = snapshot
-            report.stop = (f"hard time limit (iteration {len(finished)} overran; kept the e-graph after "
+            overran = max(len(finished), len(report.iterations))  # a snapshot is sent before its iteration's news
+            report.stop = (f"hard time limit (iteration {overran} overran; kept the e-graph after "
                            f"{len(report.iterations)} iterations)")
             report.clock = "the saturation's hard time limit"
             return view, roots, report, time.perf_counter() - began
         replay = replace(limits, iterations=len(finished))
         view, roots, report, _ = _saturate(rules, graph, replay, optimum=optimum, alternatives=alternatives)
+        report.load_s, report.insert_s = setup  # the worker's: the replay's own are in the seconds returned
         report.stop = f"hard time limit (iteration {len(finished)} overran; replayed {replay.iterations})"
         report.clock = "the saturation's hard time limit"
         return view, roots, report, time.perf_counter() - began
@@ -396,7 +434,8 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
              if (a.node not in now if a.mark in was else view.lets.get(let) in reached)]
     work = EGraphWork(limits, report, len(view.classes), greedy_us, method, gap, status,
                       RewritesUsed.of(alternatives, graph, taken, model))
-    timings = {"compile": compile_s, "load": report.load_s, "saturate": saturate_s, "extract": extract_s}
+    timings = {"compile": compile_s, "load": report.load_s, "insert": report.insert_s, "saturate": saturate_s,
+               "extract": extract_s}
     if alternatives:
         timings["graph_rewrites"] = rewrite_s
     clock = "; ".join(dict.fromkeys(c for c in (report.clock, *clocks, extraction.clock) if c))

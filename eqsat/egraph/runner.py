@@ -16,8 +16,10 @@ and run again batch by batch, checking after each batch. An iteration predicted 
 the clock runs batch by batch from the start. Batches see each other's results, so a stepped
 iteration is not the simultaneous pass: it happens only where a cap stops the run anyway.
 Rules are sent to egglog one per call: parsing many rules in one program costs memory
-superlinearly in 13.2. A warm worker runs its jobs in a :class:`RuleHost`'s e-graph, which keeps
-the rules of earlier jobs loaded (see :class:`HostPool` for when that pays).
+superlinearly in 13.2, and after the graph is inserted: egglog plans each rule's joins by the
+sizes of its tables when it is loaded (see :meth:`EGraphRunner._load_rules`). A
+:class:`RuleHost`'s e-graph can keep the rules of earlier runs loaded, planned on the e-graph
+of their own time; the saturation worker gives each job a new e-graph.
 """
 from __future__ import annotations
 
@@ -27,17 +29,23 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from eqsat.egraph.bindings import load_bindings
-from eqsat.egraph.language import HEADER, alternative_prefix, egg_string, let_name, split_proj_attrs
-from eqsat.egraph.limits import Iteration, Limits, MemoryLimitError, RunReport, growth, over_memory, rss_gb
+from eqsat.egraph.host import KINDS, RuleHost
+from eqsat.egraph.language import (
+    NAMED,
+    REF,
+    alternative_prefix,
+    egg_string,
+    let_name,
+    split_proj_attrs,
+)
+from eqsat.egraph.limits import Iteration, Limits, RunReport, growth, over_memory
 from eqsat.egraph.rewrites import Compiled, compile_rules
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 
 BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration
-KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops
 CHUNK = 32  # lines per program sent to egglog (see EGraphRunner._send_lines)
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
-MEMORY_EVERY = 16  # rules loaded between two checks of the memory cap
 
 egglog = load_bindings()
 
@@ -47,32 +55,20 @@ class EGraphRunner:
 
     def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True, host: RuleHost | None = None,
                  memory_gb: float = math.inf):
-        """Load compiled rules (or compile ``rules``; ``multi=False`` drops multi-pattern ones) into a
-        new e-graph, or into ``host``'s (rules it holds from earlier runs are not loaded again;
-        :meth:`release` gives the host back as it was). Loading stops with :class:`MemoryLimitError`
-        past ``memory_gb``."""
+        """Declare the constructors of compiled rules (or compile ``rules``; ``multi=False`` drops
+        multi-pattern ones) in a new e-graph, or in ``host``'s (:meth:`release` gives the host back
+        as it was). The rules themselves are loaded once the graph is in (:meth:`_load_rules`),
+        except into a host, which keeps them for later runs and loads them now. Loading stops with
+        :class:`MemoryLimitError` past ``memory_gb``."""
         compiled = rules if isinstance(rules, Compiled) else compile_rules(rules, multi=multi)
         self.lang = compiled.lang
         self.host = host  # None: this run owns its e-graph, and nothing is popped at the end
-        start = time.perf_counter()
-        own = host or RuleHost()
-        self.egraph = own.egraph
-        members = own.load(compiled, memory_gb)
-        self.declared = own.lines  # the host's own declarations: a graph's constructor among them is not sent again
-        if host is not None:
-            self._send("(push)")  # this run's state, popped by release
-        batches: dict[tuple[str, int], list[str]] = {}  # the rules' own rulesets, BATCHES per kind (see run)
-        for k, (kind, name) in enumerate(members):
-            batches.setdefault((kind, k % BATCHES), []).append(name)
-        for kind in KINDS:
-            for b in range(BATCHES):
-                batch = " ".join(batches.get((kind, b), ()))
-                self._send(f"(unstable-combined-ruleset {kind}_{b} {batch})" if batch else f"(ruleset {kind}_{b})")
-            self._send(f"(unstable-combined-ruleset {kind} {' '.join(f'{kind}_{b}' for b in range(BATCHES))})")
+        self.own = host or RuleHost()
+        self.egraph = self.own.egraph
+        self.declared = self.own.lines  # the host's own declarations: a graph's constructor among them is not sent
         self.groups = compiled.groups
         self.multi_rules = len(compiled.multi_names)
         self.report = RunReport(
-            load_s=time.perf_counter() - start,
             rules_compiled=len(compiled.names),
             multi_compiled=len(compiled.multi_names),
             rules_skipped=compiled.skipped,
@@ -80,8 +76,51 @@ class EGraphRunner:
         )
         self.roots: list[str] = []
         self.depth = 0  # egglog push levels not popped
-        self.marks = 0  # graphs marked chosen so far (their lets need fresh names)
+        self.marks = 0  # graphs marked chosen so far (their outputs need fresh names)
+        self.refs = 0  # rows of the ref table sent so far (see _terms)
         self.term_table = False  # (term K) declared (see insert_terms)
+        self._pending: tuple[Compiled, float] | None = (compiled, memory_gb)
+        if host is not None:
+            self._load_rules(push=True)
+        else:
+            start = time.perf_counter()
+            self.own.declare(compiled)
+            self.report.load_s = time.perf_counter() - start
+
+    def _load_rules(self, push: bool = False) -> None:
+        """Load the rules (once) and name their rulesets: ``BATCHES`` per kind and one per kind
+        (after a save, with ``push``: a host's run names them anew, popped by :meth:`release`).
+
+        egglog plans a rule's query when the rule is loaded, ordering its joins by the sizes its
+        tables have then (egglog#866). Loaded into an empty e-graph, one rule matching nothing on
+        an 8,000-node chain took 9 s in a pass stepped batch by batch (0.006 s loaded after the
+        graph; the 4,000-node chain: 2.3 s, quadratic), and the 30,000-node chain's first
+        iteration took 35.6 s (5.4 s). So a run that owns its e-graph loads its rules after
+        :meth:`insert` (or :meth:`insert_terms`) put the graph in, planned on the graph's own
+        sizes. A plan can still go stale as the e-graph grows (egglog#926: a third iteration on
+        the 4,000-node chain, 21 s); loading the rules again each iteration gained little there
+        (16 s: a rule loaded anew matches the whole e-graph once), so the time limit's kill is
+        what bounds it."""
+        if self._pending is None:
+            return
+        compiled, memory_gb = self._pending
+        self._pending = None
+        start = time.perf_counter()
+        members = self.own.load(compiled, memory_gb)
+        if push:
+            self._send("(push)")  # this run's state, popped by release
+        batches: dict[tuple[str, int], list[str]] = {}  # the rules' own rulesets, BATCHES per kind (see run)
+        for k, (kind, name) in enumerate(members):
+            batches.setdefault((kind, k % BATCHES), []).append(name)
+        lines = []
+        for kind in KINDS:
+            for b in range(BATCHES):
+                batch = " ".join(batches.get((kind, b), ()))
+                lines.append(f"(unstable-combined-ruleset {kind}_{b} {batch})" if batch else f"(ruleset {kind}_{b})")
+            lines.append(f"(unstable-combined-ruleset {kind} {' '.join(f'{kind}_{b}' for b in range(BATCHES))})")
+        for line in lines:
+            self._send(line)
+        self.report.load_s += time.perf_counter() - start
 
     def _push(self) -> None:
         self._send("(push)")
@@ -107,23 +146,38 @@ class EGraphRunner:
 
     # ------------------------------------------------------------------ insertion
     def insert(self, graph: Graph, alternatives: Sequence[Graph] = ()) -> list[str]:
-        """Add ``graph`` one ``let`` per node; returns the let names of its outputs. Each of
+        """Add ``graph``, one row of the ``ref`` table per node (see :meth:`_terms`); returns the
+        names of its outputs (:func:`let_name`, read back as :attr:`EGraphView.lets`). Each of
         ``alternatives`` is a graph whose first two outputs are a node of ``graph`` and what may
         replace it (a graph-level rewrite, :mod:`eqsat.graph_rewrite`): its new nodes are added
-        (named by :func:`~eqsat.egraph.language.alternative_let`) and the two are made one e-class, so extraction may
-        choose either and the rules apply to both."""
-        names = self._terms(graph, "$n")
-        self.roots = [names[o] for o in graph.outputs]
+        (its outputs named by :func:`~eqsat.egraph.language.alternative_let`) and the two are made
+        one e-class, so extraction may choose either and the rules apply to both."""
+        start = time.perf_counter()
+        refs = self._terms(graph, "$n")
+        self.roots = [let_name("$n", i) for i in self._output_indices(graph)]
         unions = []
         for k, pair in enumerate(alternatives):
-            known = self._terms(pair, alternative_prefix(k), known=names)
+            known = self._terms(pair, alternative_prefix(k), known=refs)
             a, b = (known[o] for o in pair.outputs[:2])
             unions.append(f"(union {a} {b})")
         self._send_lines(unions)
+        self.report.insert_s += time.perf_counter() - start
+        self._load_rules()  # planned on the graph's sizes (see _load_rules)
         return self.roots
 
+    @staticmethod
+    def _output_indices(graph: Graph) -> list[int]:
+        """The topological index of each output of ``graph``, in order."""
+        index = {n: i for i, n in enumerate(graph.nodes())}
+        return [index[o] for o in graph.outputs]
+
+    @staticmethod
+    def named(name: str) -> str:
+        """The egglog term of an output :meth:`insert` named ``name``."""
+        return f"({NAMED} {egg_string(name)})"
+
     def _expr(self, n: Node, ref: dict[Node, str]) -> str | None:
-        """The egglog term of ``n`` over its inputs' references (let names or ``(term K)``); None
+        """The egglog term of ``n`` over its inputs' references (``(ref K)`` or ``(term K)``); None
         for a split, which lives only as its projections (``splitproj``)."""
         if n.is_leaf:
             return f"(leaf {egg_string(n.attr('name'))})"
@@ -150,25 +204,35 @@ class EGraphRunner:
 
     def _terms(self, graph: Graph, prefix: str, facts: bool = True,
                known: dict[Node, str] | None = None) -> dict[Node, str]:
-        """Send ``graph``'s nodes as ``let`` terms named by :func:`let_name`, with their shapes and
-        constness unless ``facts`` is off (a graph extracted from this e-graph: every term is in
-        it, with its facts, already); a term the e-graph holds already joins its e-class. Nodes
-        in ``known`` (a name each) are not sent again."""
-        names: dict[Node, str] = dict(known or {})
+        """Send ``graph``'s nodes as rows ``(ref K)`` of one table, K counting up over the run, with
+        their shapes and constness unless ``facts`` is off (a graph extracted from this e-graph:
+        every term is in it, with its facts, already); a term the e-graph holds already joins its
+        e-class. Its outputs are also named, ``(named "N")`` with N its :func:`let_name` under
+        ``prefix``. Nodes in ``known`` (a reference each) are not sent again. Returns each node's
+        reference.
+
+        One ``let`` per node made a table per node in egglog, and every command (each program of
+        an insert, every push, pop and iteration) costs time in the number of tables: a
+        30,000-node chain took 49 s to insert and 0.8 s a push and pop. Two tables keep it linear."""
+        refs: dict[Node, str] = dict(known or {})
         lines: list[str] = []
-        for i, n in enumerate(graph.nodes()):
-            if n in names:
+        for n in graph.nodes():
+            if n in refs:
                 continue
-            expr = self._expr(n, names)
+            expr = self._expr(n, refs)
             if expr is None:
                 continue
-            var = names[n] = let_name(prefix, i)
-            lines.append(f"(let {var} {expr})")
+            ref = refs[n] = f"({REF} {self.refs})"
+            self.refs += 1
+            lines.append(f"(set {ref} {expr})")
             if facts:
-                lines.extend(self._facts(n, var))
+                lines.extend(self._facts(n, ref))
+        outputs = graph.outputs
+        lines.extend(f"(set {self.named(let_name(prefix, i))} {refs[o]})"
+                     for i, o in zip(self._output_indices(graph), outputs) if o in refs)
         self._send(self._undeclared(self.lang.take_pending()))
         self._send_lines(lines)
-        return names
+        return refs
 
     def _undeclared(self, text: str) -> str:
         """``text`` less the lines the host declared for an earlier run's rules: a constructor this
@@ -199,6 +263,7 @@ class EGraphRunner:
         self._send(self._undeclared(self.lang.take_pending()))
         for k in range(0, len(lines), chunk):
             self._send("\n".join(lines[k : k + chunk]))
+        self._load_rules()
         return ids
 
     def term_classes(self) -> dict[int, Any]:
@@ -225,12 +290,17 @@ class EGraphRunner:
 
     # ------------------------------------------------------------------ running
     def equal(self, a: str, b: str) -> bool:
-        """Whether two let names (as :meth:`insert` returns them) are in one e-class."""
+        """Whether two names (as :meth:`insert` returns them) are in one e-class."""
         try:
-            self._send(f"(check (= {a} {b}))")
+            self._send(f"(check (= {self.named(a)} {self.named(b)}))")
         except Exception:  # egglog reports a failed check as an error
             return False
         return True
+
+    def analyse(self) -> None:
+        """Run the constness analysis to saturation (:meth:`run` starts with it; the e-graph is
+        then as a run of 0 iterations leaves it)."""
+        self._send("(run-schedule (saturate (run analysis)))")
 
     def size(self) -> int:
         sizes = dict(self._send("(print-size)")[0].sizes)
@@ -298,8 +368,9 @@ class EGraphRunner:
         the saturated e-graph, and the rewrite rules are not saturated again after them: on the
         ten benchmark models every round's gain showed in its merge iteration, and saturating
         after each round cost seconds on the large models for no better graph."""
+        self._load_rules()  # no graph was inserted: the rules load into the e-graph as it is
         start = time.perf_counter()
-        self._send("(run-schedule (saturate (run analysis)))")
+        self.analyse()
         stop = "iteration limit"
         before = self.size()
         grew, last_s = 10.0, 0.0  # the first iteration's growth is a guess; it has no history
@@ -402,79 +473,3 @@ class EGraphRunner:
         self.report.final_judged = seen  # marks (``chosen``) are no e-nodes: that judge's view still holds
         self.report.stop = stop
         return self.report
-
-
-LOAD_MS_PER_RULE = 0.7  # egglog 13.2 loading one compiled rule (measured: 0.6-0.8 ms, VGG-19's 153 in 0.11 s)
-COPY_MS_PER_RULE = 0.12  # one run's saves and restores (2 pushes, 2 pops) per rule a host holds (450: 55 ms)
-
-
-class RuleHost:
-    """One egglog e-graph that keeps every rule and constructor any run loaded into it, each rule
-    in a ruleset of its own; a run loads only what is new, saves the e-graph (push), names its
-    rules' rulesets as ``rw``/``multi``/``best`` and is popped at the end. A warm saturation worker
-    keeps a few (:class:`HostPool`), so a process that optimizes many models loads a rule once,
-    not once per model. Rules of other runs sit in rulesets that are never run, but egglog copies
-    them at every push: a host pays only where its rules are mostly the run's own."""
-
-    def __init__(self) -> None:
-        self.egraph = egglog.EGraph()
-        self._send(HEADER)
-        self.lines: set[str] = set()  # declarations sent
-        self.rulesets: dict[str, str] = {}  # rule text (with ``:ruleset KIND``) -> its own ruleset
-
-    def _send(self, text: str) -> None:
-        self.egraph.run_program(*self.egraph.parse_program(text))
-
-    def load(self, compiled: Compiled, memory_gb: float = math.inf) -> list[tuple[str, str]]:
-        """Send what ``compiled`` needs and this e-graph lacks; the kind and ruleset of each of its
-        rules, in ``compiled.rules`` order. Past ``memory_gb`` (checked every ``MEMORY_EVERY``
-        rules) it stops with :class:`MemoryLimitError`."""
-        new = [line for line in compiled.declarations.splitlines() if line.strip() and line not in self.lines]
-        if new:
-            self._send("\n".join(new))
-            self.lines.update(new)
-        members: list[tuple[str, str]] = []
-        for i, rule in enumerate(compiled.rules):
-            if i % MEMORY_EVERY == MEMORY_EVERY - 1 and rss_gb() > memory_gb:
-                raise MemoryLimitError(f"loading the rules into egglog passed the {memory_gb:g} GB memory cap after "
-                                       f"{i} of {len(compiled.rules)} e-graph rules; give fewer rules or a larger "
-                                       f"--memory-gb")
-            kind = next(k for k in KINDS if f":ruleset {k} :name" in rule)
-            name = self.rulesets.get(rule)
-            if name is None:
-                name = f"q{len(self.rulesets)}"
-                self._send(f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name"))
-                self.rulesets[rule] = name
-            members.append((kind, name))
-        return members
-
-
-class HostPool:
-    """The hosts of one process, at most ``size``: a run takes the one that saves the most
-    (rules it holds already, less the copies of the rules it holds and the run does not need, at
-    the measured costs above), or a new one when none saves anything."""
-
-    def __init__(self, size: int = 4):
-        self.size = size
-        self.hosts: list[RuleHost] = []  # most recently used last
-
-    @staticmethod
-    def saving_ms(host: RuleHost, compiled: Compiled) -> float:
-        held = sum(rule in host.rulesets for rule in set(compiled.rules))
-        return LOAD_MS_PER_RULE * held - COPY_MS_PER_RULE * (len(host.rulesets) - held)
-
-    def pick(self, compiled: Compiled) -> RuleHost:
-        best = max(self.hosts, key=lambda h: self.saving_ms(h, compiled), default=None)
-        if best is None or self.saving_ms(best, compiled) <= 0:
-            best = RuleHost()
-            if len(self.hosts) >= self.size:
-                self.hosts.pop(0)
-        else:
-            self.hosts.remove(best)
-        self.hosts.append(best)
-        return best
-
-    def drop(self, host: RuleHost) -> None:
-        """Forget a host a failed run may have left in any state."""
-        if host in self.hosts:
-            self.hosts.remove(host)

@@ -2,11 +2,35 @@
 levels (the ``exact`` formulation) and the short cycles cut up front (``lazy``)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from eqsat.egraph.view import EGraphView
+
+
+def first_cycle(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]) -> Any | None:
+    """The e-class at which a depth-first walk from ``roots`` along ``children`` (a chosen term's
+    child e-classes) first comes back onto its own path, or None: the term is acyclic. One pass,
+    iterative (a chain of 100,000 e-classes is no recursion)."""
+    state: dict[Any, int] = {}  # 1: on the path, 2: done
+    for root in roots:
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            c, leaving = stack.pop()
+            if leaving:
+                state[c] = 2
+                continue
+            s = state.get(c)
+            if s == 2:
+                continue
+            if s == 1:
+                return c
+            state[c] = 1
+            stack.append((c, True))
+            stack.extend((d, False) for d in children(c) if state.get(d) != 2)
+    return None
 
 
 def cycle_components(view: EGraphView, cand: dict[Any, list[int]]) -> list[set]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eqsat.cost.roofline import CostModel
+from eqsat.egraph.cycles import first_cycle
 from eqsat.egraph.ilp import ILPSettings, ilp_extract
 from eqsat.egraph.language import NAMED, Language, split_proj_attrs
 from eqsat.egraph.program import OutOfMemory
@@ -268,24 +269,15 @@ def check_choice(view: EGraphView, costs: list[float], choice: dict[Any, int], r
     """Re-check an extractor's answer, independently of how it was found: every e-class the term
     reaches has a chosen node of that e-class, the term is acyclic, and its cost recomputed from
     the term is the reported one. A failure is a bug in an extractor (RuntimeError)."""
-    state: dict[Any, int] = {}  # 1: on the depth-first path, 2: done
-    for root in roots:
-        stack: list[tuple[Any, bool]] = [(root, False)]
-        while stack:
-            c, leaving = stack.pop()
-            if leaving:
-                state[c] = 2
-                continue
-            if state.get(c) == 2:
-                continue
-            if state.get(c) == 1:
-                raise RuntimeError(f"extraction chose a cyclic term (through e-class {c!r})")
-            i = choice.get(c)
-            if i is None or view.nodes[i].eclass != c:
-                raise RuntimeError(f"extraction left e-class {c!r} without a node of its own")
-            state[c] = 1
-            stack.append((c, True))
-            stack.extend((d, False) for d in view.nodes[i].children if state.get(d) != 2)
+    def children(c: Any) -> tuple[Any, ...]:
+        i = choice.get(c)
+        if i is None or view.nodes[i].eclass != c:
+            raise RuntimeError(f"extraction left e-class {c!r} without a node of its own")
+        return view.nodes[i].children
+
+    cyclic = first_cycle(roots, children)
+    if cyclic is not None:
+        raise RuntimeError(f"extraction chose a cyclic term (through e-class {cyclic!r})")
     again = selection_cost(view, costs, choice, roots)
     if abs(again - cost) > 1e-9 * max(1.0, abs(cost)):
         raise RuntimeError(f"extraction reported cost {cost!r}, but its term costs {again!r}")

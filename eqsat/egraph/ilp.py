@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.egraph.cycles import cycle_components
+from eqsat.egraph.cycles import cycle_components, first_cycle
 from eqsat.egraph.program import (
     OutOfTime,
     Reduction,
@@ -183,25 +183,7 @@ def _decode(view: EGraphView, cols: list[int], x: np.ndarray, constants: dict[An
 
 def _acyclic(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> bool:
     """Whether the chosen nodes reachable from the roots form no cycle (one depth-first pass)."""
-    state: dict[Any, int] = {}  # 1: on the path, 2: done
-    for root in roots:
-        if root in view.const or state.get(root) == 2:
-            continue
-        stack: list[tuple[Any, bool]] = [(root, False)]
-        while stack:
-            c, leaving = stack.pop()
-            if leaving:
-                state[c] = 2
-                continue
-            s = state.get(c)
-            if s == 2:
-                continue
-            if s == 1:
-                return False
-            state[c] = 1
-            stack.append((c, True))
-            stack.extend((d, False) for d in view.kids[choice[c]] if state.get(d) != 2)
-    return True
+    return first_cycle([r for r in roots if r not in view.const], lambda c: view.kids[choice[c]]) is None
 
 
 def find_cycles(view: EGraphView, choice: dict[Any, int], roots: list[Any], most: int = 50) -> list[list[Any]]:

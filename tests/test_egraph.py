@@ -340,6 +340,23 @@ def test_a_graph_needing_a_constructor_only_an_earlier_runs_rules_declared_runs_
     assert _run_once(ewadd_only, build("qkv"), host)[0] == alone
 
 
+def test_the_host_pool_starts_a_new_host_when_reuse_would_not_pay():
+    """A host pays for the copies of every rule it holds at each save, so a run whose rules are
+    a small part of a big host gets a new one; a run whose rules it holds gets it back. A large
+    graph gets no host: its rules are loaded after it, planned on its own sizes."""
+    from eqsat.egraph.host import HOST_MAX_NODES, HostPool
+    from eqsat.egraph.rewrites import compile_rules
+
+    pool = HostPool()
+    big, small = compile_rules(default_rules()), compile_rules(MERGE)
+    h = pool.pick(big, 100)
+    h.load(big)
+    assert pool.pick(big, 100) is h
+    assert pool.pick(small, 100) is not h and len(pool.hosts) == 2
+    assert HostPool.saving_ms(h, small) <= 0 < HostPool.saving_ms(h, big)
+    assert pool.pick(big, HOST_MAX_NODES + 1) is None and len(pool.hosts) == 2
+
+
 def test_the_ilp_starts_from_the_graph_the_last_judge_found():
     """Each merge round only adds to the e-graph, so the last judge's graph lies in the next one:
     found there node by node (egg's lookup), it is the ILP's start where it beats greedy. A graph

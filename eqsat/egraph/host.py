@@ -1,5 +1,6 @@
 """An egglog e-graph that holds compiled rules, each in a ruleset of its own, and loads only the
-ones it lacks: where a run's rules and their declarations go before its rulesets are named."""
+ones it lacks (:class:`RuleHost`), and the few a saturation worker keeps for small graphs
+(:class:`HostPool`)."""
 from __future__ import annotations
 
 import math
@@ -11,6 +12,9 @@ from eqsat.egraph.rewrites import Compiled
 
 KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops
 MEMORY_EVERY = 16  # rules loaded between two checks of the memory cap
+LOAD_MS_PER_RULE = 0.7  # egglog 13.2 loading one compiled rule (measured: 0.6-0.8 ms, VGG-19's 153 in 0.11 s)
+COPY_MS_PER_RULE = 0.12  # one run's saves and restores (2 pushes, 2 pops) per rule a host holds (450: 55 ms)
+HOST_MAX_NODES = 2_000  # a larger graph gets an e-graph of its own, its rules planned on its sizes
 
 egglog = load_bindings()
 
@@ -22,8 +26,7 @@ class RuleHost:
     in rulesets that are never run, but egglog copies them at every push. Its rules are loaded
     before a run's graph, and egglog plans a rule's joins by the table sizes at loading (see
     :meth:`EGraphRunner._load_rules`): on a large graph a rule planned on an empty e-graph can
-    match in time quadratic in its size, so the saturation worker no longer keeps hosts (it kept
-    four and saved 0.7 ms per rule and model)."""
+    match in time quadratic in its size, so only small graphs run in hosts (:class:`HostPool`)."""
 
     def __init__(self) -> None:
         self.egraph = egglog.EGraph()
@@ -61,3 +64,43 @@ class RuleHost:
                 self.rulesets[rule] = name
             members.append((kind, name))
         return members
+
+
+class HostPool:
+    """The hosts of one saturation worker, at most ``size``, for graphs of at most
+    :data:`HOST_MAX_NODES` nodes: a run takes the host that saves the most (rules it holds
+    already, less the copies of the rules it holds and the run does not need, at the measured
+    costs above), or a new one when none saves anything. A host's rules were planned on the
+    e-graph of the run that loaded them (see ``EGraphRunner._load_rules``): harmless on graphs of
+    a few hundred nodes, and in a sweep of the benchmark models it saves each model its rule
+    loading (0.1-0.2 s); a larger graph (none of the benchmark models has 600) is run in an
+    e-graph of its own (:meth:`pick` gives None), where a plan made on other sizes made a
+    30,000-node chain quadratic."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self.hosts: list[RuleHost] = []  # most recently used last
+
+    @staticmethod
+    def saving_ms(host: RuleHost, compiled: Compiled) -> float:
+        held = sum(rule in host.rulesets for rule in set(compiled.rules))
+        return LOAD_MS_PER_RULE * held - COPY_MS_PER_RULE * (len(host.rulesets) - held)
+
+    def pick(self, compiled: Compiled, nodes: int) -> RuleHost | None:
+        """The host for a run of ``compiled`` on a graph of ``nodes`` nodes, or None (its own e-graph)."""
+        if nodes > HOST_MAX_NODES:
+            return None
+        best = max(self.hosts, key=lambda h: self.saving_ms(h, compiled), default=None)
+        if best is None or self.saving_ms(best, compiled) <= 0:
+            best = RuleHost()
+            if len(self.hosts) >= self.size:
+                self.hosts.pop(0)
+        else:
+            self.hosts.remove(best)
+        self.hosts.append(best)
+        return best
+
+    def drop(self, host: RuleHost | None) -> None:
+        """Forget a host a failed run may have left in any state."""
+        if host in self.hosts:
+            self.hosts.remove(host)

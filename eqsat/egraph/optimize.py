@@ -130,7 +130,8 @@ def die_with_parent(parent: int) -> None:
 
 def _worker(conn: Any, parent: int | None = None) -> None:
     """The saturation process: import everything, then run jobs as they come (one warm process
-    serves every model of a run, each in an e-graph of its own). After an iteration that leaves
+    serves every model of a run; a small graph's run keeps its rules loaded in a host for later
+    ones, see :class:`~eqsat.egraph.host.HostPool`). After an iteration that leaves
     too little time for another like it, it sends a snapshot of the e-graph, so a kill during the
     next one loses nothing already done; a graph whose insertion took :data:`REPLAY_SHARE` of the
     time limit is snapshotted as inserted, before the clock starts, and after every iteration
@@ -140,8 +141,9 @@ def _worker(conn: Any, parent: int | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid() if parent is None else parent
     die_with_parent(parent)
-    import eqsat.egraph.runner  # noqa: F401  (egglog loads now, while the parent prepares the first job)
+    from eqsat.egraph.host import HostPool  # egglog loads now, while the parent prepares the first job
 
+    hosts = HostPool()  # small graphs' rules stay loaded for later jobs that need them
     while True:
         try:
             while not conn.poll(PARENT_POLL_S):
@@ -150,10 +152,11 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             rules, graph, limits, alternatives = conn.recv()
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
-        # each job in an e-graph of its own, its rules loaded after its graph: a rule kept from
-        # an earlier job keeps the query plan egglog made for that job's sizes (see EGraphRunner._load_rules)
+        host = hosts.pick(rules, len(graph.nodes()))  # None: a large graph, its own e-graph (see HostPool)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
-            _run_job(conn, rules, graph, limits, None, alternatives)
+            ok = _run_job(conn, rules, graph, limits, host, alternatives)
+        if not ok:
+            hosts.drop(host)  # a failed job may leave it in any state
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,

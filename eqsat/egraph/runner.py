@@ -19,7 +19,8 @@ Rules are sent to egglog one per call: parsing many rules in one program costs m
 superlinearly in 13.2, and after the graph is inserted: egglog plans each rule's joins by the
 sizes of its tables when it is loaded (see :meth:`EGraphRunner._load_rules`). A
 :class:`RuleHost`'s e-graph can keep the rules of earlier runs loaded, planned on the e-graph
-of their own time; the saturation worker gives each job a new e-graph.
+of their own time; the saturation worker keeps hosts for small graphs only (see
+:class:`~eqsat.egraph.host.HostPool`).
 """
 from __future__ import annotations
 

@@ -154,23 +154,16 @@ class EGraphRunner:
         (its outputs named by :func:`~eqsat.egraph.language.alternative_let`) and the two are made
         one e-class, so extraction may choose either and the rules apply to both."""
         start = time.perf_counter()
-        refs = self._terms(graph, "$n")
-        self.roots = [let_name("$n", i) for i in self._output_indices(graph)]
+        refs, self.roots = self._terms(graph, "$n")
         unions = []
         for k, pair in enumerate(alternatives):
-            known = self._terms(pair, alternative_prefix(k), known=refs)
+            known, _ = self._terms(pair, alternative_prefix(k), known=refs)
             a, b = (known[o] for o in pair.outputs[:2])
             unions.append(f"(union {a} {b})")
         self._send_lines(unions)
         self.report.insert_s += time.perf_counter() - start
         self._load_rules()  # planned on the graph's sizes (see _load_rules)
         return self.roots
-
-    @staticmethod
-    def _output_indices(graph: Graph) -> list[int]:
-        """The topological index of each output of ``graph``, in order."""
-        index = {n: i for i, n in enumerate(graph.nodes())}
-        return [index[o] for o in graph.outputs]
 
     @staticmethod
     def named(name: str) -> str:
@@ -204,20 +197,22 @@ class EGraphRunner:
         return lines
 
     def _terms(self, graph: Graph, prefix: str, facts: bool = True,
-               known: dict[Node, str] | None = None) -> dict[Node, str]:
+               known: dict[Node, str] | None = None) -> tuple[dict[Node, str], list[str]]:
         """Send ``graph``'s nodes as rows ``(ref K)`` of one table, K counting up over the run, with
         their shapes and constness unless ``facts`` is off (a graph extracted from this e-graph:
         every term is in it, with its facts, already); a term the e-graph holds already joins its
         e-class. Its outputs are also named, ``(named "N")`` with N its :func:`let_name` under
         ``prefix``. Nodes in ``known`` (a reference each) are not sent again. Returns each node's
-        reference.
+        reference and the outputs' names.
 
         One ``let`` per node made a table per node in egglog, and every command (each program of
         an insert, every push, pop and iteration) costs time in the number of tables: a
         30,000-node chain took 49 s to insert and 0.8 s a push and pop. Two tables keep it linear."""
         refs: dict[Node, str] = dict(known or {})
         lines: list[str] = []
-        for n in graph.nodes():
+        index: dict[Node, int] = {}
+        for i, n in enumerate(graph.nodes()):
+            index[n] = i
             if n in refs:
                 continue
             expr = self._expr(n, refs)
@@ -228,12 +223,11 @@ class EGraphRunner:
             lines.append(f"(set {ref} {expr})")
             if facts:
                 lines.extend(self._facts(n, ref))
-        outputs = graph.outputs
-        lines.extend(f"(set {self.named(let_name(prefix, i))} {refs[o]})"
-                     for i, o in zip(self._output_indices(graph), outputs) if o in refs)
+        names = [let_name(prefix, index[o]) for o in graph.outputs]
+        lines.extend(f"(set {self.named(name)} {refs[o]})" for name, o in zip(names, graph.outputs) if o in refs)
         self._send(self._undeclared(self.lang.take_pending()))
         self._send_lines(lines)
-        return refs
+        return refs, names
 
     def _undeclared(self, text: str) -> str:
         """``text`` less the lines the host declared for an earlier run's rules: a constructor this
@@ -284,10 +278,10 @@ class EGraphRunner:
         """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
         self.marks += 1
         before = self.size()
-        names = self._terms(graph, f"$b{self.marks}_", facts=False)
+        refs, _ = self._terms(graph, f"$b{self.marks}_", facts=False)
         if self.size() != before:  # not all of it was in the e-graph: give the new terms their facts
-            names = self._terms(graph, f"$b{self.marks}f_")
-        self._send_lines([f"(chosen {v})" for n, v in names.items() if not n.is_leaf])
+            refs, _ = self._terms(graph, f"$b{self.marks}f_")
+        self._send_lines([f"(chosen {v})" for n, v in refs.items() if not n.is_leaf])
 
     # ------------------------------------------------------------------ running
     def equal(self, a: str, b: str) -> bool:

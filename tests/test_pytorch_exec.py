@@ -332,3 +332,19 @@ def test_opaque_gather_elements_and_resize_run_in_torch_as_in_onnxruntime(tmp_pa
     got = module(torch.as_tensor(values["x"], dtype=torch.float32))
     want = evaluate(imp.graph, values)
     assert got[0].shape == tuple(out) and close(got[0].numpy(), want[0]) <= 1.0
+
+
+def test_a_module_in_channels_last_computes_the_same_and_returns_contiguous_outputs():
+    steps = resnet_steps(n=2, c=8, hw=8)
+    graph = steps["merged"]
+    nchw, nhwc = to_module(graph), to_module(graph, layout="channels_last")
+    assert nhwc.layout == "channels_last" and "layout=channels_last" in repr(nhwc)
+    four_d = [b for b in nhwc.buffers() if b.dim() == 4]
+    assert four_d and all(b.is_contiguous(memory_format=torch.channels_last) and not b.is_contiguous()
+                          for b in four_d)
+    xs = example_inputs(graph)
+    (a,), (b,) = nchw(*xs), nhwc(*xs)
+    assert b.is_contiguous() and torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert xs[0].is_contiguous()  # the caller's input is not changed
+    with pytest.raises(UnsupportedError, match=r"^memory format 'nhwc' is not supported .*channels_last"):
+        to_module(graph, layout="nhwc")

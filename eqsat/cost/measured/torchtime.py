@@ -57,9 +57,11 @@ def timing_weights(graph: Graph) -> dict[str, np.ndarray]:
     return constant_weights(graph) | {k: np.asarray(v) for k, v in graph.fixed.items()}
 
 
-def build(graph: Graph, device: str, dtype: str, seed: int = 0) -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
-    """``graph`` as a module on ``device`` in ``dtype``, and standard-normal inputs drawn with ``seed``."""
-    module = to_module(graph, timing_weights(graph), device=device, dtype=dtype)
+def build(graph: Graph, device: str, dtype: str, seed: int = 0,
+          layout: str = "contiguous") -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
+    """``graph`` as a module on ``device`` in ``dtype`` with its 4-D tensors in ``layout``, and
+    standard-normal inputs drawn with ``seed`` (contiguous, as a caller passes them)."""
+    module = to_module(graph, timing_weights(graph), device=device, dtype=dtype, layout=layout)
     gen = torch.Generator().manual_seed(seed)
     inputs = tuple(torch.randn(shape, generator=gen).to(device=module.device, dtype=module.dtype)
                    for shape in module.input_shapes)
@@ -118,8 +120,10 @@ def cuda_graph_us(graph: Graph, device: str = "cuda", dtype: str = "float32", ru
 
 
 def time_graphs(graphs: Sequence[Graph], device: str = "cpu", dtype: str = "float32", threads: int = 1,
-                runs: int = 24, min_seconds: float | None = None, seed: int = 0, max_runs: int = 400) -> list[Timing]:
-    """End-to-end latency of graphs that take the same inputs, interleaved: after two warm-up
+                runs: int = 24, min_seconds: float | None = None, seed: int = 0, max_runs: int = 400,
+                layouts: Sequence[str] | None = None) -> list[Timing]:
+    """End-to-end latency of graphs that take the same inputs (each in its ``layouts`` entry,
+    default contiguous), interleaved: after two warm-up
     calls each, every round calls every module once in a seeded random order (so drift in the
     machine's speed hits all alike), at least ``runs`` rounds and until ``min_seconds`` have passed
     (at most ``max_runs``; default :data:`END_TO_END_SECONDS`). On a GPU each call is waited for:
@@ -128,7 +132,8 @@ def time_graphs(graphs: Sequence[Graph], device: str = "cpu", dtype: str = "floa
     min_seconds = END_TO_END_SECONDS if min_seconds is None else min_seconds
     try:
         with torch_threads(threads), torch.inference_mode():
-            built = [build(g, device, dtype, seed) for g in graphs]
+            built = [build(g, device, dtype, seed, layout)
+                     for g, layout in zip(graphs, layouts or ["contiguous"] * len(graphs), strict=True)]
             fns = [(lambda m=m, x=x: m(*x)) for m, x in built]
             for fn in fns:
                 fn()

@@ -1,7 +1,9 @@
 """The whole optimize job as one function: :func:`optimize_model` loads a model (a benchmark
 name, an ``.onnx`` file or a :class:`~eqsat.ir.graph.Graph` in memory), prices it, calibrates a
 measured cost model on it, searches, verifies, applies the guards that may keep the input
-(:data:`eqsat.guards.GUARDS`, in order), writes the file and prices the written file again.
+(:data:`eqsat.guards.GUARDS`, in order), chooses the memory layout a runtime that leaves it to
+its caller (PyTorch) should run the best graph in, writes the file and prices the written file
+again.
 
 It prints nothing: the :class:`Outcome` holds every number the CLI (``eqsat-lab optimize``), the
 experiments and a PyTorch backend report. ``progress`` (if given) hears the name of each phase as
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eqsat.cost.costmodel import CostModel
+from eqsat.cost.costmodel import CostModel, Layout
 from eqsat.cost.devices import DEFAULT_DEVICE, ORT_CPU
 from eqsat.guards import GUARDS, RUNTIME, WRITTEN, Guard, Kept, first_kept
 from eqsat.ir.graph import Graph
@@ -59,7 +61,11 @@ class Outcome:
     refused by the ``written-file`` guard, then the input copied); ``phases``: seconds per phase;
     ``kept``: which guard kept the input and on what numbers (None: the best graph was taken);
     ``refused``: the result before the ``written-file`` guard, when that guard kept the input;
-    ``load_s``: seconds to load the model; ``onnx_ops``: the ONNX ops a written file may use."""
+    ``load_s``: seconds to load the model; ``onnx_ops``: the ONNX ops a written file may use;
+    ``layout``: the memory layout the runtime should run the best graph in, measured end to end
+    (:meth:`~eqsat.cost.costmodel.CostModel.choose_layout`; None where the model runs nothing or
+    the runtime lays tensors out itself). A layout is how a PyTorch module stores its tensors, not
+    part of the graph: an ONNX file written has none."""
 
     result: SearchResult
     graph: Graph
@@ -73,6 +79,7 @@ class Outcome:
     load_s: float = 0.0
     onnx_ops: str = "standard"
     refused: SearchResult | None = None  # the result whose file the written-file guard refused
+    layout: Layout | None = None
 
     @property
     def best(self) -> Graph:
@@ -94,6 +101,8 @@ class Outcome:
             payload["calibration"] = self.calibration.to_dict()
         if self.runtime is not None:
             payload["runtime"] = dict(self.runtime)
+        if self.layout is not None:
+            payload["layout"] = self.layout.to_dict()
         payload["phases"] = dict(self.phases)
         if self.written is not None:
             payload["onnx"] = self.written.to_dict()
@@ -298,8 +307,12 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
               # the search's wall time outside its named phases: the guards, a measured pick's end-to-end check
               "search_other": max(search_s - sum(result.timings.values()), 0.0),
               "runtime": time.perf_counter() - start}
+    phase("layout")
+    start = time.perf_counter()
+    layout = model.choose_layout(result.best)
+    phases["layout"] = time.perf_counter() - start
     outcome = Outcome(result, graph, str(device), device_why, calibration, runtime, best_us, (), phases, load_s,
-                      "onnxruntime" if writes_contrib(device, onnx_ops) else "standard")
+                      "onnxruntime" if writes_contrib(device, onnx_ops) else "standard", layout=layout)
     if imported is None or out is None:
         return replace(outcome, phases=timing_phases(phases, model))
     contrib = writes_contrib(device, onnx_ops)

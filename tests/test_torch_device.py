@@ -149,3 +149,52 @@ def test_products_read_their_weights_cold_only_when_the_models_exceed_the_cache(
     keys = [json.loads(line)["key"] for line in db.read_text().splitlines()]
     products = [k for k in keys if '"matmul"' in k]
     assert len(products) == 2 and sum("cold-weights" in k for k in products) == 1
+
+
+def small_convnet() -> Graph:
+    x = input_("x", (1, 8, 12, 12))
+    y = node("conv2d", x, weight("w1", (8, 8, 3, 3)), stride=1, pad="same", act="relu", groups=1)
+    return Graph((node("conv2d", y, weight("w2", (8, 8, 3, 3)), stride=1, pad="same", act="none", groups=1),),
+                 dtype="fp32", name="convnet")
+
+
+def test_the_layout_is_chosen_by_timing_the_graph_end_to_end_in_each(db, monkeypatch):
+    model = fast_model("torch-cpu")
+    assert model.choose_layout(two_branches()) is None  # no 4-D tensor: nothing to lay out
+    real = model.choose_layout(small_convnet())  # timed for real, both layouts interleaved
+    assert real is not None and real.default == "contiguous" and real.tried == "channels_last"
+    assert real.default_us > 0 and real.tried_us > 0 and real.name in ("contiguous", "channels_last")
+
+    asked = []
+
+    def timed(graphs, *args, layouts=None, **kwargs):
+        asked.append(tuple(layouts))
+        return [Timing(u, u, u, 24) for u in speeds]
+    monkeypatch.setattr(model.tt, "time_graphs", timed)
+    graph = Graph((node("relu", small_convnet().outputs[0]),), dtype="float32", name="other")
+    speeds = (100.0, 80.0)
+    fast = model.choose_layout(graph)
+    assert asked == [("contiguous", "channels_last")] * 3 and fast.name == "channels_last"
+    assert fast.gain == pytest.approx(1.25) and "layout channels_last" in fast.summary()
+    assert model.choose_layout(graph) == fast and len(asked) == 3  # read back from the database
+    speeds = (100.0, 99.0)  # 1% is below the 2% resolution: the default is kept
+    slow = model.choose_layout(Graph((node("relu", graph.outputs[0]),), dtype="float32", name="third"))
+    assert slow.name == "contiguous" and not slow.changed and "kept" in slow.summary()
+
+
+def test_the_optimize_job_reports_the_layout_and_the_module_uses_it(db, monkeypatch):
+    from eqsat.cost import registry
+    from eqsat.pipeline import optimize_model
+    from eqsat.pytorch.module import to_module
+
+    model, real = fast_model("torch-cpu"), registry.cost_model
+    monkeypatch.setattr(registry, "cost_model", lambda name, **k: model if name == "torch-cpu" else real(name, **k))
+    monkeypatch.setattr(model.tt, "time_graphs",
+                        lambda graphs, *a, layouts=None, **k: [Timing(u, u, u, 24) for u in (100.0, 70.0)[:len(graphs)]]
+                        if layouts else [Timing(100.0, 100.0, 100.0, 24)] * len(graphs))
+    outcome = optimize_model(small_convnet(), search="eqsat", device="torch-cpu")
+    assert outcome.layout is not None and outcome.layout.name == "channels_last"
+    assert outcome.to_dict()["layout"]["gain"] == pytest.approx(100 / 70) and "layout" in outcome.phases
+    assert to_module(outcome.best, layout=outcome.layout.name).layout == "channels_last"
+    roofline = optimize_model(small_convnet(), search="eqsat", device="h100")
+    assert roofline.layout is None and "layout" not in roofline.to_dict()

@@ -49,6 +49,41 @@ class CostReport:
         }
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The memory layout a runtime runs a graph in, chosen by timing the graph end to end in its
+    default layout and in another (``tried``): ``name`` is the one chosen, taken over ``default``
+    only when it is faster by more than ``threshold`` (the model's resolution: its measured
+    noise). The latencies are the median pair of interleaved timings, in µs."""
+
+    name: str
+    default: str
+    default_us: float
+    tried: str
+    tried_us: float
+    threshold: float
+
+    @property
+    def gain(self) -> float:
+        """``default_us / tried_us``: what the tried layout measured against the default."""
+        return self.default_us / self.tried_us if self.tried_us > 0 else 1.0
+
+    @property
+    def changed(self) -> bool:
+        return self.name != self.default
+
+    def summary(self) -> str:
+        if self.changed:
+            return (f"layout {self.name}: {self.tried_us / 1e3:.2f} ms end to end against {self.default_us / 1e3:.2f} "
+                    f"ms {self.default} ({self.gain:.3f}x)")
+        return (f"layout {self.default} kept: {self.tried} measured {self.gain:.3f}x end to end, not above the "
+                f"{self.threshold:.1%} threshold")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "default": self.default, "default_us": self.default_us, "tried": self.tried,
+                "tried_us": self.tried_us, "gain": self.gain, "threshold": self.threshold}
+
+
 class CostModel(Protocol):
     """Everything a search or a command asks of a cost model (roofline or measured): a name for
     reports, the price of one op from its signature (the e-graph extractor has no nodes, only
@@ -89,6 +124,11 @@ class CostModel(Protocol):
     def calibrate(self, graph: Graph) -> Any | None:
         """Fit the model's prices to ``graph`` run end to end (its calibration record), or None
         from a model that runs nothing."""
+        ...
+
+    def choose_layout(self, graph: Graph) -> Layout | None:
+        """The memory layout the runtime should run ``graph`` in, measured end to end, or None
+        from a model that runs nothing or whose runtime lays tensors out itself (onnxruntime)."""
         ...
 
     def timing_s(self) -> dict[str, float]:

@@ -115,6 +115,10 @@ class RooflineCost:
         """A formula has nothing to fit."""
         return None
 
+    def choose_layout(self, graph: Graph) -> None:
+        """A formula runs no graphs."""
+        return None
+
     def timing_s(self) -> dict[str, float]:
         """A formula runs nothing."""
         return {}

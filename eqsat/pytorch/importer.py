@@ -229,10 +229,11 @@ class TorchGraphModule(torch.nn.Module):
 
 
 def to_torch(graph: Graph, source: TorchImport, *, device: str | torch.device | None = None,
-             dtype: str | None = None, as_tuple: bool = False) -> TorchGraphModule:
+             dtype: str | None = None, as_tuple: bool = False, layout: str = "contiguous") -> TorchGraphModule:
     """``graph`` (``source``'s graph or one optimized from it: same inputs, outputs and weight
     names) as a :class:`TorchGraphModule` with ``source``'s real weights, on ``device`` (default:
-    where the program's inputs were) computing in ``dtype`` (default: the program's float type)."""
+    where the program's inputs were) computing in ``dtype`` (default: the program's float type),
+    its 4-D tensors in ``layout`` (:data:`eqsat.pytorch.module.MEMORY_FORMATS`)."""
     from eqsat.onnx import interface_dtype
     from eqsat.pytorch.module import to_module
 
@@ -240,7 +241,7 @@ def to_torch(graph: Graph, source: TorchImport, *, device: str | torch.device | 
     present = {n.attr("name") for n in graph.leaves("input")}
     names = [n for n in imp.input_names if n in present]
     inner = to_module(graph, imp.weights, device=str(device or source.device), dtype=dtype or interface_dtype(imp),
-                      input_names=names)
+                      input_names=names, layout=layout)
     positions = [imp.input_names.index(n) for n in names]
     out_dtypes = []
     for name in imp.output_names:

@@ -51,13 +51,21 @@ class Options:
 @dataclass(frozen=True)
 class Optimized:
     """What optimizing one program did: the input graph, the graph chosen, the optimize job's
-    one-line summary (costs, search, stop reason) and ``kept``: which guard kept the input and on
-    what numbers (:class:`eqsat.guards.Kept`; None when the search's graph was taken)."""
+    one-line summary (costs, search, stop reason), ``kept``: which guard kept the input and on
+    what numbers (:class:`eqsat.guards.Kept`; None when the search's graph was taken) and
+    ``layout``: the memory layout measured fastest for it on the pricing device
+    (:class:`eqsat.cost.costmodel.Layout`; None on a device that runs nothing)."""
 
     graph: Graph
     best: Graph
     summary: str
     kept: Any = None
+    layout: Any = None
+
+    @property
+    def layout_name(self) -> str:
+        """The layout the module is built in: the one chosen, else PyTorch's default."""
+        return self.layout.name if self.layout is not None else "contiguous"
 
 
 @contextlib.contextmanager
@@ -90,14 +98,18 @@ def optimize_graph(graph: Graph, options: Options) -> Optimized:
                                      seed=options.seed)
     except (EqsatError, ValueError) as exc:
         raise UnsupportedError(f"the {options.search} search cannot optimize this graph: {one_line(exc)}") from None
-    return Optimized(graph, outcome.best, outcome.result.summary(), outcome.kept)
+    summary = outcome.result.summary()
+    if outcome.layout is not None:
+        summary += f"; {outcome.layout.summary()}"
+    return Optimized(graph, outcome.best, summary, outcome.kept, outcome.layout)
 
 
 def optimize_import(source: TorchImport, options: Options, *, as_tuple: bool = False,
                     device: str | torch.device | None = None) -> tuple[torch.nn.Module, Optimized]:
     """The optimized graph of an imported program as a module (with the program's weights)."""
     done = optimize_graph(source.graph, options)
-    return to_torch(done.best, source, device=device, dtype=options.dtype, as_tuple=as_tuple), done
+    return to_torch(done.best, source, device=device, dtype=options.dtype, as_tuple=as_tuple,
+                    layout=done.layout_name), done
 
 
 def optimize_module(module: torch.nn.Module, example_inputs: Sequence[Any], *,

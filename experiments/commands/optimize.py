@@ -191,6 +191,9 @@ def report_lines(outcome: pipeline.Outcome, model: str, startup_s: float, total_
                  f"{result.verified.max_rel_error:.2g}")
     if outcome.runtime is not None:
         lines.append(describe(dict(outcome.runtime), outcome.best_us))
+    if outcome.layout is not None:
+        lines.append(f"{result.device}: {outcome.layout.summary()} (how a PyTorch module built from it stores "
+                     f"its tensors; an ONNX file holds no layout)")
     lines.append(phases_line(all_phases(outcome, startup_s, total_s)))
     for i, written in enumerate(outcome.writes):
         if i:  # the written-file guard refused the first file

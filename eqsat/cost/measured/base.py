@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.cost.costmodel import CostReport, OpCost, node_in_shapes
+from eqsat.cost.costmodel import CostReport, Layout, OpCost, node_in_shapes
 from eqsat.cost.devices import Device, MeasuredDevice
 from eqsat.cost.measured.database import Context, MeasurementDB, default_path
 from eqsat.cost.measured.kernels import Fusion, Kernel, fused_kernel, node_kernel, op_kernel
@@ -293,6 +293,11 @@ class MeasuredCost:
         pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
         ta, tb = pairs[len(pairs) // 2]
         return ta.median_us, tb.median_us
+
+    def choose_layout(self, graph: Graph) -> Layout | None:  # the CostModel interface (eqsat.cost.costmodel)
+        """None: the runtime keeps its own layout (onnxruntime chooses its layouts as it runs a
+        graph); a runtime that leaves it to the caller overrides this."""
+        return None
 
     def timing_s(self) -> dict[str, float]:  # the CostModel interface (eqsat.cost.costmodel)
         return {"kernel_timing": self.kernel_timing_s, "end_to_end_timing": self.end_to_end_s}

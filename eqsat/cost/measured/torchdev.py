@@ -9,6 +9,11 @@ as for ``ort-cpu``: a kernel's price is its median less the fixed cost of one mo
 that runs no op), the prices are calibrated on the input model timed end to end, and the
 calibration's measured noise is the least gain a rewrite must promise.
 
+PyTorch also leaves the layout of a model's tensors to its caller, and oneDNN's convolutions and
+pools run much faster in ``channels_last`` than in the default NCHW: :meth:`TorchCost.choose_layout`
+times the chosen graph end to end in both and the optimize job reports the faster (by more than
+the noise), which a module built from the result then uses.
+
 PyTorch eager fuses nothing at run time: every op is a kernel launch and pays its dispatch (a
 kernel's price includes it: :attr:`TorchCost.dispatch_us` is what the smallest op costs), so three
 projections are three products and a batch norm is a kernel. A fused op of the IR (a convolution
@@ -20,6 +25,8 @@ PyTorch is imported only when one of these models is built, never by ``import eq
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,8 +34,16 @@ from typing import Any
 
 import numpy as np
 
+from eqsat.cost.costmodel import Layout
 from eqsat.cost.devices import DEFAULT_DEVICE, TORCH_CPU, TORCH_CUDA, Device
-from eqsat.cost.measured.base import OVERHEAD_RUNS, Calibration, MeasuredCost, overhead_graph, roofline_us
+from eqsat.cost.measured.base import (
+    END_TO_END_PAIRS,
+    OVERHEAD_RUNS,
+    Calibration,
+    MeasuredCost,
+    overhead_graph,
+    roofline_us,
+)
 from eqsat.cost.measured.database import Context, machine_fingerprint
 from eqsat.cost.measured.kernels import Kernel
 from eqsat.cost.measured.timer import FLUSH_BYTES, RUNS, WARMUP, Timing
@@ -38,6 +53,7 @@ from eqsat.ir.graph import Graph, input_
 RESOLUTION = 0.02  # the least gain taken before a calibration measures the noise (ort-cpu's figure)
 DISPATCH_KEY = "op-dispatch"  # the smallest op's module less the empty module's
 CUDA_GRAPH_KEY = "cuda-graph:overhead"  # the smallest op's module replayed in a CUDA graph
+LAYOUTS = ("contiguous", "channels_last")  # PyTorch's default first, then the one tried against it
 GPU_ESTIMATE = Device("gpu-estimate", 20e12, 1e12, 0.0, "a GPU profile of 20 TFLOP/s float32 and 1 TB/s")
 
 
@@ -116,6 +132,39 @@ class TorchCost(MeasuredCost):
 
     def _time_graphs(self, graphs: Sequence[Graph], seed: int) -> list[Timing]:
         return self.tt.time_graphs(graphs, self.device, self.dtype, self.threads, seed=seed)
+
+    def choose_layout(self, graph: Graph) -> Layout | None:
+        """``graph`` timed end to end with its 4-D tensors contiguous (PyTorch's default) and in
+        ``channels_last`` (:data:`eqsat.pytorch.module.MEMORY_FORMATS`), interleaved, in
+        :data:`.base.END_TO_END_PAIRS` pairs of fresh modules; ``channels_last`` is chosen when the
+        median pair measures it faster by more than the :attr:`resolution`. None when the graph
+        has no 4-D constant or input (nothing to lay out) or cannot be run. The timings are
+        recorded, so a repeated run chooses alike. PyTorch eager runs a model in the layout its
+        caller gives, and oneDNN's convolutions and pools are much faster in ``channels_last``."""
+        if not any(len(n.shape) == 4 for n in graph.nodes() if n.is_const or n.op == "input"):
+            return None
+        default, tried = LAYOUTS
+        try:
+            pairs = [self._timed_layouts(graph, k) for k in range(END_TO_END_PAIRS)]
+        except Exception as exc:  # PyTorch's errors have no common base class
+            print(f"{self.name}: layout not chosen ({default} kept): {' '.join(str(exc).split())}", file=sys.stderr)
+            return None
+        pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
+        a, b = pairs[len(pairs) // 2]
+        found = Layout(default, default, a.median_us, tried, b.median_us, self.resolution)
+        return replace(found, name=tried) if found.gain > 1 + self.resolution else found
+
+    def _timed_layouts(self, graph: Graph, seed: int) -> list[Timing]:
+        keys = [f"layout:{graph.digest}:{seed}:{name}" for name in LAYOUTS]
+
+        def time_them() -> list[Timing]:
+            start = time.perf_counter()
+            try:
+                return self.tt.time_graphs([graph] * len(LAYOUTS), self.device, self.dtype, self.threads, seed=seed,
+                                           layouts=LAYOUTS)
+            finally:
+                self.end_to_end_s += time.perf_counter() - start
+        return self.db.measure_all(keys, time_them)
 
     @property
     def dispatch_us(self) -> float:

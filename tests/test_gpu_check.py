@@ -60,13 +60,17 @@ def test_both_halves_run_end_to_end_on_this_cpu(tmp_path):
     from eqsat.pytorch import gpu_check
     from experiments.runs.gpu_check import run
 
-    run(["lora"], tmp_path, seed=0, quick=True)
+    run(["lora", "resnet_block"], tmp_path, seed=0, quick=True)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    (entry,) = manifest["models"]
+    entry, convs = manifest["models"]
     assert entry["search"]["changed"] and entry["predicted"]["h100"]["eqsat"] < entry["predicted"]["h100"]["original"]
+    assert entry["layouts"] == {} and convs["layouts"] == {"eqsat+channels_last": "channels_last"}
     assert gpu_check.main([str(tmp_path), str(tmp_path / "m"), "--runs", "4", "--compile-share", "0"]) == 0
     rows = json.loads((tmp_path / "m" / "gpu_check.json").read_text())["rows"]
-    assert [r["variant"] for r in rows] == ["original", "eqsat"]
-    assert all(r["eager_us"] > 0 and r["max_rel_diff"] < 1e-3 for r in rows)
+    assert [(r["model"], r["variant"], r["layout"]) for r in rows] == [
+        ("lora", "original", "contiguous"), ("lora", "eqsat", "contiguous"),
+        ("resnet_block", "original", "contiguous"), ("resnet_block", "eqsat", "contiguous"),
+        ("resnet_block", "eqsat+channels_last", "channels_last")]
+    assert all(r["eager_us"] > 0 and r["max_rel_diff"] < 1e-3 for r in rows) and rows[-1]["changed"]
     assert "| lora | eqsat |" in (tmp_path / "m" / "gpu_check.md").read_text()
     assert gpu_check.main([str(tmp_path / "nothing"), str(tmp_path / "m2")]) == 2

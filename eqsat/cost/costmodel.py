@@ -84,6 +84,13 @@ class Layout:
                 "tried_us": self.tried_us, "gain": self.gain, "threshold": self.threshold}
 
 
+def has_layout(graph: Graph) -> bool:
+    """Whether ``graph`` has a 4-D weight or input, so that the memory layout of its 4-D tensors is
+    a runtime's choice (a graph without one computes every 4-D value from 2-D or 3-D tensors, and
+    PyTorch lays those out contiguous whatever its caller does)."""
+    return any(len(n.shape) == 4 for n in graph.nodes() if n.is_const or n.op == "input")
+
+
 class CostModel(Protocol):
     """Everything a search or a command asks of a cost model (roofline or measured): a name for
     reports, the price of one op from its signature (the e-graph extractor has no nodes, only

@@ -5,7 +5,9 @@ one graph file per model and variant, without weights), runs every graph in PyTo
 with weights drawn from the manifest's seed (the same draw for a model's original and optimized
 graph), checks the variants agree, and times each as a user would run it: eager (one launch per
 op), replayed from a CUDA graph (launch overhead removed) and through ``torch.compile`` (inductor,
-the peer a user picks instead). It writes ``gpu_check.csv``, ``.json`` and ``.md`` into OUT.
+the peer a user picks instead). A variant the manifest lists under ``layouts`` is a graph run with
+its 4-D tensors ``channels_last`` (the searching half adds the optimized graph so, for a model with
+convolutions: PyTorch leaves the layout to its caller). It writes ``gpu_check.csv``, ``.json`` and ``.md`` into OUT.
 
 It imports numpy, torch and eqsat's graph and PyTorch modules only, so it runs on a bare CUDA
 machine with a stock PyTorch and none of the search's dependencies. Without a GPU it runs on the
@@ -30,7 +32,7 @@ MANIFEST = "manifest.json"
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64"}
 CHECK_TOLERANCE = 1e-3  # relative, float32 on the device: the optimized graph against the original
 MEASURED = ("eager_us", "eager_spread", "graph_us", "compile_us", "compile_s", "max_rel_diff", "changed", "note",
-            "dtype")
+            "dtype", "layout")
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -63,9 +65,10 @@ def shared_values(graphs: dict[str, Any], seed: int) -> dict[str, Any]:
     return values
 
 
-def _modules(graphs: dict[str, Any], values: dict[str, Any], device: str,
-             dtype: str) -> tuple[dict[str, Any], dict[str, tuple]]:
-    """One module per variant on ``device`` in ``dtype``, and its inputs, from the shared values."""
+def _modules(graphs: dict[str, Any], values: dict[str, Any], device: str, dtype: str,
+             layouts: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, tuple]]:
+    """One module per variant on ``device`` in ``dtype`` (its 4-D tensors in the variant's entry of
+    ``layouts``, default contiguous), and its inputs, from the shared values."""
     import torch
 
     from eqsat.pytorch.module import to_module
@@ -73,20 +76,22 @@ def _modules(graphs: dict[str, Any], values: dict[str, Any], device: str,
     modules, inputs = {}, {}
     for name, graph in graphs.items():
         leaves = {leaf.attr("name") for leaf in graph.leaves()}
-        module = to_module(graph, {k: v for k, v in values.items() if k in leaves}, device=device, dtype=dtype)
+        module = to_module(graph, {k: v for k, v in values.items() if k in leaves}, device=device, dtype=dtype,
+                           layout=(layouts or {}).get(name, "contiguous"))
         modules[name] = module.eval()
         inputs[name] = tuple(torch.as_tensor(values[n]).to(device=device, dtype=getattr(torch, dtype))
                              for n in module.input_names)
     return modules, inputs
 
 
-def _check(graphs: dict[str, Any], values: dict[str, Any], device: str) -> dict[str, float]:
+def _check(graphs: dict[str, Any], values: dict[str, Any], device: str,
+           layouts: dict[str, str] | None = None) -> dict[str, float]:
     """Each variant's outputs against the original's, in float32 on the device."""
     import torch
 
     from eqsat.pytorch.timing import relative_difference
 
-    modules, inputs = _modules(graphs, values, device, "float32")
+    modules, inputs = _modules(graphs, values, device, "float32", layouts)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # float32 means float32 here
     with torch.no_grad():
         ref = modules["original"](*inputs["original"])
@@ -96,18 +101,21 @@ def _check(graphs: dict[str, Any], values: dict[str, Any], device: str) -> dict[
 
 
 def _prepared(entry: dict[str, Any], folder: Path, seed: int, device: str) -> tuple[dict, dict, dict, str]:
-    """A model's graphs, their float32 check against the original, and modules in the graph's dtype."""
+    """A model's graphs, their float32 check against the original, and modules in the graph's dtype
+    (a variant named in the entry's ``layouts`` is its graph run with its 4-D tensors so laid out)."""
     from eqsat.ir.graphfile import read_graph
 
     graphs = {name: read_graph(folder / path) for name, path in entry["graphs"].items()}
+    layouts = entry.get("layouts", {})
     values = shared_values(graphs, seed)
-    diffs = _check(graphs, values, device)
+    diffs = _check(graphs, values, device, layouts)
     dtype = DTYPES.get(graphs["original"].dtype, "float32")
-    modules, inputs = _modules(graphs, values, device, dtype)
+    modules, inputs = _modules(graphs, values, device, dtype, layouts)
     rows = {name: {"model": entry["model"], "variant": name, "ops": graphs[name].op_count(),
                    **{f"pred_{dev}_us": prices.get(name, math.nan) for dev, prices in entry["predicted"].items()},
                    "max_rel_diff": diffs[name], "note": "", "dtype": dtype,
-                   "changed": graphs[name] != graphs["original"]} for name in graphs}
+                   "layout": layouts.get(name, "contiguous"),
+                   "changed": graphs[name] != graphs["original"] or name in layouts} for name in graphs}
     return rows, modules, inputs, dtype
 
 

@@ -3,9 +3,11 @@
 Every model (the ten benchmark graphs and the twelve zoo models by default) is optimized by the
 e-graph on the ``h100`` roofline, verified against its input, priced on the ``h100`` and ``h200``
 rooflines, and written without weights (:mod:`eqsat.ir.graphfile`) into ``--out`` with a
-manifest. The measuring half, :mod:`eqsat.pytorch.gpu_check`, needs only numpy and PyTorch: copy
-the folder to a CUDA machine and run ``python -m eqsat.pytorch.gpu_check FOLDER OUT`` there.
-``--measure`` runs it here too (on this machine's GPU if it has one, else as a CPU dry run).
+manifest; the search's graph is also listed run ``channels_last`` for a model with 4-D weights or
+inputs (PyTorch leaves the layout to its caller). The measuring half,
+:mod:`eqsat.pytorch.gpu_check`, needs only numpy and PyTorch: copy the folder to a CUDA machine
+and run ``python -m eqsat.pytorch.gpu_check FOLDER OUT`` there. ``--measure`` runs it here too (on
+this machine's GPU if it has one, else as a CPU dry run).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ BENCHMARKS = ("resnet_block", "qkv", "lora", "bert", "nasrnn", "resnext50", "nas
               "squeezenet", "vgg19")
 PRICED_ON = GPU_CHECK_PROFILES
 SEARCH, DEVICE = EGRAPH, DEFAULT_DEVICE
+LAID_OUT = f"{SEARCH}+channels_last"  # the variant that runs the search's graph in channels_last
 FIXED_LIMIT = 4096  # fixed weights (biases, masks, tables) above this many elements travel as a seed, not values
 
 
@@ -51,6 +54,7 @@ def model_graph(model: str, seed: int, quick: bool) -> Any:
 
 def search_model(model: str, out: Path, seed: int, quick: bool) -> dict[str, Any]:
     """One model's manifest entry: its graphs written, the search's record, predicted times."""
+    from eqsat.cost.costmodel import has_layout
     from eqsat.cost.registry import cost_model
     from eqsat.ir.graphfile import write_graph
     from experiments.searches import search_result
@@ -63,10 +67,14 @@ def search_model(model: str, out: Path, seed: int, quick: bool) -> dict[str, Any
     for name, g in variants.items():
         paths[name] = f"graphs/{model}.{name}.json"
         write_graph(g, out / paths[name], FIXED_LIMIT)
+    layouts = {}
+    if has_layout(result.best):  # the optimized graph again, its 4-D tensors channels_last (same file)
+        variants[LAID_OUT] = result.best
+        paths[LAID_OUT], layouts[LAID_OUT] = paths[SEARCH], "channels_last"
     predicted = {dev: {name: cost_model(dev).graph_time_us(g) for name, g in variants.items()} for dev in PRICED_ON}
     print(f"{model}: {SEARCH} on {DEVICE} in {time.perf_counter() - start:.1f} s, predicted "
           + ", ".join(f"{dev} {p['original']:.1f} -> {p[SEARCH]:.1f} µs" for dev, p in predicted.items()), flush=True)
-    return {"model": model, "graphs": paths, "predicted": predicted, "search": {
+    return {"model": model, "graphs": paths, "layouts": layouts, "predicted": predicted, "search": {
         "search": SEARCH, "device": DEVICE, "search_s": row["search_s"], "stop": row["stop"],
         "verified": row["verified"], "changed": result.best != graph}}
 

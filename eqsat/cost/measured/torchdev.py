@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.cost.costmodel import Layout
+from eqsat.cost.costmodel import Layout, has_layout
 from eqsat.cost.devices import DEFAULT_DEVICE, TORCH_CPU, TORCH_CUDA, Device
 from eqsat.cost.measured.base import (
     END_TO_END_PAIRS,
@@ -141,7 +141,7 @@ class TorchCost(MeasuredCost):
         has no 4-D constant or input (nothing to lay out) or cannot be run. The timings are
         recorded, so a repeated run chooses alike. PyTorch eager runs a model in the layout its
         caller gives, and oneDNN's convolutions and pools are much faster in ``channels_last``."""
-        if not any(len(n.shape) == 4 for n in graph.nodes() if n.is_const or n.op == "input"):
+        if not has_layout(graph):
             return None
         default, tried = LAYOUTS
         try:

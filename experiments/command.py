@@ -320,8 +320,10 @@ _LOADED = time.perf_counter()
 
 
 def command_line() -> str:
-    """The command as typed, for the header of result files ("" outside the eqsat-lab script)."""
-    return "eqsat-lab " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("eqsat-lab") else ""
+    """The command as typed, for the header of result files, spelled as the ``eqsat-lab`` script
+    (also when run as ``python -m experiments.cli``); "" when called from other code."""
+    script = sys.argv[0].replace("\\", "/") if sys.argv else ""
+    return "eqsat-lab " + " ".join(sys.argv[1:]) if script.endswith(("eqsat-lab", "experiments/cli.py")) else ""
 
 
 def progress() -> bool:

@@ -46,22 +46,21 @@ only the strides differ, so the choice is the runtime's, made by measurement
 (:meth:`eqsat.cost.measured.torchdev.TorchCost.choose_layout`)."""
 
 
+def _named(table: Mapping[str, Any], name: str, what: str, known: str) -> Any:
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise UnsupportedError(f"{what} {name!r} is not supported by the PyTorch executor (known: {known})") from None
+
+
 def memory_format(name: str) -> torch.memory_format:
     """The torch memory format named ``name``; one sentence naming the known ones otherwise."""
-    try:
-        return MEMORY_FORMATS[name]
-    except (KeyError, TypeError):
-        raise UnsupportedError(f"memory format {name!r} is not supported by the PyTorch executor "
-                               f"(known: {', '.join(MEMORY_FORMATS)})") from None
+    return _named(MEMORY_FORMATS, name, "memory format", ", ".join(MEMORY_FORMATS))
 
 
 def torch_dtype(name: str) -> torch.dtype:
     """The torch dtype named ``name``; one sentence naming the known ones otherwise."""
-    try:
-        return DTYPES[name]
-    except (KeyError, TypeError):
-        raise UnsupportedError(f"dtype {name!r} is not supported by the PyTorch executor "
-                               f"(known: float32, float16, bfloat16, float64)") from None
+    return _named(DTYPES, name, "dtype", "float32, float16, bfloat16, float64")
 
 
 def torch_device(name: str | torch.device) -> torch.device:

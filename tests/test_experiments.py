@@ -242,3 +242,16 @@ def test_tuning_budget_holds_tuners_to_the_bound(tmp_path, capsys):
     assert all(r["median_pct"] == r["oracle_median_pct"] for r in oracle)
     assert all(r["worst_pct"] <= r["median_pct"] for r in rows)
     assert "holds on" in capsys.readouterr().out
+
+
+def test_the_pytorch_experiment_reports_an_unchanged_module_as_1_and_splits_a_layout_gain():
+    from experiments.runs.pytorch import gains
+
+    timed = {"original_us": 100.0, "original-copy_us": 98.0, "optimized_us": 102.0}
+    same = gains(timed | {"changed": False, "layout": "contiguous"})
+    assert same["eager_gain"] == 1.0 and same["identical"] and same["eager_measured"] == pytest.approx(100 / 102)
+    laid = gains(timed | {"changed": False, "layout": "channels_last", "optimized_us": 80.0, "rewritten_us": 97.0})
+    assert (laid["eager_gain"], laid["rewrite_gain"], laid["layout_gain"]) == (1.25, 1.0, 1.25)
+    both = gains(timed | {"changed": True, "layout": "channels_last", "optimized_us": 80.0, "rewritten_us": 90.0})
+    assert both["rewrite_gain"] == pytest.approx(100 / 90) and both["layout_gain"] == pytest.approx(90 / 80)
+    assert not both["identical"] and both["aa_ratio"] == pytest.approx(100 / 98)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from eqsat.cost.measured.timer import (
+    E2E_MIN_RUNS,
     FLUSH_BYTES,
     KERNEL_SECONDS,
     MIN_RUNS,
@@ -120,14 +121,15 @@ def cuda_graph_us(graph: Graph, device: str = "cuda", dtype: str = "float32", ru
 
 
 def time_graphs(graphs: Sequence[Graph], device: str = "cpu", dtype: str = "float32", threads: int = 1,
-                runs: int = 24, min_seconds: float | None = None, seed: int = 0, max_runs: int = 400,
+                runs: int = E2E_MIN_RUNS, min_seconds: float | None = None, seed: int = 0, max_runs: int = 400,
                 layouts: Sequence[str] | None = None) -> list[Timing]:
     """End-to-end latency of graphs that take the same inputs (each in its ``layouts`` entry,
-    default contiguous), interleaved: after two warm-up
-    calls each, every round calls every module once in a seeded random order (so drift in the
-    machine's speed hits all alike), at least ``runs`` rounds and until ``min_seconds`` have passed
-    (at most ``max_runs``; default :data:`END_TO_END_SECONDS`). On a GPU each call is waited for:
-    one inference's latency."""
+    default contiguous), interleaved: after two warm-up calls each, every round calls every module
+    once in a seeded random order (so drift in the machine's speed hits all alike), at least
+    ``runs`` rounds (default :data:`.timer.E2E_MIN_RUNS`, as for ``ort-cpu``: 24 made VGG-19's
+    calibration and layout choice 48 s each) and until ``min_seconds`` have passed (at most
+    ``max_runs``; default :data:`END_TO_END_SECONDS`). On a GPU each call is waited for: one
+    inference's latency."""
     cuda = is_cuda(device)
     min_seconds = END_TO_END_SECONDS if min_seconds is None else min_seconds
     try:

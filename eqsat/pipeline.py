@@ -130,11 +130,16 @@ def writes_contrib(device: str, onnx_ops: str | None = None) -> bool:
     """onnxruntime's contrib kernels only where the user targets onnxruntime: ``onnx_ops``, else
     when the file was priced on the measured onnxruntime device (not torch-cpu: PyTorch runs no
     contrib kernels)."""
-    from eqsat.cost.devices import ORT_CPU
-    from eqsat.cost.registry import measured_device
-
     if onnx_ops:
         return onnx_ops == "onnxruntime"
+    return measures_in_onnxruntime(device)
+
+
+def measures_in_onnxruntime(device: str) -> bool:
+    """Whether ``device`` times graphs in onnxruntime on this CPU (``ort-cpu``): its pick was
+    confirmed there end to end, so its written file needs no second timing."""
+    from eqsat.cost.registry import measured_device
+
     found = measured_device(device)
     return found is not None and found[0] is ORT_CPU
 
@@ -263,7 +268,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     search, preset or limit) is a ValueError or :class:`eqsat.errors.EqsatError` naming it."""
     from eqsat.cost.registry import cost_model
     from eqsat.onnx.runtime_baseline import runtime_baseline
-    from eqsat.onnx.written import write_optimized, written_cost
+    from eqsat.onnx.written import timed_in_onnxruntime, write_optimized, written_cost
     from eqsat.search import run_verified
     from eqsat.searches import get_search
 
@@ -329,8 +334,15 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
         return WrittenFile(file, cost, promised_us)
 
     first = write(result.best, best_us)
+    timed = None
+    if not first.file.input_copied and not measures_in_onnxruntime(device):
+        phase("file_check")  # priced elsewhere: at least not slower where onnxruntime runs it here
+        start = time.perf_counter()
+        timed = timed_in_onnxruntime(source, out)
+        phases["file_check"] = time.perf_counter() - start
+        first = replace(first, cost=dict(first.cost) | timed)
     evidence = replace(result.evidence(graph, model), runtime=runtime, written_us=first.written_us,
-                       input_copied=first.file.input_copied)
+                       input_copied=first.file.input_copied, file_timed=timed)
     kept = first_kept(evidence, WRITTEN, guards)
     if kept is None:
         return replace(outcome, writes=(first,), phases=timing_phases(phases, model))

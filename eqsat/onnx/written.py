@@ -110,3 +110,22 @@ def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
     gap = (written_us - best_us) / best_us if best_us > 0 else 0.0
     return {"written_us": written_us, "written_vs_best": gap, "written_agrees": abs(gap) <= AGREE,
             "written_latency_us": latency_us}
+
+
+FILE_CHECK_SECONDS = 0.5  # the written file against the input in onnxruntime: this long once each ran the minimum
+
+
+def timed_in_onnxruntime(model: str | Path, out: str | Path, threads: int = 1) -> dict[str, float]:
+    """The input file, the written file and the input again, timed end to end in onnxruntime on
+    this CPU (``ORT_ENABLE_ALL``, interleaved, :data:`eqsat.cost.measured.timer.E2E_MIN_RUNS` runs
+    each at least, then until :data:`FILE_CHECK_SECONDS` have passed): what a file priced on
+    another device does where the project can run it. The input's two timings give the noise."""
+    from eqsat.cost.measured.timer import E2E_MIN_RUNS, time_files
+
+    # the written file first: its inputs' sizes are fixed where the input's were symbolic, and the
+    # inputs are drawn from the first file's
+    after, before, again = time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS,
+                                      min_runs=E2E_MIN_RUNS)
+    mean = (before.median_us + again.median_us) / 2
+    return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
+            "ort_noise": abs(before.median_us - again.median_us) / mean if mean > 0 else 0.0}

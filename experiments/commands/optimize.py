@@ -196,7 +196,9 @@ def report_lines(outcome: pipeline.Outcome, model: str, startup_s: float, total_
                      f"its tensors; an ONNX file holds no layout)")
     lines.append(phases_line(all_phases(outcome, startup_s, total_s)))
     for i, written in enumerate(outcome.writes):
-        if i:  # the written-file guard refused the first file
+        if i and outcome.kept.guard == "measured-file":  # the first file ran slower in onnxruntime here
+            lines.append(f"{outcome.kept.why.removeprefix('input written: ')}: the input is written instead")
+        elif i:  # the written-file guard refused the first file
             kept = outcome.kept
             lines.append(f"the written file is {kept.gain:.3f}x the input as onnxruntime runs it, not faster by "
                          f"the cost model's resolution ({kept.threshold:.0%}): the input is written instead")
@@ -214,7 +216,10 @@ def written_lines(written: pipeline.WrittenFile, model: str) -> list[str]:
             f"{file.max_rel_difference:.2g} (ops in: {', '.join(f'{k} {v}' for k, v in file.ops_in)})",
             f"opaque ops (kept exactly, not optimized): {', '.join(file.opaque) or 'none'}",
             f"the written file, imported again, costs {cost['written_us']:.2f} µs (search's best "
-            f"{written.best_us:.2f} µs): {note}"]
+            f"{written.best_us:.2f} µs): {note}"] + (
+        [f"timed in onnxruntime on this CPU: the input {cost['ort_input_us'] / 1e3:.2f} ms, the written file "
+         f"{cost['ort_written_us'] / 1e3:.2f} ms ({cost['ort_input_us'] / cost['ort_written_us']:.3f}x; noise "
+         f"{cost['ort_noise']:.1%})"] if "ort_written_us" in cost else [])
 
 
 COMMAND = Command(

@@ -118,7 +118,8 @@ def test_an_onnx_file_is_priced_on_this_machine_by_default(tmp_path, monkeypatch
     monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
     flat = Timing(10.0, 10.0, 10.0, 5)  # which device is chosen is the question here, not the timings
     monkeypatch.setattr(ortcpu_module, "time_graph", lambda *args, **kwargs: flat)
-    monkeypatch.setattr(ortcpu_module, "time_graphs", lambda graphs, *args, **kwargs: [flat for _ in graphs])
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions",
+                        lambda graphs, sessions, *args, **kwargs: [[flat for _ in graphs] for _ in range(sessions)])
     src = conv_and_gemm_model(tmp_path / "cg.onnx")
     out, report = tmp_path / "cg.opt.onnx", tmp_path / "r.json"
     assert main(["optimize", str(src), "--search", "eqsat", "--preset", "quick", "--out", str(out),

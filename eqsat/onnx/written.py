@@ -89,19 +89,22 @@ def write_optimized(imported: Any, best: Any, model: str | Path, out: str | Path
 
 
 def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
-                 dims: dict[str, int] | None = None) -> dict[str, Any]:
+                 dims: dict[str, int] | None = None, graph: Any = None) -> dict[str, Any]:
     """Import a written file again and price it as the search priced its best graph, as a runtime
     runs it: the gain a user gets is the file's, not the graph's (a fusion the export had to split
     shows here). A standard file writes a fused conv as Conv then its activation, which every
     runtime fuses again, so a roofline device prices the file after onnxruntime's own fusions
     (:func:`eqsat.onnx.runtime_baseline.runtime_baseline`); the measured device prices those
-    fusions itself. ``device``: a name, or the cost model the search used (a calibrated one)."""
+    fusions itself. ``device``: a name, or the cost model the search used (a calibrated one).
+    ``graph``: the file's graph, when the caller holds it already (a file that is the input copied
+    imports as the input did: importing a 440 MB BERT again held a second copy of its weights)."""
     from eqsat import onnx as onnx_io
     from eqsat.cost.registry import cost_model
     from eqsat.onnx.runtime_baseline import runtime_baseline
 
     model = cost_model(device)
-    graph = onnx_io.load(path, batch=batch, dims=dims).graph
+    if graph is None:
+        graph = onnx_io.load(path, batch=batch, dims=dims).graph
     latency_us = model.latency_us(graph)
     if latency_us is None:  # a model of kernels alone: the runtime's own fusions first
         written_us = runtime_baseline(graph, model)["runtime_us"]

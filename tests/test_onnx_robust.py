@@ -253,3 +253,28 @@ def test_a_bf16_initializer_read_through_a_cast_is_folded_not_refused(tmp_path):
                 tmp_path / "m.onnx", opset=17)
     imported = eo.load(src)
     assert imported.opaque == [] and imported.weights["wf"].dtype.kind == "f"
+
+
+def test_the_numerical_check_holds_one_session_at_a_time(tmp_path, monkeypatch):
+    """``max_difference`` opens the two models one after the other (a lean session each, closed
+    before the next opens): two sessions of a large model held together doubled a write's memory."""
+    pytest.importorskip("onnxruntime")
+    import weakref
+
+    from eqsat.onnx import runtime
+
+    src = conv_and_gemm_model(tmp_path / "cg.onnx")
+    alive: list[int] = [0]
+    most: list[int] = [0]
+    real = runtime.check_session
+
+    def counted(path):
+        s = real(path)
+        alive[0] += 1
+        most[0] = max(most[0], alive[0])
+        weakref.finalize(s, lambda: alive.__setitem__(0, alive[0] - 1))
+        return s
+
+    monkeypatch.setattr(runtime, "check_session", counted)
+    assert runtime.max_difference(src, src) == 0.0
+    assert most[0] == 1 and alive[0] == 0

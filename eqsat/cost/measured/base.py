@@ -5,7 +5,8 @@ input model timed end to end, and the end-to-end check of a pick.
 
 A device is a subclass of :class:`MeasuredCost` that says how its runtime times a kernel, the
 empty-ish call and a group of graphs interleaved (:meth:`~MeasuredCost._time_kernel`,
-:meth:`~MeasuredCost._time_overhead`, :meth:`~MeasuredCost._time_graphs`), which producer/consumer
+:meth:`~MeasuredCost._time_overhead`, :meth:`~MeasuredCost._time_graphs` or
+:meth:`~MeasuredCost._time_sessions`), which producer/consumer
 pairs the runtime fuses (:attr:`~MeasuredCost.fusions`), and the context its timings hold in.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ END_TO_END_PAIRS = 3  # sessions of each of two graphs timed interleaved: pairs 
 @dataclass(frozen=True)
 class Calibration:
     """One model's end-to-end calibration (µs): its priced latency before, its measured latency
-    (the median over :data:`END_TO_END_PAIRS` pairs of interleaved timings of it), the scale every
+    (the median over :data:`END_TO_END_PAIRS` pairs of sessions of it, timed interleaved), the scale every
     kernel price is multiplied by, and the measured noise (the median of the pairs' relative
     differences)."""
 

@@ -127,12 +127,18 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
         raise OnnxError("checking with onnxruntime needs the optional extra: pip install 'eqsat-lab[onnx]'") from exc
     from eqsat.cost.measured.timer import release_freed_memory
 
-    like = _Inputs(check_session(b))  # b's sizes for a's symbolic dimensions
-    release_freed_memory()
-    try:
-        sa = check_session(a)
-    except Exception as exc:  # onnxruntime's own checks (e.g. node input types) are stricter than onnx's
-        raise OnnxError(f"{a}: onnxruntime cannot load this model: {_first_line(exc)}") from None
+    def open_a() -> Any:
+        try:
+            return check_session(a)
+        except Exception as exc:  # onnxruntime's own checks (e.g. node input types) are stricter than onnx's
+            raise OnnxError(f"{a}: onnxruntime cannot load this model: {_first_line(exc)}") from None
+
+    sa, like = open_a(), None
+    if not all(isinstance(d, int) for i in sa.get_inputs() for d in i.shape):
+        del sa  # b's sizes for a's symbolic dimensions, read while a is closed
+        like = _Inputs(check_session(b))
+        release_freed_memory()
+        sa = open_a()
     for domain in (None, *DOMAINS):
         feeds = random_feeds(sa, seed, input_scale, like=like, domain=domain)
         xa = _run_input(a, sa, feeds)

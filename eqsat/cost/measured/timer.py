@@ -233,7 +233,7 @@ def _malloc_trim() -> Any:
 
 
 E2E_SECONDS = 3.0  # an end-to-end timing of graphs stops after this long once each session ran E2E_MIN_RUNS times
-E2E_MIN_RUNS = 5  # runs per session: a 165 ms BERT, 3 sessions each of the input and the pick, times 30 runs (5 s)
+E2E_MIN_RUNS = 4  # runs per session: a 170 ms BERT, 3 sessions each of the input and the pick, times 24 runs (4 s)
 
 
 def time_graph_sessions(graphs: Sequence[Graph], sessions: int, threads: int = 1, runs: int = 24,

@@ -328,7 +328,9 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
         file = write_optimized(imported, best, source, out, contrib)
         phase("price")
         middle = time.perf_counter()
-        cost = written_cost(out, promised_us, model, batch, dict(dims or {}))
+        # a file that is the input copied imports as the input did: its graph, not a second import
+        cost = written_cost(out, promised_us, model, batch, dict(dims or {}),
+                            graph=imported.graph if file.input_copied else None)
         phases["write"] = phases.get("write", 0.0) + middle - start
         phases["price"] = phases.get("price", 0.0) + time.perf_counter() - middle
         return WrittenFile(file, cost, promised_us)

@@ -205,8 +205,8 @@ def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkey
     raw, raw_other = model.graph_time_us(graph), model.graph_time_us(other)
     # three pairs of the input against itself: the median mean (200) and the median difference (5%)
     medians = iter([205.0, 195.0, 300.0, 100.0, 199.0, 201.0])  # the second pair strays
-    monkeypatch.setattr(ortcpu_module, "time_graphs",
-                        lambda graphs, *a, **k: [Timing(m, m, m, 24) for m in (next(medians) for _ in graphs)])
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", lambda graphs, sessions, *a, **k: [
+        [Timing(m, m, m, 24) for m in (next(medians) for _ in graphs)] for _ in range(sessions)])
     cal = model.calibrate(graph)
     assert cal.measured_us == 200.0 and cal.noise == pytest.approx(0.05) and cal.priced_us == raw + 5.0
     assert cal.scale == pytest.approx((200.0 - 5.0) / raw) and model.resolution == pytest.approx(0.05)
@@ -218,27 +218,28 @@ def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkey
 def test_end_to_end_timings_are_recorded_so_a_repeated_run_decides_alike(fake, monkeypatch):
     """The calibration and the end-to-end check of a pick are database records: a second process
     reads them and times nothing, so it gets the same scale, the same resolution and the same
-    verdict. The verdict is the median of three pairs, each timed in fresh sessions: one pair that
-    strays (here the pick timed 1% slower) does not decide against two that agree (4% faster)."""
+    verdict. The verdict is the median of three pairs of sessions, all timed together (one call):
+    one pair that strays (here the pick timed 1% slower) does not decide against two that agree
+    (4% faster)."""
     graph = small_cnn()
     pick = Graph((node("relu", graph.outputs[0]),))
     pairs = iter([(205.0, 195.0)] * 3 + [(100.0, 96.0), (100.0, 101.0), (100.0, 96.2)] + [(96.0, 100.0)] * 3)
     calls: list[int] = []
 
-    def timed(graphs, *a, seed=0, **k):
-        calls.append(seed)
-        return [Timing(us, us, us, 24) for us in next(pairs)]
+    def timed(graphs, sessions, *a, **k):
+        calls.append(sessions)
+        return [[Timing(us, us, us, 24) for us in next(pairs)] for _ in range(sessions)]
 
-    monkeypatch.setattr(ortcpu_module, "time_graphs", timed)
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", timed)
     first = OrtCpuCost(progress=False)
     cal = first.calibrate(graph)
     assert first.end_to_end_us(graph, pick) == (100.0, 96.2)  # the median ratio of 1.042, 0.990, 1.040
-    assert calls == [0, 1, 2, 0, 1, 2]  # each pair its own seed
+    assert calls == [3, 3]  # one timing of three sessions per graph each
     new_process()
     again = OrtCpuCost(progress=False)
     assert again.calibrate(graph) == cal and again.resolution == first.resolution
-    assert again.end_to_end_us(graph, pick) == (100.0, 96.2) and len(calls) == 6  # read, not timed
-    assert again.end_to_end_us(pick, graph) == (96.0, 100.0) and len(calls) == 9  # another pair: its own records
+    assert again.end_to_end_us(graph, pick) == (100.0, 96.2) and len(calls) == 2  # read, not timed
+    assert again.end_to_end_us(pick, graph) == (96.0, 100.0) and len(calls) == 3  # another pair: its own records
 
 
 def test_timings_taken_together_are_timed_together_again(fake, tmp_path, monkeypatch):
@@ -263,7 +264,7 @@ def test_a_model_that_cannot_run_end_to_end_is_priced_uncalibrated(fake, monkeyp
     def broken(graphs, *args, **kwargs):
         raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH : a long reason " + "y" * 250)
 
-    monkeypatch.setattr(ortcpu_module, "time_graphs", broken)
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", broken)
     model = OrtCpuCost(progress=False)
     raw = model.graph_time_us(small_cnn())
     assert model.calibrate(small_cnn()) is None and model.calibration is None
@@ -360,20 +361,40 @@ def test_products_reading_weights_are_timed_with_cold_weights(fake, monkeypatch)
 
 
 def test_graphs_timed_end_to_end_are_exported_once_and_slow_ones_run_fewer_times(tmp_path, monkeypatch):
-    """The calibration times the input against itself three times: one export serves all six
-    (a 440 MB BERT took 7 s per export), and with ``max_seconds`` spent a graph stops at
-    ``E2E_MIN_RUNS`` runs instead of 24 (issue 53: 264 s for BERT on ort-cpu)."""
+    """The calibration times the input against itself in three pairs of sessions, all in one
+    interleaved timing: one export serves all six sessions (and the pick's check after the search),
+    and with ``max_seconds`` spent each session stops at ``E2E_MIN_RUNS`` runs instead of 24."""
     pytest.importorskip("onnxruntime")
     from eqsat.cost.measured import timer
 
     exported: list[str] = []
     real = timer.export_for_timing
-    monkeypatch.setattr(timer, "export_for_timing", lambda g, path: exported.append(g.digest) or real(g, path))
+    monkeypatch.setattr(timer, "export_for_timing", lambda g, path, **k: exported.append(g.digest) or real(g, path, **k))
     g = Graph((node("relu", input_("x", (4, 8))),), name="g")
     exports: dict = {}
-    for seed in range(3):
-        a, b = timer.time_graphs([g, g], seed=seed, exports=exports, folder=tmp_path, max_seconds=0.0, min_seconds=0.0)
-        assert a.runs == b.runs == timer.E2E_MIN_RUNS  # over its four sessions
+    for seed in range(2):
+        rows = timer.time_graph_sessions([g, g], 3, seed=seed, exports=exports, folder=tmp_path, max_seconds=0.0,
+                                         min_seconds=0.0)
+        assert len(rows) == 3 and all(a.runs == b.runs == timer.E2E_MIN_RUNS for a, b in rows)
     assert exported == [g.digest]
     (c,) = timer.time_graphs([g], runs=40, min_seconds=0.0)  # no time limit reached: the runs asked for
     assert c.runs >= 40
+
+
+def test_a_timing_export_keeps_large_weights_in_a_data_file_beside_it(tmp_path):
+    """An end-to-end timing's export writes the weights' data to ``<file>.data`` (onnxruntime maps
+    it: a session then holds no copy of them), and the model computes what the inline export does."""
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    from eqsat.cost.measured import timer
+    from eqsat.ir.graph import weight
+
+    g = Graph((node("matmul", input_("x", (2, 128)), weight("w", (128, 64))),), name="mm")
+    inline = timer.export_for_timing(g, tmp_path / "inline.onnx")
+    external = timer.export_for_timing(g, tmp_path / "external.onnx", external_data=True)
+    assert (tmp_path / "external.onnx.data").stat().st_size == 128 * 64 * 4
+    assert external.stat().st_size < 4096 < inline.stat().st_size
+    feeds = {"x": np.ones((2, 128), dtype=np.float32)}
+    a, b = (timer.session(p, 1).run(None, feeds)[0] for p in (inline, external))
+    assert np.array_equal(a, b)

@@ -559,3 +559,38 @@ def test_exporter_shaped_attention_imports_without_opaque_nodes(tmp_path):
     assert main(["optimize", "--device", "h100", str(tmp_path / "attn.onnx"), "--search", "eqsat",
                  "--out", str(out), "--batch", "2"]) == 0
     assert eo.max_difference(str(tmp_path / "attn.onnx"), str(out)) < 1e-5
+
+
+def test_large_weights_are_written_one_at_a_time_and_read_back_as_onnx_saves_them(tmp_path):
+    """Initializers past the skeleton's size are streamed into the file after the rest of the
+    model (never a whole serialized copy in memory): onnx reads the same tensors, in each one's
+    type, as the proto ``onnx.save`` would write, a read-only broadcast included; with
+    ``external_data`` their bytes go to ``<file>.data``."""
+    import onnx
+
+    from eqsat.ir.graph import Graph, input_, node, weight
+    from eqsat.onnx.writer import _write_array
+
+    ort = pytest.importorskip("onnxruntime")
+
+    w = weight("w", (96, 64))
+    b = weight("b", (64,))
+    g = Graph((node("chadd", node("matmul", input_("x", (3, 96)), w), b, axis=1),), name="lin")
+    data = {"w": np.arange(96 * 64, dtype=np.float32).reshape(96, 64) / 7.0, "b": np.ones(64, dtype=np.float32)}
+    for external in (False, True):
+        path = tmp_path / f"lin{external}.onnx"
+        eo.export_graph(g, path, weights=data, external_data=external)
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+        got = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        assert got["w"].dtype == np.float32 and np.array_equal(got["w"], data["w"])
+        assert np.array_equal(got["b"], data["b"])
+        assert (tmp_path / f"lin{external}.onnx.data").exists() == external
+        x = np.ones((3, 96), dtype=np.float32)
+        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        assert np.allclose(out, x @ data["w"] + data["b"], rtol=1e-5)
+    broadcast = np.broadcast_to(np.float32(0.5), (5000, 3))  # a timing weight: one float, no memory
+    out = tmp_path / "bytes.bin"
+    with open(out, "wb") as f:
+        _write_array(f, broadcast)
+    assert out.read_bytes() == np.full((5000, 3), 0.5, dtype="<f4").tobytes()

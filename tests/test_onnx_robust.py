@@ -118,7 +118,8 @@ def test_an_onnx_file_is_priced_on_this_machine_by_default(tmp_path, monkeypatch
     monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
     flat = Timing(10.0, 10.0, 10.0, 5)  # which device is chosen is the question here, not the timings
     monkeypatch.setattr(ortcpu_module, "time_graph", lambda *args, **kwargs: flat)
-    monkeypatch.setattr(ortcpu_module, "time_graphs", lambda graphs, *args, **kwargs: [flat for _ in graphs])
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions",
+                        lambda graphs, sessions, *args, **kwargs: [[flat for _ in graphs] for _ in range(sessions)])
     src = conv_and_gemm_model(tmp_path / "cg.onnx")
     out, report = tmp_path / "cg.opt.onnx", tmp_path / "r.json"
     assert main(["optimize", str(src), "--search", "eqsat", "--preset", "quick", "--out", str(out),
@@ -252,3 +253,28 @@ def test_a_bf16_initializer_read_through_a_cast_is_folded_not_refused(tmp_path):
                 tmp_path / "m.onnx", opset=17)
     imported = eo.load(src)
     assert imported.opaque == [] and imported.weights["wf"].dtype.kind == "f"
+
+
+def test_the_numerical_check_holds_one_session_at_a_time(tmp_path, monkeypatch):
+    """``max_difference`` opens the two models one after the other (a lean session each, closed
+    before the next opens): two sessions of a large model held together doubled a write's memory."""
+    pytest.importorskip("onnxruntime")
+    import weakref
+
+    from eqsat.onnx import runtime
+
+    src = conv_and_gemm_model(tmp_path / "cg.onnx")
+    alive: list[int] = [0]
+    most: list[int] = [0]
+    real = runtime.check_session
+
+    def counted(path):
+        s = real(path)
+        alive[0] += 1
+        most[0] = max(most[0], alive[0])
+        weakref.finalize(s, lambda: alive.__setitem__(0, alive[0] - 1))
+        return s
+
+    monkeypatch.setattr(runtime, "check_session", counted)
+    assert runtime.max_difference(src, src) == 0.0
+    assert most[0] == 1 and alive[0] == 0

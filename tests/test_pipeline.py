@@ -117,3 +117,20 @@ def test_a_file_priced_on_a_roofline_that_runs_slower_in_onnxruntime_is_not_writ
     asked.clear()
     optimize_model(src, search="eqsat", device="ort-cpu", preset="quick", out=tmp_path / "ort.onnx")
     assert asked == []  # ort-cpu confirmed its pick in onnxruntime already
+
+
+def test_a_written_file_that_is_the_input_copied_is_priced_without_importing_it_again(tmp_path, monkeypatch):
+    """The written-file guard writes the input copied; pricing that copy reads the graph the input
+    imported to (the same bytes), so only the re-exported first file is imported again: a second
+    import of a 440 MB model held a second copy of its weights."""
+    pytest.importorskip("onnxruntime")
+    import eqsat.onnx as onnx_io
+
+    src, out = conv_matmul_relu(tmp_path / "cg.onnx"), tmp_path / "cg.opt.onnx"
+    loads: list[str] = []
+    real = onnx_io.load
+    monkeypatch.setattr(onnx_io, "load", lambda path, *a, **k: loads.append(str(path)) or real(path, *a, **k))
+    outcome = optimize_model(src, search="eqsat", device="h100", preset="quick", out=out, onnx_ops="standard")
+    assert len(outcome.writes) == 2 and outcome.writes[1].file.input_copied
+    assert loads.count(str(out)) == 1  # the first file, not the copy
+    assert outcome.writes[1].cost["written_us"] == pytest.approx(outcome.runtime["runtime_us"])

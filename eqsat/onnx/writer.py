@@ -16,6 +16,7 @@ from eqsat.onnx.common import (
     ACTIVATIONS,
     FUSED_DOMAIN,
     OPSET,
+    SKELETON_MAX_ELEMENTS,
     Imported,
     OnnxError,
     _onnx,
@@ -53,6 +54,7 @@ class _Writer:
         self.contrib = contrib and np_float is np.float32  # onnxruntime's fused CPU kernels are float32 only
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
+        self.large: list[tuple[str, np.ndarray]] = []  # initializers written by write_model, not held in the proto
         self.taken = taken
         self.counter = iter(range(1 << 30))
         self.opaque_outputs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
@@ -66,7 +68,11 @@ class _Writer:
 
     def init(self, values: Any, dtype: Any = None, name: str | None = None) -> str:
         name = name or self.fresh()
-        self.inits.append(self.onnx.numpy_helper.from_array(np.asarray(values, dtype=dtype or self.np_float), name))
+        array = np.asarray(values, dtype=dtype or self.np_float)  # a read-only broadcast stays one
+        if array.size > SKELETON_MAX_ELEMENTS and array.dtype.kind in "fiu":
+            self.large.append((name, array))  # copied only as it is written (write_model)
+        else:
+            self.inits.append(self.onnx.numpy_helper.from_array(array, name))
         return name
 
     def ints(self, values: Any) -> str:
@@ -198,12 +204,14 @@ EXPORTERS: dict[str, Exporter] = {
 only rename, and leaves are graph inputs or initializers."""
 
 
-def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32", contrib: bool = False) -> None:
+def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float32", contrib: bool = False,
+         external_data: bool = False) -> None:
     """Write ``graph`` (the import's structure, or an optimized one) as an ONNX model whose float
     tensors are ``dtype`` (float64 checks models whose float32 outputs overflow; opaque nodes
     keep the types they were imported with). Standard ONNX only, unless ``contrib``: then a fused
     IR op is onnxruntime's contrib kernel (FusedConv, FusedGemm, Gelu), for files that target
-    onnxruntime alone."""
+    onnxruntime alone. ``external_data``: the large tensors' data go to ``<path>.data`` beside
+    it (:func:`write_model`), for files that are timed, not handed to a user."""
     if dtype not in _FLOAT_TYPES:
         raise OnnxError(f"{path}: dtype must be one of {', '.join(_FLOAT_TYPES)}, got {dtype!r}")
     np_float, onnx_float = _FLOAT_TYPES[dtype]
@@ -263,8 +271,101 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     opsets = [h.make_opsetid("", imported.opset)] + [h.make_opsetid(d, 1) for d in sorted(w.domains)]
     model = h.make_model(h.make_graph(w.nodes, graph.name or "eqsat", inputs, outputs, w.inits),
                          opset_imports=opsets)
-    onnx.checker.check_model(skeleton(model))
-    replace_atomic(path, lambda tmp: onnx.save(model, tmp))
+    checked = onnx.ModelProto()
+    checked.CopyFrom(model)  # no large tensor: they are not in the proto yet
+    checked.graph.input.extend(h.make_tensor_value_info(name, h.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+                               for name, a in w.large)
+    onnx.checker.check_model(skeleton(checked))
+    replace_atomic(path, lambda tmp: write_model(model, w.large, tmp, external=Path(path).name + ".data"
+                                                 if external_data else None))
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, length: int) -> bytes:
+    """A length-delimited protobuf field's key and length."""
+    return _varint(number << 3 | 2) + _varint(length)
+
+
+PROTO_LIMIT = 2**31 - 1  # bytes a protobuf message (an ONNX file with its weights inline) may hold
+
+
+def write_model(model: Any, large: list[tuple[str, np.ndarray]], path: str | Path, external: str | None = None) -> None:
+    """Write ``model`` with the initializers ``large`` (name, array) added to its graph, one
+    tensor at a time: the serialized file is never held in memory (for a 440 MB BERT, building
+    the whole proto and serializing it held three more copies of the weights and took seconds).
+    Inline (``external`` None) the bytes are those of ``onnx.save`` of the model with the tensors
+    as raw-data initializers at the end of its graph (protobuf reads fields in any order);
+    with ``external`` (a file name beside ``path``) the tensors' data go to that file, which
+    onnxruntime maps instead of copying (the files :func:`~eqsat.cost.measured.timer.export_for_timing`
+    writes: a session's memory and load time then do not grow with the weights)."""
+    onnx = _onnx()
+    graph_number = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+    init_number = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+    raw_number = onnx.TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+    heads = []
+    data_file = None
+    offset = 0
+    try:
+        if external is not None:
+            data_file = open(Path(path).parent / external, "wb")  # noqa: SIM115 - closed below
+        for name, array in large:
+            tensor = onnx.TensorProto(name=name, dims=list(array.shape),
+                                      data_type=onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
+            nbytes = array.size * array.dtype.itemsize
+            if data_file is not None:
+                _write_array(data_file, array)
+                for key, value in (("location", external), ("offset", str(offset)), ("length", str(nbytes))):
+                    tensor.external_data.add(key=key, value=value)
+                tensor.data_location = onnx.TensorProto.EXTERNAL
+                offset += nbytes
+                heads.append((tensor.SerializeToString(), None))
+            else:
+                heads.append((tensor.SerializeToString(), array))
+    finally:
+        if data_file is not None:
+            data_file.close()
+    body = [(head + (_field(raw_number, a.size * a.dtype.itemsize) if a is not None else b""), a) for head, a in heads]
+    entries = [(_field(init_number, len(head) + (a.size * a.dtype.itemsize if a is not None else 0)), head, a)
+               for head, a in body]
+    graph_bytes = model.graph.SerializeToString()
+    graph_size = len(graph_bytes) + sum(len(key) + len(head) + (a.size * a.dtype.itemsize if a is not None else 0)
+                                        for key, head, a in entries)
+    rest = onnx.ModelProto()
+    rest.CopyFrom(model)
+    rest.ClearField("graph")
+    head = rest.SerializeToString()
+    total = len(head) + len(_field(graph_number, graph_size)) + graph_size
+    if total > PROTO_LIMIT:
+        raise OnnxError(f"{path}: {total} bytes exceed the 2 GB an ONNX file holds inline")
+    with open(path, "wb") as f:
+        f.write(head)
+        f.write(_field(graph_number, graph_size))
+        f.write(graph_bytes)
+        for key, tensor_head, array in entries:
+            f.write(key)
+            f.write(tensor_head)
+            if array is not None:
+                _write_array(f, array)
+
+
+def _write_array(f: Any, array: np.ndarray) -> None:
+    """An array's bytes, little-endian, in row-major order (a broadcast a block of rows at a time)."""
+    array = array.astype(array.dtype.newbyteorder("<"), copy=False)
+    if array.flags.c_contiguous:
+        f.write(memoryview(array.reshape(-1)).cast("B"))
+        return
+    rows = array.reshape(array.shape[0], -1) if array.ndim > 1 else array.reshape(1, -1)
+    step = max(1, (16 << 20) // max(rows[0].nbytes, 1))
+    for start in range(0, len(rows), step):
+        f.write(np.ascontiguousarray(rows[start:start + step]).tobytes())
 
 
 _LAYOUT_ONLY = ("reshape", "transpose")  # ops that move a tensor's elements and keep their type
@@ -324,9 +425,9 @@ def random_weights(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] | None = None,
-                 seed: int = 0, dtype: str = "float32", contrib: bool = False) -> Imported:
+                 seed: int = 0, dtype: str = "float32", contrib: bool = False, external_data: bool = False) -> Imported:
     """Write a graph built in Python (e.g. a benchmark builder's) as an ONNX model, with
-    ``weights`` or :func:`random_weights` (``contrib``: see :func:`save`); returns the
+    ``weights`` or :func:`random_weights` (``contrib``, ``external_data``: see :func:`save`); returns the
     :class:`Imported` it was written from."""
     data = weights if weights is not None else random_weights(graph, seed)
     missing = [w.attr("name") for w in graph.leaves("weight") if w.attr("name") not in data]
@@ -335,5 +436,5 @@ def export_graph(graph: Graph, path: str | Path, weights: dict[str, np.ndarray] 
     opset = max([OPSET] + [n.attr("opset") for n in graph.nodes() if n.op == "opaque"])  # a stored node's own
     imported = Imported(graph, data, [x.attr("name") for x in graph.leaves("input")],
                         [f"output{i}" for i in range(len(graph.outputs))], opset=opset)
-    save(imported, graph, path, dtype, contrib)
+    save(imported, graph, path, dtype, contrib, external_data)
     return imported

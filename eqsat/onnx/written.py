@@ -89,19 +89,22 @@ def write_optimized(imported: Any, best: Any, model: str | Path, out: str | Path
 
 
 def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
-                 dims: dict[str, int] | None = None) -> dict[str, Any]:
+                 dims: dict[str, int] | None = None, graph: Any = None) -> dict[str, Any]:
     """Import a written file again and price it as the search priced its best graph, as a runtime
     runs it: the gain a user gets is the file's, not the graph's (a fusion the export had to split
     shows here). A standard file writes a fused conv as Conv then its activation, which every
     runtime fuses again, so a roofline device prices the file after onnxruntime's own fusions
     (:func:`eqsat.onnx.runtime_baseline.runtime_baseline`); the measured device prices those
-    fusions itself. ``device``: a name, or the cost model the search used (a calibrated one)."""
+    fusions itself. ``device``: a name, or the cost model the search used (a calibrated one).
+    ``graph``: the file's graph, when the caller holds it already (a file that is the input copied
+    imports as the input did: importing a 440 MB BERT again held a second copy of its weights)."""
     from eqsat import onnx as onnx_io
     from eqsat.cost.registry import cost_model
     from eqsat.onnx.runtime_baseline import runtime_baseline
 
     model = cost_model(device)
-    graph = onnx_io.load(path, batch=batch, dims=dims).graph
+    if graph is None:
+        graph = onnx_io.load(path, batch=batch, dims=dims).graph
     latency_us = model.latency_us(graph)
     if latency_us is None:  # a model of kernels alone: the runtime's own fusions first
         written_us = runtime_baseline(graph, model)["runtime_us"]
@@ -112,20 +115,21 @@ def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
             "written_latency_us": latency_us}
 
 
-FILE_CHECK_SECONDS = 0.5  # the written file against the input in onnxruntime: this long once each ran the minimum
+FILE_CHECK_SECONDS = 0.5  # the written file against the input in onnxruntime: this long once each ran ...
+FILE_CHECK_RUNS = 8  # ... this many times (over its sessions)
 
 
 def timed_in_onnxruntime(model: str | Path, out: str | Path, threads: int = 1) -> dict[str, float]:
     """The input file, the written file and the input again, timed end to end in onnxruntime on
-    this CPU (``ORT_ENABLE_ALL``, interleaved, :data:`eqsat.cost.measured.timer.E2E_MIN_RUNS` runs
+    this CPU (``ORT_ENABLE_ALL``, interleaved, :data:`FILE_CHECK_RUNS` runs
     each at least, then until :data:`FILE_CHECK_SECONDS` have passed): what a file priced on
     another device does where the project can run it. The input's two timings give the noise."""
-    from eqsat.cost.measured.timer import E2E_MIN_RUNS, time_files
+    from eqsat.cost.measured.timer import time_files
 
     # the written file first: its inputs' sizes are fixed where the input's were symbolic, and the
     # inputs are drawn from the first file's
     after, before, again = time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS,
-                                      min_runs=E2E_MIN_RUNS)
+                                      min_runs=FILE_CHECK_RUNS)
     mean = (before.median_us + again.median_us) / 2
     return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
             "ort_noise": abs(before.median_us - again.median_us) / mean if mean > 0 else 0.0}

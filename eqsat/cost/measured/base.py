@@ -5,7 +5,8 @@ input model timed end to end, and the end-to-end check of a pick.
 
 A device is a subclass of :class:`MeasuredCost` that says how its runtime times a kernel, the
 empty-ish call and a group of graphs interleaved (:meth:`~MeasuredCost._time_kernel`,
-:meth:`~MeasuredCost._time_overhead`, :meth:`~MeasuredCost._time_graphs`), which producer/consumer
+:meth:`~MeasuredCost._time_overhead`, :meth:`~MeasuredCost._time_graphs` or
+:meth:`~MeasuredCost._time_sessions`), which producer/consumer
 pairs the runtime fuses (:attr:`~MeasuredCost.fusions`), and the context its timings hold in.
 """
 from __future__ import annotations
@@ -30,13 +31,13 @@ from eqsat.ir.ops import Shape, get_op
 FREE_OPS = frozenset({"proj", "noop"})
 OVERHEAD_KEY = "run-call-overhead"
 OVERHEAD_RUNS = 200
-END_TO_END_PAIRS = 3  # interleaved timings of two graphs, fresh sessions each, of which the median is used
+END_TO_END_PAIRS = 3  # sessions of each of two graphs timed interleaved: pairs of sessions, of which the median is used
 
 
 @dataclass(frozen=True)
 class Calibration:
     """One model's end-to-end calibration (µs): its priced latency before, its measured latency
-    (the median over :data:`END_TO_END_PAIRS` pairs of interleaved timings of it), the scale every
+    (the median over :data:`END_TO_END_PAIRS` pairs of sessions of it, timed interleaved), the scale every
     kernel price is multiplied by, and the measured noise (the median of the pairs' relative
     differences)."""
 
@@ -130,6 +131,11 @@ class MeasuredCost:
         """Whole graphs timed end to end, interleaved, with ``seed``'s inputs and order."""
         raise NotImplementedError
 
+    def _time_sessions(self, graphs: Sequence[Graph], sessions: int) -> list[list[Timing]]:
+        """Whole graphs timed end to end, interleaved, each in ``sessions`` sessions of its own:
+        ``[session][graph]`` (default: :meth:`_time_graphs` once per session, each with its seed)."""
+        return [self._time_graphs(graphs, seed=k) for k in range(sessions)]
+
     def priced(self, kernel: Kernel) -> Kernel:
         """The kernel whose timing prices ``kernel`` (itself; a device may time it otherwise)."""
         return kernel
@@ -209,9 +215,10 @@ class MeasuredCost:
     def calibrate(self, graph: Graph) -> Calibration | None:
         """Scale every later price so that ``graph`` (the input model) is priced at its end-to-end
         time: kernels timed alone run with other caches, layouts and neighbours than in the model,
-        and their sum was off by 0.5-3x. The graph is timed against itself, interleaved,
-        :data:`END_TO_END_PAIRS` times in fresh sessions; the median of the pairs' relative
-        differences is the measured noise (one pair's swings too much on a shared machine to set a
+        and their sum was off by 0.5-3x. The graph is timed against itself, interleaved, in
+        :data:`END_TO_END_PAIRS` pairs of sessions (:meth:`timed_pairs`); the median of the pairs'
+        relative differences is the measured noise (identical models in two sessions differ by a
+        few percent, steadily, and one pair's gap swings too much on a shared machine to set a
         threshold by), and the :attr:`resolution` (the least gain a rewrite must promise) becomes
         at least that. A uniform scale changes no choice between graphs, only what their prices
         claim. The timings are recorded, so a repeated run calibrates alike. None (said on stderr)
@@ -264,31 +271,34 @@ class MeasuredCost:
     def graph_time_us(self, graph: Graph) -> float:
         return sum(self.node_time_us(n, graph.dtype) for n in graph.nodes())
 
-    def timed_together(self, what: str, graphs: Sequence[Graph], seed: int = 0) -> list[Timing]:
-        """``graphs`` timed end to end, interleaved, recorded in the database under ``what``: a
+    def timed_together(self, what: str, graphs: Sequence[Graph], sessions: int = 1) -> list[list[Timing]]:
+        """``graphs`` timed end to end, interleaved, each in ``sessions`` sessions
+        (:meth:`_time_sessions`, ``[session][graph]``), recorded in the database under ``what``: a
         later run reads the same timings, so it calibrates alike and confirms the same pick."""
-        keys = [f"{what}:{k}" for k in range(len(graphs))]
+        keys = [f"{what}:{j}:{k}" for j in range(sessions) for k in range(len(graphs))]
 
         def time_them() -> list[Timing]:
             start = time.perf_counter()
             try:
-                return self._time_graphs(graphs, seed)
+                return [t for row in self._time_sessions(graphs, sessions) for t in row]
             finally:
                 self.end_to_end_s += time.perf_counter() - start
-        return self.db.measure_all(keys, time_them)
+        flat = self.db.measure_all(keys, time_them)
+        return [flat[j * len(graphs):(j + 1) * len(graphs)] for j in range(sessions)]
 
     def timed_pairs(self, what: str, a: Graph, b: Graph) -> list[list[Timing]]:
-        """:data:`END_TO_END_PAIRS` interleaved timings of ``a`` and ``b``, each in fresh sessions
-        with its own seed, recorded under ``what`` and both graphs' digests."""
-        return [self.timed_together(f"{what}:{a.digest}:{b.digest}:{k}", [a, b], seed=k)
-                for k in range(END_TO_END_PAIRS)]
+        """:data:`END_TO_END_PAIRS` pairs of timings of ``a`` and ``b``: each graph in that many
+        sessions, all timed interleaved in one timing (a session opened once, kept for all its
+        runs), the k-th of ``a``'s against the k-th of ``b``'s; recorded under ``what`` and both
+        graphs' digests."""
+        return self.timed_together(f"{what}:{a.digest}:{b.digest}", [a, b], END_TO_END_PAIRS)
 
     def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float]:
         """Both graphs timed end to end, alternately (the last word on a search's pick: kernels
         timed one at a time can be wrong together by more than their spread): the pair of
-        :data:`END_TO_END_PAIRS` timings, each in fresh sessions, whose ratio is the median. One
-        timing of a pair strays now and then by more than the gain it judges; the timings are recorded,
-        so a repeated run decides alike."""
+        :data:`END_TO_END_PAIRS` pairs of sessions (:meth:`timed_pairs`) whose ratio is the
+        median. One session of a pair strays now and then by more than the gain it judges; the
+        timings are recorded, so a repeated run decides alike."""
         pairs = self.timed_pairs("end-to-end", a, b)
         pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
         ta, tb = pairs[len(pairs) // 2]

@@ -33,7 +33,7 @@ from eqsat.cost.devices import ORT_CPU
 from eqsat.cost.measured.base import OVERHEAD_RUNS, Calibration, MeasuredCost, estimate_us, overhead_graph
 from eqsat.cost.measured.database import Context
 from eqsat.cost.measured.kernels import RUNTIME_FUSIONS, Kernel
-from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graphs, time_model
+from eqsat.cost.measured.timer import RUNS, WARMUP, Timing, time_graph, time_graph_sessions, time_model
 from eqsat.ir.graph import Graph
 
 __all__ = ["RESOLUTION", "Calibration", "OrtCpuCost", "estimate_us"]
@@ -51,7 +51,7 @@ class OrtCpuCost(MeasuredCost):
     def __init__(self, threads: int = 1, path: str | None = None, warmup: int = WARMUP, runs: int = RUNS,
                  progress: bool = True, resolution: float = RESOLUTION):
         super().__init__(ORT_CPU, threads, Context.here(threads), path, warmup, runs, progress, resolution)
-        self._exports: dict[str, Path] = {}  # graph digest -> its export, timed end to end again (pairs)
+        self._exports: dict[str, Path] = {}  # graph digest -> its export, timed end to end again (the input)
         self._exports_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def _time_kernel(self, kernel: Kernel) -> Timing:
@@ -64,6 +64,11 @@ class OrtCpuCost(MeasuredCost):
         return time_graph(overhead_graph(), self.threads, self.warmup * 4, OVERHEAD_RUNS)
 
     def _time_graphs(self, graphs: Sequence[Graph], seed: int) -> list[Timing]:
+        return self._time_sessions(graphs, 1, seed)[0]
+
+    def _time_sessions(self, graphs: Sequence[Graph], sessions: int, seed: int = 0) -> list[list[Timing]]:
+        """All sessions in one interleaved timing (:func:`.timer.time_graph_sessions`)."""
         if self._exports_dir is None:  # removed when this model is collected (or at exit)
             self._exports_dir = tempfile.TemporaryDirectory(prefix="eqsat-time-")
-        return time_graphs(graphs, self.threads, seed=seed, exports=self._exports, folder=self._exports_dir.name)
+        return time_graph_sessions(graphs, sessions, self.threads, seed=seed, exports=self._exports,
+                                   folder=self._exports_dir.name)

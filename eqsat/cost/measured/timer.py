@@ -79,12 +79,13 @@ def constant_weights(graph: Graph) -> dict[str, np.ndarray]:
     return out
 
 
-def export_for_timing(graph: Graph, path: Path) -> Path:
+def export_for_timing(graph: Graph, path: Path, external_data: bool = False) -> Path:
     """``graph`` as a float32 ONNX file with :func:`constant_weights`, in onnxruntime's own kernels
-    (FusedConv, FusedGemm: what it runs a fused IR op as)."""
+    (FusedConv, FusedGemm: what it runs a fused IR op as); ``external_data``: the large weights'
+    data in ``<path>.data`` (see :func:`eqsat.onnx.writer.write_model`)."""
     from eqsat.onnx import export_graph
 
-    export_graph(graph, path, weights=constant_weights(graph), contrib=True)
+    export_graph(graph, path, weights=constant_weights(graph), contrib=True, external_data=external_data)
     return path
 
 
@@ -143,9 +144,6 @@ SESSIONS = 4  # sessions per model in an end-to-end comparison
 SESSION_MEMORY = 4 << 30  # bytes of model files all sessions may hold together
 
 
-E2E_SESSION_MEMORY = 1 << 30  # the same inside a search's cost model, whose process holds the model too
-
-
 def sessions_for(paths: Sequence[str | Path], wanted: int = SESSIONS, memory: int = SESSION_MEMORY) -> int:
     """Sessions per model that keep every session's weights within ``memory`` bytes."""
     total = sum(Path(p).stat().st_size for p in paths)
@@ -159,29 +157,43 @@ def time_files(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int
 
     Identical models in two sessions differ by a few percent, steadily (where each
     session's buffers landed in memory), so each model runs in ``sessions`` sessions (default
-    :func:`sessions_for`), and a model's latency is the mean of its sessions' medians. After two
-    warm-up runs each, every round runs every session once in a seeded random order, so drift in
+    :func:`sessions_for`), and a model's latency is the mean of its sessions' medians. After their
+    warm-up runs, every round runs every session once in a seeded random order, so drift in
     the machine's speed hits all alike: at least ``runs`` runs per model and until
     ``min_seconds`` have passed (at most ``max_runs``), or, with ``max_seconds``, until that long
     has passed once each model ran ``min_runs`` times (a slow model times fewer runs). A path given
     twice is opened in sessions of its own each time (the input against itself)."""
+    per = sessions if sessions is not None else sessions_for(paths)
+    times = time_sessions(paths, level, runs, seed, threads, min_seconds, max_runs, per, max_seconds, min_runs)
+    return [Timing.of(np.concatenate([t[k] for t in times]), median_us=float(np.mean([np.median(t[k]) for t in times])))
+            for k in range(len(paths))]
+
+
+ONE_WARMUP_S = 0.05  # a session whose first run took longer than this gets no second warm-up run
+
+
+def time_sessions(paths: Sequence[str | Path], level: str = "ENABLE_ALL", runs: int = 15, seed: int = 0,
+                  threads: int = 1, min_seconds: float = 0.0, max_runs: int = 400, sessions: int = 1,
+                  max_seconds: float | None = None, min_runs: int = 1) -> list[list[np.ndarray]]:
+    """The run times (µs) of ``sessions`` sessions of each model, as :func:`time_files` takes them:
+    ``[session][model]``. Each session is opened once and kept for the whole timing; its first
+    run is a warm-up (and a second one where the first took under :data:`ONE_WARMUP_S`)."""
     try:
-        return _time_files(paths, level, runs, seed, threads, min_seconds, max_runs, sessions, max_seconds,
-                           min_runs)
+        return _time_sessions(paths, level, runs, seed, threads, min_seconds, max_runs, sessions, max_seconds,
+                              min_runs)
     finally:  # the sessions are closed now
         release_freed_memory()
 
 
-def _time_files(paths: Sequence[str | Path], level: str, runs: int, seed: int, threads: int, min_seconds: float,
-                max_runs: int, sessions: int | None, max_seconds: float | None = None,
-                min_runs: int = 1) -> list[Timing]:
+def _time_sessions(paths: Sequence[str | Path], level: str, runs: int, seed: int, threads: int, min_seconds: float,
+                   max_runs: int, per: int, max_seconds: float | None = None,
+                   min_runs: int = 1) -> list[list[np.ndarray]]:
     from eqsat.onnx import random_feeds
 
-    per = sessions if sessions is not None else sessions_for(paths)
-    opened = [(k, session(p, threads, level)) for _ in range(per) for k, p in enumerate(paths)]
-    feeds = random_feeds(opened[0][1], seed)
-    for _, s in opened:
-        for _ in range(2):
+    opened = [(j, k, session(p, threads, level)) for j in range(per) for k, p in enumerate(paths)]
+    feeds = random_feeds(opened[0][2], seed)
+    for _, _, s in opened:
+        if run_us(s, feeds) < ONE_WARMUP_S * 1e6:
             s.run(None, feeds)
     times: list[list[float]] = [[] for _ in opened]
     rng = np.random.default_rng(seed)
@@ -191,12 +203,11 @@ def _time_files(paths: Sequence[str | Path], level: str, runs: int, seed: int, t
         if max_seconds is not None and rounds * per >= min_runs and time.perf_counter() - start > max_seconds:
             break
         for i in rng.permutation(len(opened)):
-            times[i].append(run_us(opened[i][1], feeds))
+            times[i].append(run_us(opened[i][2], feeds))
         rounds += 1
-    out = []
-    for k in range(len(paths)):
-        mine = [np.asarray(t) for (j, _), t in zip(opened, times) if j == k]
-        out.append(Timing.of(np.concatenate(mine), median_us=float(np.mean([np.median(t) for t in mine]))))
+    out: list[list[np.ndarray]] = [[np.empty(0)] * len(paths) for _ in range(per)]
+    for (j, k, _), t in zip(opened, times):
+        out[j][k] = np.asarray(t)
     return out
 
 
@@ -221,26 +232,38 @@ def _malloc_trim() -> Any:
         return None
 
 
-E2E_SECONDS = 2.0  # an end-to-end comparison of graphs stops after this long once each ran E2E_MIN_RUNS times
-E2E_MIN_RUNS = 8  # a 150 ms transformer times 8 runs a graph (its median moves < 1%), not 24: 3 s, not 22 s
+E2E_SECONDS = 3.0  # an end-to-end timing of graphs stops after this long once each session ran E2E_MIN_RUNS times
+E2E_MIN_RUNS = 4  # runs per session: a 170 ms BERT, 3 sessions each of the input and the pick, times 24 runs (4 s)
+
+
+def time_graph_sessions(graphs: Sequence[Graph], sessions: int, threads: int = 1, runs: int = 24,
+                        min_seconds: float = 2.0, seed: int = 0, exports: dict[str, Path] | None = None,
+                        folder: str | Path | None = None, max_seconds: float = E2E_SECONDS) -> list[list[Timing]]:
+    """Graphs exported with :func:`constant_weights` (their data in a file beside each model,
+    which onnxruntime maps: a session of a 440 MB BERT then loads in 0.25 s, not 0.8 s, and holds
+    no copy of its weights), each in ``sessions`` sessions opened once and run interleaved
+    (:func:`time_sessions`): ``[session][graph]`` timings. At least ``runs`` runs per graph (over
+    its sessions) and ``min_seconds``, or, once ``max_seconds`` have passed, :data:`E2E_MIN_RUNS`
+    runs per session. A graph given twice (the input against itself, the calibration) is exported
+    once, and ``exports`` (digest -> file in ``folder``) keeps the files for the next call: the
+    calibration's export of the input serves the pick's check."""
+    if exports is None or folder is None:
+        with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+            return time_graph_sessions(graphs, sessions, threads, runs, min_seconds, seed, {}, tmp, max_seconds)
+    paths = []
+    for g in graphs:
+        if g.digest not in exports or not exports[g.digest].exists():
+            exports[g.digest] = export_for_timing(g, Path(folder) / f"graph-{g.digest[:16]}.onnx", external_data=True)
+        paths.append(exports[g.digest])
+    times = time_sessions(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed, sessions=sessions,
+                          max_seconds=max_seconds, min_runs=E2E_MIN_RUNS * sessions)
+    return [[Timing.of(t) for t in row] for row in times]
 
 
 def time_graphs(graphs: Sequence[Graph], threads: int = 1, runs: int = 24, min_seconds: float = 2.0,
                 seed: int = 0, exports: dict[str, Path] | None = None, folder: str | Path | None = None,
-                max_seconds: float = E2E_SECONDS) -> list[Timing]:
-    """:func:`time_files` of graphs exported with :func:`constant_weights` (same inputs), at least
-    :data:`E2E_MIN_RUNS` runs each and at most ``runs`` once ``max_seconds`` have passed. A graph
-    given twice (the input against itself, the calibration) is exported once, and ``exports``
-    (digest -> file in ``folder``) keeps the files for the next call: exporting a 440 MB BERT
-    took 7 s, six times per calibration."""
-    if exports is None or folder is None:
-        with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
-            return time_graphs(graphs, threads, runs, min_seconds, seed, {}, tmp, max_seconds)
-    paths = []
-    for g in graphs:
-        if g.digest not in exports or not exports[g.digest].exists():
-            exports[g.digest] = export_for_timing(g, Path(folder) / f"graph-{g.digest[:16]}.onnx")
-        paths.append(exports[g.digest])
-    return time_files(paths, runs=runs, threads=threads, min_seconds=min_seconds, seed=seed,
-                      sessions=sessions_for(paths, memory=E2E_SESSION_MEMORY), max_seconds=max_seconds,
-                      min_runs=E2E_MIN_RUNS)
+                max_seconds: float = E2E_SECONDS, sessions: int = 1) -> list[Timing]:
+    """:func:`time_graph_sessions`, each graph's timing the mean of its sessions' medians."""
+    rows = time_graph_sessions(graphs, sessions, threads, runs, min_seconds, seed, exports, folder, max_seconds)
+    return [Timing(float(np.mean([row[k].median_us for row in rows])), min(row[k].p10_us for row in rows),
+                   max(row[k].p90_us for row in rows), sum(row[k].runs for row in rows)) for k in range(len(graphs))]

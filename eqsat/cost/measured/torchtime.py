@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from eqsat.cost.measured.timer import (
-    E2E_MIN_RUNS,
     FLUSH_BYTES,
     KERNEL_SECONDS,
     MIN_RUNS,
@@ -39,6 +38,7 @@ from eqsat.pytorch.timing import cuda_graph, is_cuda, time_block
 
 Call = Callable[[], Any]
 END_TO_END_SECONDS = 2.0  # an end-to-end timing lasts at least this long (ort-cpu's figure)
+END_TO_END_ROUNDS = 8  # ... and calls each module at least this many times (a slow model: only these)
 MAX_COPIES = 64  # modules a cold-weights kernel rotates over at most (small weights need many to fill the caches)
 
 
@@ -121,13 +121,13 @@ def cuda_graph_us(graph: Graph, device: str = "cuda", dtype: str = "float32", ru
 
 
 def time_graphs(graphs: Sequence[Graph], device: str = "cpu", dtype: str = "float32", threads: int = 1,
-                runs: int = E2E_MIN_RUNS, min_seconds: float | None = None, seed: int = 0, max_runs: int = 400,
+                runs: int = END_TO_END_ROUNDS, min_seconds: float | None = None, seed: int = 0, max_runs: int = 400,
                 layouts: Sequence[str] | None = None) -> list[Timing]:
     """End-to-end latency of graphs that take the same inputs (each in its ``layouts`` entry,
     default contiguous), interleaved: after two warm-up calls each, every round calls every module
     once in a seeded random order (so drift in the machine's speed hits all alike), at least
-    ``runs`` rounds (default :data:`.timer.E2E_MIN_RUNS`, as for ``ort-cpu``: 24 made VGG-19's
-    calibration and layout choice 48 s each) and until ``min_seconds`` have passed (at most
+    ``runs`` rounds (default :data:`END_TO_END_ROUNDS`: 24 made VGG-19's calibration and layout
+    choice 48 s each) and until ``min_seconds`` have passed (at most
     ``max_runs``; default :data:`END_TO_END_SECONDS`). On a GPU each call is waited for: one
     inference's latency."""
     cuda = is_cuda(device)

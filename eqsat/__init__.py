@@ -19,7 +19,8 @@ zeros or ones).
 
 Shared plumbing: ``errors`` (the exceptions, each naming what is wrong and where), ``files``
 (files written whole or not at all, safe with two writers), ``diskcache`` (parsed and compiled
-rules cached on disk by content, so a second process redoes no work) and ``refs`` (the
+rules cached on disk by content, so a second process redoes no work), ``heap`` (freed memory
+handed back to the operating system after large sessions close) and ``refs`` (the
 ``"module:name"`` references by which every table's rows name code loaded late or living above).
 
 Declarations (op rows, devices, rules) are data; the rest reads them. ``eqsat`` is the bottom

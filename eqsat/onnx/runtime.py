@@ -125,7 +125,7 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
         import onnxruntime  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
         raise OnnxError("checking with onnxruntime needs the optional extra: pip install 'eqsat-lab[onnx]'") from exc
-    from eqsat.cost.measured.timer import release_freed_memory
+    from eqsat.heap import release_freed_memory
 
     def open_a() -> Any:
         try:

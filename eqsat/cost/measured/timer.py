@@ -6,12 +6,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from eqsat.heap import release_freed_memory
 from eqsat.ir.graph import Graph
 
 WARMUP, RUNS = 8, 32  # TASO's numbers
@@ -209,27 +209,6 @@ def _time_sessions(paths: Sequence[str | Path], level: str, runs: int, seed: int
     for (j, k, _), t in zip(opened, times):
         out[j][k] = np.asarray(t)
     return out
-
-
-def release_freed_memory() -> None:
-    """Hand the heap the closed sessions freed back to the OS (glibc's ``malloc_trim``; nothing
-    elsewhere). Without it the process stays as large as its sessions were, gigabytes for a large
-    model, and the e-graph's extraction, which caps this process's resident memory, gives up."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@cache
-def _malloc_trim() -> Any:
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        return None
 
 
 E2E_SECONDS = 3.0  # an end-to-end timing of graphs stops after this long once each session ran E2E_MIN_RUNS times

@@ -30,8 +30,8 @@ from eqsat.cost.measured.timer import (
     MIN_RUNS,
     Timing,
     constant_weights,
-    release_freed_memory,
 )
+from eqsat.heap import release_freed_memory
 from eqsat.ir.graph import Graph
 from eqsat.pytorch.module import GraphModule, to_module, torch_dtype
 from eqsat.pytorch.timing import cuda_graph, is_cuda, time_block

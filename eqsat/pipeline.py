@@ -340,7 +340,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     if not first.file.input_copied and not measures_in_onnxruntime(device):
         phase("file_check")  # priced elsewhere: at least not slower where onnxruntime runs it here
         start = time.perf_counter()
-        timed = timed_in_onnxruntime(source, out)
+        timed = timed_in_onnxruntime(source, out, f"{graph.digest}:{result.best.digest}:{contrib}")
         phases["file_check"] = time.perf_counter() - start
         first = replace(first, cost=dict(first.cost) | timed)
     evidence = replace(result.evidence(graph, model), runtime=runtime, written_us=first.written_us,

@@ -102,7 +102,7 @@ def test_a_file_priced_on_a_roofline_that_runs_slower_in_onnxruntime_is_not_writ
     src = _linear(np.zeros(64), tmp_path)  # the zero bias's adds go: the search changes the graph
     asked = []
 
-    def timed(model, out, threads=1):
+    def timed(model, out, key, threads=1):
         asked.append((str(model), str(out)))
         return {"ort_input_us": 100.0, "ort_written_us": speed, "ort_noise": 0.01}
     monkeypatch.setattr(written, "timed_in_onnxruntime", timed)
@@ -134,3 +134,21 @@ def test_a_written_file_that_is_the_input_copied_is_priced_without_importing_it_
     assert len(outcome.writes) == 2 and outcome.writes[1].file.input_copied
     assert loads.count(str(out)) == 1  # the first file, not the copy
     assert outcome.writes[1].cost["written_us"] == pytest.approx(outcome.runtime["runtime_us"])
+
+
+@pytest.mark.file_check
+def test_the_written_file_check_times_both_files_and_records_them(tmp_path, monkeypatch):
+    """The check for real: the written file and the input twice, timed in onnxruntime, recorded
+    under the graphs' key, so a second call reads the same numbers without timing again."""
+    pytest.importorskip("onnxruntime")
+    from eqsat.cost.measured import database, timer
+    from eqsat.onnx.written import timed_in_onnxruntime
+
+    monkeypatch.setenv("EQSAT_LAB_MEASUREMENTS", str(tmp_path / "db.jsonl"))
+    monkeypatch.setattr(database, "_OPEN", {})
+    src, out = conv_matmul_relu(tmp_path / "a.onnx"), tmp_path / "b.onnx"
+    out.write_bytes(src.read_bytes())
+    first = timed_in_onnxruntime(src, out, "k1")
+    assert first["ort_input_us"] > 0 and first["ort_written_us"] > 0 and 0 <= first["ort_noise"] < 1
+    monkeypatch.setattr(timer, "time_files", lambda *a, **k: pytest.fail("timed again"))
+    assert timed_in_onnxruntime(src, out, "k1") == first

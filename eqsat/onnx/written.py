@@ -119,17 +119,24 @@ FILE_CHECK_SECONDS = 0.5  # the written file against the input in onnxruntime: t
 FILE_CHECK_RUNS = 8  # ... this many times (over its sessions)
 
 
-def timed_in_onnxruntime(model: str | Path, out: str | Path, threads: int = 1) -> dict[str, float]:
+def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: int = 1) -> dict[str, float]:
     """The input file, the written file and the input again, timed end to end in onnxruntime on
-    this CPU (``ORT_ENABLE_ALL``, interleaved, :data:`FILE_CHECK_RUNS` runs
-    each at least, then until :data:`FILE_CHECK_SECONDS` have passed): what a file priced on
-    another device does where the project can run it. The input's two timings give the noise."""
+    this CPU (``ORT_ENABLE_ALL``, interleaved, :data:`FILE_CHECK_RUNS` runs each at least, then
+    until :data:`FILE_CHECK_SECONDS` have passed): what a file priced on another device does where
+    the project can run it. The input's two timings give the noise. The timings are recorded in
+    the measurement database under ``key`` (the two graphs' digests), as ort-cpu's are, so the
+    same command decides alike when run again."""
+    from eqsat.cost.measured.database import Context, MeasurementDB, default_path
     from eqsat.cost.measured.timer import time_files
 
-    # the written file first: its inputs' sizes are fixed where the input's were symbolic, and the
-    # inputs are drawn from the first file's
-    after, before, again = time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS,
-                                      min_runs=FILE_CHECK_RUNS)
+    def time_them() -> list[Any]:
+        # the written file first: its inputs' sizes are fixed where the input's were symbolic, and
+        # the inputs are drawn from the first file's
+        return time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS,
+                          min_runs=FILE_CHECK_RUNS)
+    db = MeasurementDB.shared(Context.here(threads), default_path())
+    after, before, again = db.measure_all([f"file-check:{key}:{k}" for k in ("written", "input", "again")],
+                                          time_them)
     mean = (before.median_us + again.median_us) / 2
     return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
             "ort_noise": abs(before.median_us - again.median_us) / mean if mean > 0 else 0.0}

@@ -126,6 +126,7 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
     the project can run it. The input's two timings give the noise. The timings are recorded in
     the measurement database under ``key`` (the two graphs' digests), as ort-cpu's are, so the
     same command decides alike when run again."""
+    from eqsat.cost.measured.base import relative_gap
     from eqsat.cost.measured.database import Context, MeasurementDB, default_path
     from eqsat.cost.measured.timer import time_files
 
@@ -137,6 +138,5 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
     db = MeasurementDB.shared(Context.here(threads), default_path())
     after, before, again = db.measure_all([f"file-check:{key}:{k}" for k in ("written", "input", "again")],
                                           time_them)
-    mean = (before.median_us + again.median_us) / 2
     return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
-            "ort_noise": abs(before.median_us - again.median_us) / mean if mean > 0 else 0.0}
+            "ort_noise": relative_gap(before.median_us, again.median_us)}

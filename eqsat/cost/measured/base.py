@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,20 @@ class Calibration:
 
 ESTIMATE_FLOPS_PER_THREAD = 50e9  # float32 FMA throughput of one x86 core, order of magnitude
 ESTIMATE_BANDWIDTH = 10e9  # B/s one core streams from memory, order of magnitude
+
+
+def relative_gap(a: float, b: float) -> float:
+    """|a - b| over their mean: how far two timings of one model apart are (the noise)."""
+    mean = (a + b) / 2
+    return abs(a - b) / mean if mean > 0 else 0.0
+
+
+def median_pair(pairs: Sequence[Sequence[Timing]]) -> tuple[Timing, Timing]:
+    """The pair of timings (a, b) whose ratio a / b is the median of ``pairs``' ratios: one
+    pair of sessions strays now and then by more than the gain it judges."""
+    ordered = sorted(pairs, key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
+    a, b = ordered[len(ordered) // 2]
+    return a, b
 
 
 def estimate_device(threads: int) -> Device:
@@ -234,8 +248,7 @@ class MeasuredCost:
             return None
         means = [(a.median_us + b.median_us) / 2 for a, b in pairs]
         measured = float(np.median(means))
-        noise = float(np.median([abs(a.median_us - b.median_us) / m if m > 0 else 0.0
-                                 for (a, b), m in zip(pairs, means)]))
+        noise = float(np.median([relative_gap(a.median_us, b.median_us) for a, b in pairs]))
         kernels = max(measured - self.overhead_us, 0.0)
         scale = kernels / priced if priced > 0 and kernels > 0 else 1.0
         self.calibration = Calibration(priced + self.overhead_us, measured, scale, noise)
@@ -276,15 +289,19 @@ class MeasuredCost:
         (:meth:`_time_sessions`, ``[session][graph]``), recorded in the database under ``what``: a
         later run reads the same timings, so it calibrates alike and confirms the same pick."""
         keys = [f"{what}:{j}:{k}" for j in range(sessions) for k in range(len(graphs))]
+        flat = self.recorded(keys, lambda: [t for row in self._time_sessions(graphs, sessions) for t in row])
+        return [flat[j * len(graphs):(j + 1) * len(graphs)] for j in range(sessions)]
 
-        def time_them() -> list[Timing]:
+    def recorded(self, keys: Sequence[str], time_them: Callable[[], Sequence[Timing]]) -> list[Timing]:
+        """End-to-end timings under ``keys``: read from the database, else ``time_them()``, counted
+        in :attr:`end_to_end_s` and recorded, so a repeated run decides alike."""
+        def timed() -> Sequence[Timing]:
             start = time.perf_counter()
             try:
-                return [t for row in self._time_sessions(graphs, sessions) for t in row]
+                return time_them()
             finally:
                 self.end_to_end_s += time.perf_counter() - start
-        flat = self.db.measure_all(keys, time_them)
-        return [flat[j * len(graphs):(j + 1) * len(graphs)] for j in range(sessions)]
+        return self.db.measure_all(keys, timed)
 
     def timed_pairs(self, what: str, a: Graph, b: Graph) -> list[list[Timing]]:
         """:data:`END_TO_END_PAIRS` pairs of timings of ``a`` and ``b``: each graph in that many
@@ -299,9 +316,7 @@ class MeasuredCost:
         :data:`END_TO_END_PAIRS` pairs of sessions (:meth:`timed_pairs`) whose ratio is the
         median. One session of a pair strays now and then by more than the gain it judges; the
         timings are recorded, so a repeated run decides alike."""
-        pairs = self.timed_pairs("end-to-end", a, b)
-        pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
-        ta, tb = pairs[len(pairs) // 2]
+        ta, tb = median_pair(self.timed_pairs("end-to-end", a, b))
         return ta.median_us, tb.median_us
 
     def choose_layout(self, graph: Graph) -> Layout | None:  # the CostModel interface (eqsat.cost.costmodel)

@@ -238,11 +238,3 @@ def time_graph_sessions(graphs: Sequence[Graph], sessions: int, threads: int = 1
                           max_seconds=max_seconds, min_runs=E2E_MIN_RUNS * sessions)
     return [[Timing.of(t) for t in row] for row in times]
 
-
-def time_graphs(graphs: Sequence[Graph], threads: int = 1, runs: int = 24, min_seconds: float = 2.0,
-                seed: int = 0, exports: dict[str, Path] | None = None, folder: str | Path | None = None,
-                max_seconds: float = E2E_SECONDS, sessions: int = 1) -> list[Timing]:
-    """:func:`time_graph_sessions`, each graph's timing the mean of its sessions' medians."""
-    rows = time_graph_sessions(graphs, sessions, threads, runs, min_seconds, seed, exports, folder, max_seconds)
-    return [Timing(float(np.mean([row[k].median_us for row in rows])), min(row[k].p10_us for row in rows),
-                   max(row[k].p90_us for row in rows), sum(row[k].runs for row in rows)) for k in range(len(graphs))]

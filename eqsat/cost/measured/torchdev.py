@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from eqsat.cost.measured.base import (
     OVERHEAD_RUNS,
     Calibration,
     MeasuredCost,
+    median_pair,
     overhead_graph,
     roofline_us,
 )
@@ -149,22 +149,14 @@ class TorchCost(MeasuredCost):
         except Exception as exc:  # PyTorch's errors have no common base class
             print(f"{self.name}: layout not chosen ({default} kept): {' '.join(str(exc).split())}", file=sys.stderr)
             return None
-        pairs.sort(key=lambda p: p[0].median_us / p[1].median_us if p[1].median_us > 0 else float("inf"))
-        a, b = pairs[len(pairs) // 2]
+        a, b = median_pair(pairs)
         found = Layout(default, default, a.median_us, tried, b.median_us, self.resolution)
         return replace(found, name=tried) if found.gain > 1 + self.resolution else found
 
     def _timed_layouts(self, graph: Graph, seed: int) -> list[Timing]:
-        keys = [f"layout:{graph.digest}:{seed}:{name}" for name in LAYOUTS]
-
-        def time_them() -> list[Timing]:
-            start = time.perf_counter()
-            try:
-                return self.tt.time_graphs([graph] * len(LAYOUTS), self.device, self.dtype, self.threads, seed=seed,
-                                           layouts=LAYOUTS)
-            finally:
-                self.end_to_end_s += time.perf_counter() - start
-        return self.db.measure_all(keys, time_them)
+        return self.recorded([f"layout:{graph.digest}:{seed}:{name}" for name in LAYOUTS],
+                             lambda: self.tt.time_graphs([graph] * len(LAYOUTS), self.device, self.dtype,
+                                                         self.threads, seed=seed, layouts=LAYOUTS))
 
     @property
     def dispatch_us(self) -> float:

@@ -145,6 +145,47 @@ def test_every_solver_finds_the_shared_optimum(solver: str) -> None:
     assert result.gap == pytest.approx((5.0 - result.bound) / 5.0)
 
 
+# An extraction program of MobileViT-S's e-graph, cut down to 29 e-nodes (columns) and 27 rows
+# (each: its +1 columns, its -1 columns, and whether it reads ">= 0" or "<= 1"); columns 0 and 27
+# are fixed to 1. Warm-started from START, HiGHS 1.16's presolve holds the optimum (2668.2) and
+# its answer carries that objective, but the start's values (3215.2).
+PRESOLVED_ROWS = [([19], [0], 1), ([1, 2, 3], [], 0), ([11], [1], 1), ([6], [2], 1), ([7], [3], 1), ([10], [3], 1),
+                  ([12], [4], 1), ([8, 9], [4], 1), ([1, 2, 3], [5], 1), ([11], [6], 1), ([10], [6], 1),
+                  ([11], [7], 1), ([8, 9], [], 0), ([20], [14], 1), ([13], [15], 1), ([23], [16], 1),
+                  ([21, 22], [17], 1), ([16], [18], 1), ([24], [19], 1), ([23], [21], 1), ([14, 15], [22], 1),
+                  ([13], [23], 1), ([26], [24], 1), ([17, 18], [25], 1), ([28], [26], 1), ([4, 5], [27], 1),
+                  ([25], [28], 1)]
+PRESOLVED_COST = [191.54, 50.052, 50.052, 50.052, 289.753, 727.423, 50.052, 50.052, 289.753, 727.423, 367.177,
+                  709.271, 727.423, 7.953, 7.953, 8.871, 8.243, 8.243, 9.321, 6.505, 8.794, 8.713, 16.116, 16.116,
+                  26.063, 286.209, 331.669, 296.507, 181.755]
+PRESOLVED_START = [0, 1, 5, 10, 11, 13, 17, 19, 21, 23, 24, 25, 26, 27, 28]
+
+
+@pytest.mark.skipif(not available("highs"), reason="highspy is not installed")
+def test_a_warm_started_answer_is_the_values_that_cost_its_objective() -> None:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from eqsat.egraph.solvers import Program, solve_highs
+
+    matrix = np.zeros((len(PRESOLVED_ROWS), len(PRESOLVED_COST)))
+    for r, (plus, minus, _) in enumerate(PRESOLVED_ROWS):
+        matrix[r, plus], matrix[r, minus] = 1.0, -1.0
+    at_least = np.array([bool(ge) for *_, ge in PRESOLVED_ROWS])
+    fixed = np.zeros(len(PRESOLVED_COST))
+    fixed[[0, 27]] = 1
+    program = Program(np.array(PRESOLVED_COST), sp.csr_matrix(matrix), np.where(at_least, 0.0, -np.inf),
+                      np.where(at_least, np.inf, 1.0), fixed)
+    start = np.zeros(len(PRESOLVED_COST))
+    start[PRESOLVED_START] = 1
+    cold = solve_highs(program, 20, None)
+    warm = solve_highs(program, 20, start)
+    assert cold.optimal and float(program.cost @ cold.x) == pytest.approx(cold.objective)
+    assert float(program.cost @ start) > cold.objective * 1.1  # the start is far from the optimum
+    assert warm.optimal and float(program.cost @ warm.x) == pytest.approx(cold.objective)
+    assert warm.objective == pytest.approx(cold.objective)
+
+
 def test_an_unknown_solver_is_named() -> None:
     view = make_view([(0, ())])
     with pytest.raises(ValueError, match="unknown ILP solver 'gurobi'"):

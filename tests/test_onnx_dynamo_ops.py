@@ -221,3 +221,25 @@ def test_a_causal_mask_is_written_at_its_own_size_not_once_per_head(tmp_path):
     imported = _check_round_trip(path, tmp_path)
     written = onnx.load(str(tmp_path / "back.onnx")).graph.initializer
     assert max(int(np.prod(i.dims)) for i in written) == 25 and _ops(imported) == ["softmax", "where"]
+
+
+def test_slices_of_one_tensor_are_written_as_slices_not_one_split_each(tmp_path):
+    # q, k, v = qkv[0], qkv[1], qkv[2] as the exporter writes it: three Slices of axis 0. Each imports
+    # as a split part; written as a Split per part, every one copied the whole tensor.
+    nodes = [helper.make_node("Slice", ["x", f"s{k}", f"e{k}", "a"], [f"p{k}"]) for k in range(3)]
+    nodes += [helper.make_node("Mul", ["p0", "p1"], ["qk"]), helper.make_node("Add", ["qk", "p2"], ["y"])]
+    inits = [_i64("a", [0])] + [_i64(f"s{k}", [k]) for k in range(3)] + [_i64(f"e{k}", [k + 1]) for k in range(3)]
+    path = _model(tmp_path / "qkv.onnx", nodes, {"x": (3, 4, 5)}, (1, 4, 5), inits)
+    imported = _check_round_trip(path, tmp_path)
+    assert "split" in _ops(imported)
+    written = [n.op_type for n in onnx.load(str(tmp_path / "back.onnx")).graph.node]
+    assert written.count("Slice") == 3 and "Split" not in written
+
+
+def test_a_split_whose_parts_are_all_read_is_one_split(tmp_path):
+    nodes = [helper.make_node("Split", ["x", "sizes"], ["p0", "p1"], axis=1),
+             helper.make_node("Mul", ["p0", "p1"], ["y"])]
+    path = _model(tmp_path / "split.onnx", nodes, {"x": (2, 6)}, (2, 3), [_i64("sizes", [3, 3])])
+    _check_round_trip(path, tmp_path)
+    written = [n.op_type for n in onnx.load(str(tmp_path / "back.onnx")).graph.node]
+    assert written.count("Split") == 1 and "Slice" not in written

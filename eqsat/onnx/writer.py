@@ -228,6 +228,7 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     values = evaluate_nodes(Graph(computed), imported.weights) if computed else {}
     gemms = _gemm_pairs(graph)
     in_gemm = set(gemms.values())
+    parts_read = _parts_read(graph)
     for n in graph.nodes():
         if n in in_gemm:
             continue  # written as part of its Gemm
@@ -244,6 +245,8 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = [names[n.inputs[0]][n.attr("index")]]
         elif n.op == "noop":
             names[n] = [names[x][0] for x in n.inputs]
+        elif n.op == "split" and len(parts_read.get(n, ())) < len(n.attr("sizes")):
+            names[n] = _split_as_slices(w, names[n.inputs[0]][0], n.attr_dict, parts_read.get(n, set()))
         elif n.op in EXPORTERS:
             names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
         else:
@@ -278,6 +281,25 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     onnx.checker.check_model(skeleton(checked))
     replace_atomic(path, lambda tmp: write_model(model, w.large, tmp, external=Path(path).name + ".data"
                                                  if external_data else None))
+
+
+def _parts_read(graph: Graph) -> dict[Node, set[int]]:
+    """Per split node, the indices of the parts the graph reads (through its ``proj`` nodes)."""
+    read: dict[Node, set[int]] = {}
+    for n in graph.nodes():
+        if n.op == "proj" and n.inputs[0].op == "split":
+            read.setdefault(n.inputs[0], set()).add(n.attr("index"))
+    return read
+
+
+def _split_as_slices(w: _Writer, x: str, a: dict[str, Any], read: set[int]) -> list[str]:
+    """A split the graph reads only some parts of, as one Slice per part read ("" for the rest).
+    A Split writes every part: the importer reads each of three Slices of a packed QKV tensor as
+    a split that keeps one part, and written as three Splits they copied the tensor three times
+    (MobileViT-S's 27 Slices, written back as 27 Splits, ran 6.5% slower in onnxruntime)."""
+    bounds = np.cumsum((0, *a["sizes"]))
+    return [w.node("Slice", [x, w.ints([bounds[k]]), w.ints([bounds[k + 1]]), w.ints([a["axis"]])])[0]
+            if k in read else "" for k in range(len(a["sizes"]))]
 
 
 def _varint(n: int) -> bytes:

@@ -34,6 +34,7 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
     return [both[0][0], both[1][0], both[0][1], both[1][1]]
 
 
+WRITER_VERSION = 2  # bump when the same graph is written as other ONNX nodes: timings recorded by graph digest go stale
 _FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11), "float16": (np.float16, 10)}
 """dtype name -> (numpy type, TensorProto type) of the float tensors a saved model uses."""
 _DTYPE_OF_ELEM = {elem: name for name, (_, elem) in _FLOAT_TYPES.items()}

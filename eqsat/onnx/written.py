@@ -129,6 +129,7 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
     from eqsat.cost.measured.base import relative_gap
     from eqsat.cost.measured.database import Context, MeasurementDB, default_path
     from eqsat.cost.measured.timer import time_files
+    from eqsat.onnx.writer import WRITER_VERSION
 
     def time_them() -> list[Any]:
         # the written file first: its inputs' sizes are fixed where the input's were symbolic, and
@@ -136,7 +137,7 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
         return time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS,
                           min_runs=FILE_CHECK_RUNS)
     db = MeasurementDB.shared(Context.here(threads), default_path())
-    after, before, again = db.measure_all([f"file-check:{key}:{k}" for k in ("written", "input", "again")],
-                                          time_them)
+    keys = [f"file-check:writer{WRITER_VERSION}:{key}:{k}" for k in ("written", "input", "again")]
+    after, before, again = db.measure_all(keys, time_them)
     return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
             "ort_noise": relative_gap(before.median_us, again.median_us)}

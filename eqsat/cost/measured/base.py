@@ -108,6 +108,7 @@ class MeasuredCost:
     ``context`` where its timings hold, ``path`` the database (default :func:`~.database.default_path`)."""
 
     runtime = "the runtime"  # how messages name what times the kernels
+    export = ""  # in end-to-end timings' keys: the version of what turns a graph into what the runtime runs
     fusions: tuple[Fusion, ...] = ()  # producer/consumer pairs the runtime runs as one kernel
     dtype = "float32"  # what the kernels are timed in
 
@@ -307,8 +308,8 @@ class MeasuredCost:
         """:data:`END_TO_END_PAIRS` pairs of timings of ``a`` and ``b``: each graph in that many
         sessions, all timed interleaved in one timing (a session opened once, kept for all its
         runs), the k-th of ``a``'s against the k-th of ``b``'s; recorded under ``what`` and both
-        graphs' digests."""
-        return self.timed_together(f"{what}:{a.digest}:{b.digest}", [a, b], END_TO_END_PAIRS)
+        graphs' digests (after :attr:`export`, how a graph becomes what the runtime runs)."""
+        return self.timed_together(f"{what}:{self.export}{a.digest}:{b.digest}", [a, b], END_TO_END_PAIRS)
 
     def end_to_end_us(self, a: Graph, b: Graph) -> tuple[float, float]:
         """Both graphs timed end to end, alternately (the last word on a search's pick: kernels

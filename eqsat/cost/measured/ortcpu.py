@@ -48,6 +48,13 @@ class OrtCpuCost(MeasuredCost):
     runtime = "onnxruntime"
     fusions = RUNTIME_FUSIONS
 
+    @property
+    def export(self) -> str:  # type: ignore[override]
+        """A graph timed end to end is the file the writer wrote: its version keys the timings."""
+        from eqsat.onnx.writer import WRITER_VERSION
+
+        return f"writer{WRITER_VERSION}:"
+
     def __init__(self, threads: int = 1, path: str | None = None, warmup: int = WARMUP, runs: int = RUNS,
                  progress: bool = True, resolution: float = RESOLUTION):
         super().__init__(ORT_CPU, threads, Context.here(threads), path, warmup, runs, progress, resolution)

@@ -243,3 +243,15 @@ def test_a_split_whose_parts_are_all_read_is_one_split(tmp_path):
     _check_round_trip(path, tmp_path)
     written = [n.op_type for n in onnx.load(str(tmp_path / "back.onnx")).graph.node]
     assert written.count("Split") == 1 and "Slice" not in written
+
+
+def test_a_linear_layer_on_a_batch_is_written_back_as_one_matmul_without_reshapes(tmp_path):
+    # nn.Linear on (batch, tokens, features): MatMul by a 2-D weight, then Add of the bias. The IR
+    # reads it as reshape, 2-D matmul, reshape back; the file gets the one N-D MatMul again.
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])]
+    inits = [_f32("w", RNG.standard_normal((8, 6))), _f32("b", RNG.standard_normal(6))]
+    path = _model(tmp_path / "linear.onnx", nodes, X3, (2, 5, 6), inits)
+    imported = _check_round_trip(path, tmp_path)
+    assert "reshape" in _ops(imported)
+    written = [n.op_type for n in onnx.load(str(tmp_path / "back.onnx")).graph.node]
+    assert sorted(written) == ["Add", "MatMul"]

@@ -34,7 +34,7 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
     return [both[0][0], both[1][0], both[0][1], both[1][1]]
 
 
-WRITER_VERSION = 2  # bump when the same graph is written as other ONNX nodes: timings recorded by graph digest go stale
+WRITER_VERSION = 3  # bump when the same graph is written as other ONNX nodes: timings recorded by graph digest go stale
 _FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11), "float16": (np.float16, 10)}
 """dtype name -> (numpy type, TensorProto type) of the float tensors a saved model uses."""
 _DTYPE_OF_ELEM = {elem: name for name, (_, elem) in _FLOAT_TYPES.items()}
@@ -129,7 +129,8 @@ def _channel_out(w: _Writer, n: Node, ins: list[str], a: dict[str, Any]) -> list
     if n.op == "affine" and axis == 1:
         c = n.shape[1]
         return w.node("BatchNormalization", ins + [w.init(np.zeros(c)), w.init(np.ones(c))], epsilon=0.0)
-    shaped = [w.node("Reshape", [vec, w.ints([-1] + [1] * (rank - axis - 1))])[0] for vec in ins[1:]]
+    trailing = rank - axis - 1  # along the last axis a vector broadcasts as it is: no Reshape
+    shaped = [w.node("Reshape", [vec, w.ints([-1] + [1] * trailing)])[0] if trailing else vec for vec in ins[1:]]
     if n.op == "affine":
         return w.node("Add", [w.node("Mul", [ins[0], shaped[0]])[0], shaped[1]])
     return w.node("Add" if n.op == "chadd" else "Mul", [ins[0], shaped[0]])
@@ -230,9 +231,10 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     gemms = _gemm_pairs(graph)
     in_gemm = set(gemms.values())
     parts_read = _parts_read(graph)
+    products, folded = _batched_products(graph)
     for n in graph.nodes():
-        if n in in_gemm:
-            continue  # written as part of its Gemm
+        if n in in_gemm or n in folded:
+            continue  # written as part of its Gemm, or of its N-D MatMul
         if n in gemms:
             mm = gemms[n]
             names[n] = w.node("Gemm", [names[x][0] for x in mm.inputs] + [names[n.inputs[1]][0]])
@@ -246,6 +248,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = [names[n.inputs[0]][n.attr("index")]]
         elif n.op == "noop":
             names[n] = [names[x][0] for x in n.inputs]
+        elif n in products:
+            mm = products[n]
+            names[n] = _matmul_out(w, mm, [names[mm.inputs[0].inputs[0]][0], names[mm.inputs[1]][0]], mm.attr_dict)
         elif n.op == "split" and len(parts_read.get(n, ())) < len(n.attr("sizes")):
             names[n] = _split_as_slices(w, names[n.inputs[0]][0], n.attr_dict, parts_read.get(n, set()))
         elif n.op in EXPORTERS:
@@ -265,11 +270,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             return t
         return onnx_float if t in _FLOAT_ELEM_TYPES else t
 
-    outputs = []
-    for name, o in zip(imported.output_names, graph.outputs):
-        if names[o][0] != name:  # an output that is an input keeps its name: no node to write
-            w.nodes.append(h.make_node("Identity", [names[o][0]], [name]))
-        outputs.append(h.make_tensor_value_info(name, elem_type(name), list(o.shape)))
+    _name_outputs(w, [names[o][0] for o in graph.outputs], list(imported.output_names))
+    outputs = [h.make_tensor_value_info(name, elem_type(name), list(o.shape))
+               for name, o in zip(imported.output_names, graph.outputs)]
     inputs = [h.make_tensor_value_info(n.attr("name"), elem_type(n.attr("name")), list(n.shape))
               for n in graph.leaves("input")]
     opsets = [h.make_opsetid("", imported.opset)] + [h.make_opsetid(d, 1) for d in sorted(w.domains)]
@@ -430,6 +433,56 @@ def _gemm_pairs(graph: Graph) -> dict[Node, Node]:
                     and len(users[mm]) == 1 and mm not in graph.outputs):
                 pairs[n] = mm
     return pairs
+
+
+def _name_outputs(w: _Writer, values: list[str], names: list[str]) -> None:
+    """Give each output its model's name: the node that computes it writes it under that name
+    (renamed where it is read), so no Identity is left per output for the runtime to run; an
+    output that is an input, an initializer or another output's value gets its Identity."""
+    produced = {out for n in w.nodes for out in n.output}
+    rename: dict[str, str] = {}
+    for value, name in zip(values, names):
+        if value == name:
+            continue
+        if value in produced and value not in rename:
+            rename[value] = name
+        else:
+            w.nodes.append(w.h.make_node("Identity", [rename.get(value, value)], [name]))
+    if not rename:
+        return
+    for n in w.nodes:
+        for field in (n.input, n.output):
+            renamed = [rename.get(x, x) for x in field]
+            del field[:]
+            field.extend(renamed)
+        rename_subgraph_reads(n, rename)
+
+
+def _batched_products(graph: Graph) -> tuple[dict[Node, Node], set[Node]]:
+    """``reshape(matmul(reshape(x, (rows, k)), w), lead + (n,))`` with ``x`` of shape ``lead +
+    (k,)``: how the importer reads an N-D activation times a 2-D weight (every ``nn.Linear`` on a
+    batch). Written back as that one N-D MatMul of ``x``, as the exporter wrote it: the same GEMM
+    in onnxruntime, without two Reshapes per product. Returns the reshapes back -> their products,
+    and the product and flattening reshape each one replaces (read by nothing else)."""
+    users = graph.users()
+    outputs = set(graph.outputs)
+    products: dict[Node, Node] = {}
+    folded: set[Node] = set()
+    for n in graph.nodes():
+        if n.op != "reshape" or n.inputs[0].op != "matmul":
+            continue
+        mm = n.inputs[0]
+        flat = mm.inputs[0]
+        if flat.op != "reshape" or mm.attr("act") != "none" or mm.is_const or len(mm.shape) != 2:
+            continue
+        x = flat.inputs[0]
+        if len(x.shape) < 2 or x.shape[-1] != flat.shape[1] or n.shape != x.shape[:-1] + (mm.shape[1],):
+            continue
+        if any(len(users[v]) != 1 or v in outputs for v in (mm, flat)):
+            continue
+        products[n] = mm
+        folded |= {mm, flat}
+    return products, folded
 
 
 _FLOAT_ELEM_TYPES = {1, 10, 11, 16}  # float, float16, double, bfloat16

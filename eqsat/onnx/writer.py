@@ -24,6 +24,7 @@ from eqsat.onnx.common import (
     skeleton,
 )
 from eqsat.onnx.writer_ops import EXPORTERS as _DYNAMO_OP_EXPORTERS
+from eqsat.onnx.writer_patterns import batched_products, gemm_pairs, parts_read
 
 
 def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilation: Any) -> list[int]:
@@ -228,10 +229,10 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     needed |= {o for o in graph.outputs if o.is_const}
     computed = [n for n in graph.nodes() if n in needed and n.op != "weight"]  # a weight read as is: no copy
     values = evaluate_nodes(Graph(computed), imported.weights) if computed else {}
-    gemms = _gemm_pairs(graph)
+    gemms = gemm_pairs(graph)
     in_gemm = set(gemms.values())
-    parts_read = _parts_read(graph)
-    products, folded = _batched_products(graph)
+    read_parts = parts_read(graph)
+    products, folded = batched_products(graph)
     for n in graph.nodes():
         if n in in_gemm or n in folded:
             continue  # written as part of its Gemm, or of its N-D MatMul
@@ -251,8 +252,8 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
         elif n in products:
             mm = products[n]
             names[n] = _matmul_out(w, mm, [names[mm.inputs[0].inputs[0]][0], names[mm.inputs[1]][0]], mm.attr_dict)
-        elif n.op == "split" and len(parts_read.get(n, ())) < len(n.attr("sizes")):
-            names[n] = _split_as_slices(w, names[n.inputs[0]][0], n.attr_dict, parts_read.get(n, set()))
+        elif n.op == "split" and len(read_parts.get(n, ())) < len(n.attr("sizes")):
+            names[n] = _split_as_slices(w, names[n.inputs[0]][0], n.attr_dict, read_parts.get(n, set()))
         elif n.op in EXPORTERS:
             names[n] = EXPORTERS[n.op](w, n, [names[x][0] for x in n.inputs], n.attr_dict)
         else:
@@ -287,13 +288,6 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                                                  if external_data else None))
 
 
-def _parts_read(graph: Graph) -> dict[Node, set[int]]:
-    """Per split node, the indices of the parts the graph reads (through its ``proj`` nodes)."""
-    read: dict[Node, set[int]] = {}
-    for n in graph.nodes():
-        if n.op == "proj" and n.inputs[0].op == "split":
-            read.setdefault(n.inputs[0], set()).add(n.attr("index"))
-    return read
 
 
 def _split_as_slices(w: _Writer, x: str, a: dict[str, Any], read: set[int]) -> list[str]:
@@ -421,18 +415,6 @@ def _stored_input_types(onnx: Any, graph: Graph) -> dict[str, int]:
     return out
 
 
-def _gemm_pairs(graph: Graph) -> dict[Node, Node]:
-    """Bias adds (``chadd`` on the columns of a 2-D product) whose input is a plain ``matmul`` read
-    by nothing else: each pair is written as one ONNX Gemm, as the importer read it."""
-    users = graph.users()
-    pairs = {}
-    for n in graph.nodes():
-        if n.op == "chadd" and len(n.shape) == 2 and n.attr("axis") == 1:
-            mm = n.inputs[0]
-            if (mm.op == "matmul" and len(mm.shape) == 2 and mm.attr("act") == "none" and not mm.is_const
-                    and len(users[mm]) == 1 and mm not in graph.outputs):
-                pairs[n] = mm
-    return pairs
 
 
 def _name_outputs(w: _Writer, values: list[str], names: list[str]) -> None:
@@ -458,31 +440,6 @@ def _name_outputs(w: _Writer, values: list[str], names: list[str]) -> None:
         rename_subgraph_reads(n, rename)
 
 
-def _batched_products(graph: Graph) -> tuple[dict[Node, Node], set[Node]]:
-    """``reshape(matmul(reshape(x, (rows, k)), w), lead + (n,))`` with ``x`` of shape ``lead +
-    (k,)``: how the importer reads an N-D activation times a 2-D weight (every ``nn.Linear`` on a
-    batch). Written back as that one N-D MatMul of ``x``, as the exporter wrote it: the same GEMM
-    in onnxruntime, without two Reshapes per product. Returns the reshapes back -> their products,
-    and the product and flattening reshape each one replaces (read by nothing else)."""
-    users = graph.users()
-    outputs = set(graph.outputs)
-    products: dict[Node, Node] = {}
-    folded: set[Node] = set()
-    for n in graph.nodes():
-        if n.op != "reshape" or n.inputs[0].op != "matmul":
-            continue
-        mm = n.inputs[0]
-        flat = mm.inputs[0]
-        if flat.op != "reshape" or mm.attr("act") != "none" or mm.is_const or len(mm.shape) != 2:
-            continue
-        x = flat.inputs[0]
-        if len(x.shape) < 2 or x.shape[-1] != flat.shape[1] or n.shape != x.shape[:-1] + (mm.shape[1],):
-            continue
-        if any(len(users[v]) != 1 or v in outputs for v in (mm, flat)):
-            continue
-        products[n] = mm
-        folded |= {mm, flat}
-    return products, folded
 
 
 _FLOAT_ELEM_TYPES = {1, 10, 11, 16}  # float, float16, double, bfloat16

@@ -30,6 +30,7 @@ The modules, in the order a model flows:
 - ``importers_shape`` — layout ops: Flatten, Pad, Reshape, Split, Squeeze/Unsqueeze, Gather, Expand
 - ``writer`` — :func:`save` and :func:`export_graph` through :data:`EXPORTERS`, one writer per IR op
 - ``writer_ops`` — the writers of the rows added for PyTorch's dynamo exporter (powers, where, slice, ...)
+- ``writer_patterns`` — what the writer writes back as the exporter wrote it: Gemm pairs, split parts read, N-D MatMuls
 - ``written`` — an optimized model written: checked in onnxruntime first, never over the input, priced again
 - ``runtime`` — onnxruntime: one opaque node run, random feeds, the comparison of two models
 - ``runtime_baseline`` — what onnxruntime would have done anyway: its own fusions on the input, priced

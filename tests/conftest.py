@@ -61,7 +61,7 @@ def _file_check_equal(request, monkeypatch):
             from eqsat.onnx import written
         except ImportError:  # pragma: no cover - the onnx extra is missing
             return
-        monkeypatch.setattr(written, "timed_in_onnxruntime", lambda model, out, key, threads=1: {
+        monkeypatch.setattr(written, "timed_in_onnxruntime", lambda model, out, key, threads=1, runs=8: {
             "ort_input_us": 100.0, "ort_written_us": 100.0, "ort_noise": 0.0})
 
 

@@ -223,7 +223,7 @@ def test_end_to_end_timings_are_recorded_so_a_repeated_run_decides_alike(fake, m
     (4% faster)."""
     graph = small_cnn()
     pick = Graph((node("relu", graph.outputs[0]),))
-    pairs = iter([(205.0, 195.0)] * 3 + [(100.0, 96.0), (100.0, 101.0), (100.0, 96.2)] + [(96.0, 100.0)] * 3)
+    pairs = iter([(205.0, 195.0)] * 3 + [(100.0, 96.0), (100.0, 101.0), (100.0, 96.2)] + [(96.0, 100.0)] * 5)
     calls: list[int] = []
 
     def timed(graphs, sessions, *a, **k):
@@ -239,7 +239,32 @@ def test_end_to_end_timings_are_recorded_so_a_repeated_run_decides_alike(fake, m
     again = OrtCpuCost(progress=False)
     assert again.calibrate(graph) == cal and again.resolution == first.resolution
     assert again.end_to_end_us(graph, pick) == (100.0, 96.2) and len(calls) == 2  # read, not timed
-    assert again.end_to_end_us(pick, graph) == (96.0, 100.0) and len(calls) == 3  # another pair: its own records
+    # another pair: its own records; the prices favour the graph without the relu and the pairs show
+    # no gain, so two pairs more are timed
+    assert again.end_to_end_us(pick, graph) == (96.0, 100.0) and calls[2:] == [3, 2]
+
+
+def test_pairs_that_contradict_a_priced_gain_are_timed_again(fake, monkeypatch):
+    """Where the prices promise a gain beyond the resolution and the three pairs show none, two
+    pairs more are timed (and recorded) and the median is taken over the five; a pick the prices
+    do not favour is judged on three."""
+    graph = small_cnn()
+    cheap = Graph((node("relu", graph.leaves("input")[0]),))  # priced far below the whole network
+    pairs = iter([(200.0, 200.0)] * 3 + [(100.0, 101.0), (100.0, 95.0), (100.0, 100.5)] + [(100.0, 95.0), (100.0, 94.0)]
+                 + [(100.0, 101.0)] * 3)
+    calls: list[int] = []
+
+    def timed(graphs, sessions, *a, **k):
+        calls.append(sessions)
+        return [[Timing(us, us, us, 24) for us in next(pairs)] for _ in range(sessions)]
+
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", timed)
+    model = OrtCpuCost(progress=False)
+    model.calibrate(graph)
+    assert model.graph_time_us(graph) / model.graph_time_us(cheap) > 1 / (1 - model.resolution)
+    assert model.end_to_end_us(graph, cheap) == (100.0, 95.0)  # ratios 0.990 0.995 1.053 1.053 1.064
+    assert calls == [3, 3, 2]
+    assert model.end_to_end_us(cheap, graph) == (100.0, 101.0) and calls == [3, 3, 2, 3]  # no gain promised
 
 
 def test_timings_taken_together_are_timed_together_again(fake, tmp_path, monkeypatch):

@@ -117,15 +117,17 @@ def written_cost(path: str | Path, best_us: float, device: Any, batch: int = 1,
 
 FILE_CHECK_SECONDS = 0.5  # the written file against the input in onnxruntime: this long once each ran ...
 FILE_CHECK_RUNS = 8  # ... this many times (over its sessions)
+FILE_CHECK_MORE = 4  # times as many runs, when the check contradicts the search's predicted gain
 
 
-def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: int = 1) -> dict[str, float]:
+def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: int = 1,
+                         runs: int = FILE_CHECK_RUNS) -> dict[str, float]:
     """The input file, the written file and the input again, timed end to end in onnxruntime on
-    this CPU (``ORT_ENABLE_ALL``, interleaved, :data:`FILE_CHECK_RUNS` runs each at least, then
-    until :data:`FILE_CHECK_SECONDS` have passed): what a file priced on another device does where
-    the project can run it. The input's two timings give the noise. The timings are recorded in
-    the measurement database under ``key`` (the two graphs' digests), as ort-cpu's are, so the
-    same command decides alike when run again."""
+    this CPU (``ORT_ENABLE_ALL``, interleaved, ``runs`` runs each at least, then until
+    :data:`FILE_CHECK_SECONDS` have passed): what the user's file becomes. The input's two
+    timings give the noise. The timings are recorded in the measurement database under ``key``
+    (the two graphs' digests), as ort-cpu's are, so the same command decides alike when run
+    again."""
     from eqsat.cost.measured.base import relative_gap
     from eqsat.cost.measured.database import Context, MeasurementDB, default_path
     from eqsat.cost.measured.timer import time_files
@@ -134,10 +136,10 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
     def time_them() -> list[Any]:
         # the written file first: its inputs' sizes are fixed where the input's were symbolic, and
         # the inputs are drawn from the first file's
-        return time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS,
-                          min_runs=FILE_CHECK_RUNS)
+        return time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS, min_runs=runs)
     db = MeasurementDB.shared(Context.here(threads), default_path())
-    keys = [f"file-check:writer{WRITER_VERSION}:{key}:{k}" for k in ("written", "input", "again")]
+    more = "" if runs == FILE_CHECK_RUNS else f"{runs}:"
+    keys = [f"file-check:writer{WRITER_VERSION}:{more}{key}:{k}" for k in ("written", "input", "again")]
     after, before, again = db.measure_all(keys, time_them)
     return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
             "ort_noise": relative_gap(before.median_us, again.median_us)}

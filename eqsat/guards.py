@@ -214,7 +214,7 @@ GUARDS: tuple[Guard, ...] = (
     Guard("written-file", WRITTEN, _written_file,
           "the file as written, imported and priced again, is no faster than the input as onnxruntime runs it"),
     Guard("measured-file", WRITTEN, _measured_file,
-          "the written file runs slower than the input file in onnxruntime on this CPU"),
+          "a file priced on another device than ort-cpu runs slower than the input in onnxruntime on this CPU"),
 )
 
 

@@ -52,7 +52,7 @@ def lora_steps(tokens: int = 512, d: int = 4096, r: int = 16) -> dict[str, Graph
 
 @pytest.fixture(autouse=True)
 def _file_check_equal(request, monkeypatch):
-    """A written file is timed against its input file in onnxruntime before it is kept
+    """A written file priced off ort-cpu is timed against its input in onnxruntime before it is kept
     (``eqsat.onnx.written.timed_in_onnxruntime``); tiny test models time within noise of each
     other, so a test about what a search writes would pass or fail with the machine's load. Here
     the check reports equal times, unless the test is marked ``file_check`` (the check itself)."""

@@ -90,11 +90,11 @@ def test_the_phases_add_up_to_the_run_and_name_the_timing(tmp_path):
     assert "calibrate" in line and "total 1000.00 s wall" in line and "of which kernel timing" in line
 
 
-def test_a_written_file_that_runs_slower_in_onnxruntime_than_its_input_is_not_written(tmp_path, monkeypatch):
-    """A written ONNX file is timed against its input file in onnxruntime on this CPU: slower by
-    more than the noise (and 5 µs), the input is written instead; within it, the file stays. (A
-    LLaMA written for h100 ran 0.92x in onnxruntime here; MobileViT written for ort-cpu 0.955x,
-    its end-to-end check having timed the input as exported again.)"""
+def test_a_file_priced_on_a_roofline_that_runs_slower_in_onnxruntime_is_not_written(tmp_path, monkeypatch):
+    """An ONNX file priced on another device than ort-cpu is timed against its input in onnxruntime
+    on this CPU: slower by more than the noise (and 5 µs), and again so when timed four times
+    longer, the input is written instead; within it, the file stays. (A LLaMA written for h100
+    ran 0.92x in onnxruntime here.)"""
     import numpy as np
 
     from eqsat.onnx import written
@@ -125,10 +125,8 @@ def test_a_written_file_that_runs_slower_in_onnxruntime_than_its_input_is_not_wr
     strayed = optimize_model(src, search="eqsat", device="h100", out=tmp_path / "strayed.onnx")
     assert strayed.kept is None and strayed.written.cost["ort_written_us"] == 99.0
     asked.clear()
-    longer = 110.0
-    ort = optimize_model(src, search="eqsat", device="ort-cpu", preset="quick", out=tmp_path / "ort.onnx")
-    assert asked[0] == (str(src), str(tmp_path / "ort.onnx"))  # ort-cpu's own check timed the input re-exported
-    assert ort.kept.guard == "measured-file" and ort.written.file.input_copied
+    optimize_model(src, search="eqsat", device="ort-cpu", preset="quick", out=tmp_path / "ort.onnx")
+    assert asked == []  # ort-cpu confirmed its pick in onnxruntime already, on the graphs as written
 
 
 def test_a_written_file_that_is_the_input_copied_is_priced_without_importing_it_again(tmp_path, monkeypatch):

@@ -167,7 +167,8 @@ def _written_file(e: Evidence) -> Kept | None:
                 e.resolution, "written file")
 
 
-FILE_RESOLUTION = 0.02  # a written file slower than the input by more than this (or the noise) is not written
+FILE_RESOLUTION = 0.01  # a written file slower than the input by more than this (or the noise) is not written:
+# at 2%, files the check let pass at 0.98-0.99 measured 0.979 in 40 runs (the zoo's LLaMA block on h100)
 FILE_FLOOR_US = 5.0  # ... and by more than this: a 10 µs model's calls differ by 0.4 µs from one file to another
 
 

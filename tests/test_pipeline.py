@@ -116,10 +116,10 @@ def test_a_file_priced_on_a_roofline_that_runs_slower_in_onnxruntime_is_not_writ
     assert runs_asked == [written.FILE_CHECK_RUNS, written.FILE_CHECK_RUNS * written.FILE_CHECK_MORE]
     assert slow.kept.guard == "measured-file" and slow.kept.gain == pytest.approx(100 / 110)
     assert [w.file.input_copied for w in slow.writes] == [False, True] and slow.best == slow.graph
-    speed = 101.5  # 0.985x: within the 2% resolution, not timed again
+    speed = 100.8  # 0.992x: within the 1% resolution, not timed again
     runs_asked.clear()
     fine = optimize_model(src, search="eqsat", device="h100", out=tmp_path / "fine.onnx")
-    assert fine.kept is None and fine.written.cost["ort_written_us"] == 101.5 and not fine.written.file.input_copied
+    assert fine.kept is None and fine.written.cost["ort_written_us"] == 100.8 and not fine.written.file.input_copied
     assert runs_asked == [written.FILE_CHECK_RUNS]
     speed, longer = 110.0, 99.0  # a short check that strays: the longer one decides
     strayed = optimize_model(src, search="eqsat", device="h100", out=tmp_path / "strayed.onnx")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from eqsat.files import replace_atomic
+from eqsat.heap import release_mapped
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
@@ -19,6 +20,7 @@ from eqsat.onnx.common import (
     SKELETON_MAX_ELEMENTS,
     Imported,
     OnnxError,
+    _field,
     _onnx,
     rename_subgraph_reads,
     skeleton,
@@ -225,7 +227,7 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
     needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
     needed |= {o for o in graph.outputs if o.is_const}
     computed = [n for n in graph.nodes() if n in needed and n.op != "weight"]  # a weight read as is: no copy
-    values = evaluate_nodes(Graph(computed), imported.weights) if computed else {}
+    values = folded_constants(imported, computed)
     gemms = _gemm_pairs(graph)
     in_gemm = set(gemms.values())
     for n in graph.nodes():
@@ -238,7 +240,7 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = [n.attr("name")]
         elif n.is_const:
             if n in needed:
-                data = imported.weights[n.attr("name")] if n.op == "weight" else values[n]
+                data = imported.weights[n.attr("name")] if n.op == "weight" else values.pop(n)  # its float64 goes
                 names[n] = [w.init(data, name=n.attr("name") if n.op == "weight" else None)]
         elif n.op == "proj":
             names[n] = [names[n.inputs[0]][n.attr("index")]]
@@ -280,21 +282,15 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                                                  if external_data else None))
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, length: int) -> bytes:
-    """A length-delimited protobuf field's key and length."""
-    return _varint(number << 3 | 2) + _varint(length)
-
-
 PROTO_LIMIT = 2**31 - 1  # bytes a protobuf message (an ONNX file with its weights inline) may hold
+
+
+def folded_constants(imported: Imported, computed: list[Node]) -> dict[Node, Any]:
+    """The values (float64) of the weight-only nodes ``computed`` that a written graph reads,
+    in one evaluation of the imported data; the weights' float64 copies and every value no
+    written node reads are dropped as soon as their last reader ran (a BERT whose Q/K/V weights
+    are concatenated held every weight it read in float64 beside the concatenations)."""
+    return evaluate_nodes(Graph(computed), imported.weights, release=True) if computed else {}
 
 
 def write_model(model: Any, large: list[tuple[str, np.ndarray]], path: str | Path, external: str | None = None) -> None:
@@ -354,6 +350,7 @@ def write_model(model: Any, large: list[tuple[str, np.ndarray]], path: str | Pat
             f.write(tensor_head)
             if array is not None:
                 _write_array(f, array)
+                release_mapped()  # an imported weight is a mapped file: its pages read for this go back
 
 
 def _write_array(f: Any, array: np.ndarray) -> None:

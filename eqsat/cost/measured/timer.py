@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,10 +120,13 @@ def time_graph(graph: Graph, threads: int = 1, warmup: int = WARMUP, runs: int =
     return time_session(sess, warmup, runs, seed, cold_weights)
 
 
-def time_model(model: bytes, threads: int = 1, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0,
-               cold_weights: bool = False) -> Timing:
-    """:func:`time_graph` of a serialized ONNX model (an imported node as it was in its file)."""
-    return time_session(session(model, threads), warmup, runs, seed, cold_weights)
+def time_model(write: Callable[[Path], Path], threads: int = 1, warmup: int = WARMUP, runs: int = RUNS,
+               seed: int = 0, cold_weights: bool = False) -> Timing:
+    """:func:`time_graph` of the ONNX model ``write`` writes to the path it is given (an imported
+    node as it was in its file: :meth:`.kernels.Kernel.write_stored_model`)."""
+    with tempfile.TemporaryDirectory(prefix="eqsat-time-") as tmp:
+        sess = session(write(Path(tmp) / "kernel.onnx"), threads)
+    return time_session(sess, warmup, runs, seed, cold_weights)
 
 
 def time_session(sess: Any, warmup: int = WARMUP, runs: int = RUNS, seed: int = 0,

@@ -1,0 +1,119 @@
+"""An imported model's large weights are views of the mapped file, never a second copy; and the
+writer and the kernel timer hold no more copies of weights than they write."""
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from eqsat import onnx as eo  # noqa: E402
+from eqsat.heap import map_file, release_mapped  # noqa: E402
+from eqsat.onnx.mapped import MAPPED_MIN_BYTES, read_model  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def _buffer(array: np.ndarray) -> object:
+    """What ``array``'s memory belongs to, through its chain of views."""
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array.obj if isinstance(array, memoryview) else array
+
+
+def _model(path):
+    """``y = (x @ w + b) * s``, with large float32 and float16 weights, a large int64 table and a
+    bfloat16 one (their data inline), a large weight stored as float_data, and small ones."""
+    w = RNG.standard_normal((64, 512)).astype(np.float32)  # 128 KiB: mapped
+    inits = [
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(RNG.standard_normal(512).astype(np.float32), "b"),  # 2 KiB: parsed
+        numpy_helper.from_array(RNG.standard_normal((300, 128)).astype(np.float16), "half"),
+        numpy_helper.from_array(np.arange(20000, dtype=np.int64), "table"),
+        helper.make_tensor("s", TensorProto.FLOAT, [128, 512], RNG.standard_normal(128 * 512).tolist()),
+        helper.make_tensor("bf", TensorProto.BFLOAT16, [40000], np.zeros(40000, np.uint16).tobytes(), raw=True),
+    ]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
+             helper.make_node("Mul", ["a", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 512])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_large_inline_weights_are_views_of_the_mapped_file(tmp_path):
+    path = _model(tmp_path / "m.onnx")
+    imported = eo.load(path)
+    expected = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    assert isinstance(_buffer(imported.weights["w"]), mmap.mmap)  # no copy of the weight: the file itself
+    assert isinstance(_buffer(imported.weights["half"]), mmap.mmap)
+    assert not isinstance(_buffer(imported.weights["b"]), mmap.mmap)  # small: parsed with the model
+    assert not isinstance(_buffer(imported.weights["s"]), mmap.mmap)  # float_data: no bytes to map
+    for name, array in imported.weights.items():
+        if name in expected:
+            assert array.dtype == expected[name].dtype and np.array_equal(array, expected[name]), name
+    assert not imported.weights["w"].flags.writeable  # as to_array's view of a parsed tensor's bytes
+
+
+def test_the_parsed_model_holds_no_mapped_data_and_restores_to_what_onnx_loads(tmp_path):
+    path = _model(tmp_path / "m.onnx")
+    read = read_model(path)
+    names = [t.name for t in read.proto.graph.initializer]
+    assert sorted(names[i] for i in read.spans) == ["half", "table", "w"]  # bfloat16 and float_data: parsed
+    assert all(length > MAPPED_MIN_BYTES for _, length in read.spans.values())
+    assert read.proto.ByteSize() < path.stat().st_size - sum(length for _, length in read.spans.values()) + 1024
+    read.restore(read.proto)
+    assert read.proto.SerializeToString() == onnx.load(str(path)).SerializeToString()
+
+
+def test_a_file_the_walk_cannot_read_is_still_onnx_loads_error(tmp_path):
+    path = _model(tmp_path / "m.onnx")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # cut inside the weights
+    with pytest.raises(eo.OnnxError, match="not an ONNX file"):
+        eo.load(path)
+
+
+def test_released_mapped_pages_read_back_the_same(tmp_path):
+    path = tmp_path / "data.bin"
+    values = np.arange(1 << 18, dtype=np.float32)
+    path.write_bytes(values.tobytes())
+    mapped = np.frombuffer(map_file(path), np.float32)
+    assert float(mapped.sum()) == float(values.sum())
+    release_mapped()  # drops the pages this process touched; the page cache keeps them
+    assert np.array_equal(mapped, values)
+
+
+def test_the_writer_keeps_only_the_folded_values_it_writes():
+    """Folding a concatenation of weights keeps the concatenation, not the float64 copies of the
+    weights it read."""
+    from eqsat.ir.graph import Graph, input_, node, weight
+    from eqsat.onnx.common import Imported
+    from eqsat.onnx.writer import folded_constants
+
+    a, b = weight("a", (8, 4)), weight("b", (8, 4))
+    both = node("concat", a, b, axis=1)
+    graph = Graph((node("matmul", input_("x", (2, 8)), both),))
+    data = {"a": np.ones((8, 4), np.float32), "b": np.zeros((8, 4), np.float32)}
+    values = folded_constants(Imported(graph, data, ["x"], ["y"]), [both])
+    assert list(values) == [both]
+    assert np.array_equal(values[both], np.concatenate([data["a"], data["b"]], axis=1))
+
+
+def test_a_stored_kernel_is_written_as_its_model_serializes(tmp_path):
+    """The stored node's model streamed to a file (its constants from one value each) is the
+    model built in memory, field for field."""
+    from eqsat.onnx.runtime import node_model, write_node_model
+
+    graph = helper.make_graph([helper.make_node("Gather", ["in0", "in1"], ["out0"])], "Gather",
+                              [helper.make_tensor_value_info("in0", TensorProto.FLOAT, [3000, 16]),
+                               helper.make_tensor_value_info("in1", TensorProto.INT64, [4])],
+                              [onnx.ValueInfoProto(name="out0")])
+    hex_ = graph.SerializeToString().hex()
+    path = write_node_model(hex_, tmp_path / "kernel.onnx", 17, (True, False))
+    expected = node_model(hex_, 17, (True, False))
+    assert len(expected.graph.initializer) == 1 and not expected.graph.input[1:]  # in0 is a constant
+    assert onnx.load(str(path)).SerializeToString() == expected.SerializeToString()

@@ -117,3 +117,31 @@ def test_a_stored_kernel_is_written_as_its_model_serializes(tmp_path):
     expected = node_model(hex_, 17, (True, False))
     assert len(expected.graph.initializer) == 1 and not expected.graph.input[1:]  # in0 is a constant
     assert onnx.load(str(path)).SerializeToString() == expected.SerializeToString()
+
+
+def test_an_old_opset_model_is_converted_with_its_mapped_weights(tmp_path):
+    """The opset converter rewrites the whole model: it is given the mapped data first."""
+    w = RNG.standard_normal((64, 512)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "old",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 512])],
+                              [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "old.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), str(path))
+    imported = eo.load(path)
+    assert imported.opset == 13 and np.array_equal(imported.weights["w"], w)
+
+
+def test_onnxruntime_sizes_an_unknown_dimension_with_the_mapped_weights(tmp_path):
+    """A shape only onnxruntime knows is found by running the model in memory: with the mapped
+    weights' data (without it the node ran alone on zeros: no element was nonzero)."""
+    w = RNG.standard_normal((4, 8192)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("NonZero", ["h"], ["y"])],
+                              "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [2, "n"])],
+                              [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert read_model(path).spans  # the weight is mapped
+    imported = eo.load(path)
+    assert [n.shape for n in imported.graph.nodes() if n.op == "opaque"] == [(2, 3 * 8192)]

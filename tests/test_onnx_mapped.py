@@ -87,20 +87,32 @@ def test_released_mapped_pages_read_back_the_same(tmp_path):
     assert np.array_equal(mapped, values)
 
 
-def test_the_writer_keeps_only_the_folded_values_it_writes():
-    """Folding a concatenation of weights keeps the concatenation, not the float64 copies of the
-    weights it read."""
+def test_the_writer_folds_each_constant_alone_as_it_writes_it(tmp_path, monkeypatch):
+    """Each folded constant is evaluated when it is written, alone, to the values a joint
+    evaluation gives: the file holds the concatenation, and no evaluation held the other one."""
+    from eqsat.ir import evaluate as evaluate_module
     from eqsat.ir.graph import Graph, input_, node, weight
-    from eqsat.onnx.common import Imported
-    from eqsat.onnx.writer import folded_constants
+    from eqsat.onnx import writer
 
-    a, b = weight("a", (8, 4)), weight("b", (8, 4))
-    both = node("concat", a, b, axis=1)
-    graph = Graph((node("matmul", input_("x", (2, 8)), both),))
-    data = {"a": np.ones((8, 4), np.float32), "b": np.zeros((8, 4), np.float32)}
-    values = folded_constants(Imported(graph, data, ["x"], ["y"]), [both])
-    assert list(values) == [both]
-    assert np.array_equal(values[both], np.concatenate([data["a"], data["b"]], axis=1))
+    a, b, c = (weight(name, (8, 4)) for name in "abc")
+    x = input_("x", (2, 8))
+    ab, bc = node("concat", a, b, axis=1), node("concat", b, c, axis=1)
+    graph = Graph((node("matmul", x, ab), node("matmul", x, bc)))
+    data = {k: RNG.standard_normal((8, 4)).astype(np.float32) for k in "abc"}
+    seen: list[list[str]] = []
+    evaluate_nodes = evaluate_module.evaluate_nodes
+
+    def spy(g, values, *args, **kwargs):
+        seen.append(sorted(n.attr("name") for n in g.leaves("weight")))
+        return evaluate_nodes(g, values, *args, **kwargs)
+
+    monkeypatch.setattr(writer, "evaluate_nodes", spy)
+    imported = eo.export_graph(graph, tmp_path / "two.onnx", weights=data)
+    assert seen == [["a", "b"], ["b", "c"]]
+    got = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "two.onnx")).graph.initializer}
+    joint = evaluate_nodes(Graph((ab, bc)), imported.weights)
+    assert sorted(map(bytes, (joint[ab].astype(np.float32), joint[bc].astype(np.float32)))) == \
+        sorted(bytes(v) for v in got.values() if v.shape == (8, 8))
 
 
 def test_a_stored_kernel_is_written_as_its_model_serializes(tmp_path):

@@ -223,11 +223,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                 imported.opset, contrib)
     names: dict[Node, list[str]] = {}
     # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
-    # initializers, all computed in one evaluation of the imported data
+    # initializers, each computed from the imported data as it is written (folded_constant)
     needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
     needed |= {o for o in graph.outputs if o.is_const}
-    computed = [n for n in graph.nodes() if n in needed and n.op != "weight"]  # a weight read as is: no copy
-    values = folded_constants(imported, computed)
     gemms = _gemm_pairs(graph)
     in_gemm = set(gemms.values())
     for n in graph.nodes():
@@ -240,7 +238,8 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = [n.attr("name")]
         elif n.is_const:
             if n in needed:
-                data = imported.weights[n.attr("name")] if n.op == "weight" else values.pop(n)  # its float64 goes
+                # a weight read as is: no copy
+                data = imported.weights[n.attr("name")] if n.op == "weight" else folded_constant(imported, n)
                 names[n] = [w.init(data, name=n.attr("name") if n.op == "weight" else None)]
         elif n.op == "proj":
             names[n] = [names[n.inputs[0]][n.attr("index")]]
@@ -285,12 +284,13 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
 PROTO_LIMIT = 2**31 - 1  # bytes a protobuf message (an ONNX file with its weights inline) may hold
 
 
-def folded_constants(imported: Imported, computed: list[Node]) -> dict[Node, Any]:
-    """The values (float64) of the weight-only nodes ``computed`` that a written graph reads,
-    in one evaluation of the imported data; the weights' float64 copies and every value no
-    written node reads are dropped as soon as their last reader ran (a BERT whose Q/K/V weights
-    are concatenated held every weight it read in float64 beside the concatenations)."""
-    return evaluate_nodes(Graph(computed), imported.weights, release=True) if computed else {}
+def folded_constant(imported: Imported, n: Node) -> Any:
+    """The value (float64) of the weight-only node ``n``, evaluated alone from the imported data
+    as the writer reaches it: its copy in the file's type is kept, this one goes, and so do the
+    float64 copies of the weights it read. Evaluated all at once, a BERT whose Q/K/V weights are
+    concatenated held every weight it read and every concatenation in float64 (0.25 GB). A
+    subgraph two folded constants share is evaluated for each (to the same values)."""
+    return evaluate_nodes(Graph((n,)), imported.weights, release=True)[n]
 
 
 def write_model(model: Any, large: list[tuple[str, np.ndarray]], path: str | Path, external: str | None = None) -> None:

@@ -3,8 +3,8 @@ inline data of its large initializers left out, and maps that data from the file
 
 ``onnx.load`` reads the whole file into memory and parses it, and ``numpy_helper.to_array``
 copies each initializer's bytes out of the parsed proto: importing a 440 MB BERT peaked at
-0.92 GB resident (the file's bytes and the proto, then the proto and the arrays) in 1.3 s; read
-here, 0.10 GB in 0.6 s, and no page of a weight is in this process until read. The file is mapped
+924 MiB resident (the file's bytes and the proto, then the proto and the arrays) in 1.3 s; read
+here, 100 MiB in 0.6 s, and no page of a weight is in this process until read. The file is mapped
 (:func:`eqsat.heap.map_file`); the protobuf is walked field by field down to the graph's
 initializers, and every initializer whose data is inline, of a type numpy reads as it is and of
 the size its dims say, larger than :data:`MAPPED_MIN_BYTES`, is parsed without its ``raw_data``:

@@ -56,16 +56,16 @@ class Timing:
                    float(np.percentile(us, 90)), len(us))
 
 
-def session(path: str | Path | bytes, threads: int, level: str = "ENABLE_ALL") -> Any:
+def session(path: str | Path, threads: int, level: str = "ENABLE_ALL") -> Any:
     """An onnxruntime CPU session with ``threads`` intra-op threads and one inter-op thread, of a
-    model file or a serialized model."""
+    model file (every timed model is written first: handed over serialized, a large one was held
+    again as bytes beside onnxruntime's copy)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}")
-    model = path if isinstance(path, bytes) else str(path)
-    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def constant_weights(graph: Graph) -> dict[str, np.ndarray]:

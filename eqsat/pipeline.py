@@ -267,6 +267,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     studies a search's best as such may pass fewer rows). A user error (an unknown model, device,
     search, preset or limit) is a ValueError or :class:`eqsat.errors.EqsatError` naming it."""
     from eqsat.cost.registry import cost_model
+    from eqsat.heap import release_freed_memory
     from eqsat.onnx.runtime_baseline import runtime_baseline
     from eqsat.onnx.written import (
         FILE_CHECK_MORE,
@@ -304,6 +305,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     phase("search")
     start = time.perf_counter()
     result = run_verified(engine, graph, parsed, model, limits, seed, guards)
+    release_freed_memory()  # the check's float64 arrays, freed, leave before the file is written beside them
     search_s = time.perf_counter() - start
     phase("runtime")
     start = time.perf_counter()

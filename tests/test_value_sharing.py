@@ -125,6 +125,27 @@ def test_numbers_follow_bits_not_objects():
     assert table.number(nan) != table.number(nan.copy())  # a NaN never matches
 
 
+def test_a_table_goes_with_its_last_reference_not_at_the_next_cycle_collection():
+    """Its kept results are freed when the check drops the table: a numbered array's callback
+    held the table strongly, a cycle that kept a BERT check's results until the collector ran."""
+    import gc
+    import weakref
+
+    table = ValueTable(budget_bytes=1 << 20)
+    a = np.ones((2, 2))
+    table.put(table.key("neg", (), [a]), -a)
+    gone = weakref.ref(table)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del table
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+    del a  # its callback finds no table: nothing to forget, no error
+
+
 def test_a_kept_result_answers_only_the_same_op_on_the_same_numbers():
     table = ValueTable(budget_bytes=1 << 20)
     a, b = np.ones((2, 2)), np.full((2, 2), 2.0)

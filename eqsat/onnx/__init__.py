@@ -1,7 +1,8 @@
 """ONNX models in and out of the IR (the ``onnx`` extra; ``onnxruntime`` checks the results).
 
 :func:`load` reads a model (opset 13 or newer; an older one, and IR version 3, converted in
-memory) into a :class:`Graph` plus the initializer data:
+memory) into a :class:`Graph` plus the initializer data (a large initializer as a read-only view of
+the file mapped, :mod:`eqsat.onnx.mapped`):
 inputs become ``input`` leaves (a dynamic batch dimension takes ``batch``), float initializers
 become ``weight`` leaves, and nodes are mapped through :data:`IMPORTERS`, one entry per ONNX op.
 Node order in the file does not matter (nodes are sorted by their data dependences). A Conv bias
@@ -22,6 +23,7 @@ onnxruntime on the same random inputs.
 The modules, in the order a model flows:
 
 - ``common`` — the opset range, :class:`OnnxError`, :class:`Decline`, the lazy import, :class:`Imported`
+- ``mapped`` — the file read with its large weights mapped, not copied: the model parsed without them
 - ``reader`` — :func:`load`: each node through its importer, or kept opaque with its reason
 - ``importers`` — the :data:`IMPORTERS` table, one importer per ONNX op type, from the modules below
 - ``importers_base`` — what every importer shares: its state, attribute reading, broadcasting helpers

@@ -89,6 +89,20 @@ def rename_subgraph_reads(n: Any, names: dict[str, str]) -> None:
                 o.name = names.get(o.name, o.name)
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, length: int) -> bytes:
+    """A length-delimited protobuf field's key and length."""
+    return _varint(number << 3 | 2) + _varint(length)
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -17,8 +17,17 @@ def _attrs(n: Any) -> dict[str, Any]:
     return {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
 
 
+def _in_proto(index: int, tensor: Any) -> None:
+    """No initializer is mapped: every one's data is in the model."""
+    return None
+
+
 class _Importer:
-    def __init__(self, path: str, model: Any, batch: int, opset: int):
+    """``mapped(index, tensor)``: initializer ``index``'s data as an array over the mapped file
+    (:meth:`eqsat.onnx.mapped.ModelFile.array`), or None when it is in the model."""
+
+    def __init__(self, path: str, model: Any, batch: int, opset: int,
+                 mapped: Callable[[int, Any], np.ndarray | None] = _in_proto):
         onnx = _onnx()
         self.path = path
         self.opset = opset
@@ -26,9 +35,11 @@ class _Importer:
         self.consts: dict[str, np.ndarray] = {}
         self.weights: dict[str, np.ndarray] = {}
         g = model.graph
-        for init in g.initializer:
+        for index, init in enumerate(g.initializer):
             try:
-                arr = onnx.numpy_helper.to_array(init)
+                arr = mapped(index, init)
+                if arr is None:
+                    arr = onnx.numpy_helper.to_array(init)
             except (ValueError, TypeError) as exc:  # data of another size than its dims (numpy names neither)
                 raise OnnxError(f"{path}: initializer {init.name!r} holds data that does not fit its declared shape "
                                 f"{tuple(init.dims)} ({' '.join(str(exc).split())})") from None

@@ -2,7 +2,7 @@
 makes it opaque, with its reason."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from eqsat.onnx.common import (
     skeleton,
 )
 from eqsat.onnx.importers import IMPORTERS, _attrs, _Importer
+from eqsat.onnx.mapped import ModelFile, read_model
 from eqsat.onnx.runtime import run_node
 
 
@@ -127,16 +128,18 @@ def load(path: str | Path | Any, batch: int = 1, dims: Mapping[str, int] | None 
         model = onnx.ModelProto()
         model.CopyFrom(path)
         path = model.graph.name or "model"
+        read = ModelFile(model)
     else:
         path = str(path)
         try:
-            model = onnx.load(path, load_external_data=False)
+            read = read_model(path)  # its large weights mapped, not copied (eqsat.onnx.mapped)
+            model = read.proto
             external = uses_external_data(model)
             if external:  # what onnx.load does, with the answer kept: writing the input back needs it
                 onnx.load_external_data_for_model(model, str(Path(path).parent))
         except Exception as exc:  # onnx raises several types for unreadable files
             raise OnnxError(f"{path}: not an ONNX file: {_first_line(exc)}") from None
-    model = upgrade(path, model)
+    model = upgrade(path, model, read)
     order = _topological_order(path, model)
     sorted_nodes = [model.graph.node[i] for i in order]  # file order does not matter: sort, then check
     del model.graph.node[:]
@@ -148,10 +151,10 @@ def load(path: str | Path | Any, batch: int = 1, dims: Mapping[str, int] | None 
     opset = _opset(path, model)
     check_interface(path, model)
     fix_input_dims(path, model, batch, dims or {})
-    imp = _Importer(path, model, batch, opset)
+    imp = _Importer(path, model, batch, opset, read.array)
     ops: dict[str, int] = {}
     shapes, types = _inferred_shapes(model)
-    runtime = _RuntimeShapes(model, shapes)
+    runtime = _RuntimeShapes(model, shapes, read.restore)
     for init in model.graph.initializer:  # initializers are not graph inputs: their types are their own
         types.setdefault(init.name, init.data_type)
     compute = _compute_type(model)
@@ -208,12 +211,13 @@ def uses_external_data(model: Any) -> bool:
     return any(helper.uses_external_data(t) for t in tensors)
 
 
-def upgrade(path: str, model: Any) -> Any:
+def upgrade(path: str, model: Any, read: ModelFile | None = None) -> Any:
     """An older model as this tool reads it, in memory: IR version 3 lists every initializer among
     the graph inputs (later versions make them constants unless fed, which is how onnxruntime runs
     them too), so those entries go; a default-domain opset below :data:`MIN_OPSET` is converted to
-    it with ``onnx.version_converter`` (Split, Reshape and the reductions took attributes before).
-    The file itself is untouched; what is written is the converted model's opset."""
+    it with ``onnx.version_converter`` (Split, Reshape and the reductions took attributes before),
+    given the weights ``read`` mapped (it rewrites the whole model). The file itself is untouched;
+    what is written is the converted model's opset."""
     onnx = _onnx()
     if model.ir_version < 4:
         inits = {t.name for t in model.graph.initializer}
@@ -223,6 +227,9 @@ def upgrade(path: str, model: Any) -> Any:
     versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if versions and versions[0] < MIN_OPSET:
         model.ir_version = max(model.ir_version, 4)
+        if read is not None:
+            read.restore(model)
+            read.spans.clear()  # the converted model holds the data
         try:
             from onnx import version_converter
 
@@ -281,8 +288,8 @@ class _RuntimeShapes:
     value as an extra output, and once more on other inputs (seed 1, integers 1, not 0): a shape that
     differs follows the input values, which no static graph can hold (:attr:`varying`)."""
 
-    def __init__(self, model: Any, shapes: dict[str, Shape]):
-        self.model, self.shapes = model, shapes
+    def __init__(self, model: Any, shapes: dict[str, Shape], restore: Callable[[Any], None] = lambda model: None):
+        self.model, self.shapes, self.restore = model, shapes, restore
         self.found: dict[str, tuple[int, ...]] | None = None
         self.varying: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
@@ -299,6 +306,7 @@ class _RuntimeShapes:
 
         model = type(self.model)()
         model.CopyFrom(self.model)
+        self.restore(model)  # onnxruntime runs it from memory: with the mapped weights' data
         outputs = {o.name for o in model.graph.output}
         unknown = [n for node_ in model.graph.node for n in node_.output
                    if n and n not in outputs and not _known(self.shapes.get(n))]

@@ -18,24 +18,49 @@ def node_model(graph_hex: str, opset: int = OPSET, const_inputs: Sequence[bool] 
     """One stored opaque node (see :func:`eqsat.onnx.reader._opaque`) as a model at its own opset
     and operator domain, its inputs typed as in its file; each input flagged in ``const_inputs``
     (a weight of the model) becomes an initializer of its type and shape, filled with one small
-    value (a kernel's speed does not depend on it; constants whose values matter are stored in
-    the node itself), so the runtime pre-packs it as it does in the model."""
+    value (:func:`node_constants`)."""
+    onnx = _onnx()
+    model, constants = node_model_parts(graph_hex, opset, const_inputs)
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(np.ascontiguousarray(v), name) for name, v in constants)
+    return model
+
+
+def write_node_model(graph_hex: str, path: str | Path, opset: int = OPSET, const_inputs: Sequence[bool] = ()) -> Path:
+    """:func:`node_model` written to ``path``, its constants streamed from their one value
+    (:func:`eqsat.onnx.writer.write_model`): built in memory and serialized, a BERT's 94 MB
+    embedding table was held five times over while onnxruntime opened it."""
+    from eqsat.onnx.writer import write_model
+
+    model, constants = node_model_parts(graph_hex, opset, const_inputs)
+    write_model(model, constants, path)
+    return Path(path)
+
+
+def node_model_parts(graph_hex: str, opset: int = OPSET,
+                     const_inputs: Sequence[bool] = ()) -> tuple[Any, list[tuple[str, np.ndarray]]]:
+    """:func:`node_model` without the initializers of its constant inputs, and those (name, a
+    read-only broadcast of one value each) in order: the initializers come after the node's own.
+    Each is filled with 1/sqrt(fan-in) in its type (a kernel's speed does not depend on it;
+    constants whose values matter are stored in the node itself), so the runtime pre-packs it as
+    it does in the model."""
     onnx = _onnx()
     h = onnx.helper
     graph = onnx.GraphProto()
     graph.ParseFromString(bytes.fromhex(graph_hex))
+    constants = []
     for vi, const in zip(list(graph.input), const_inputs):
         if not const:
             continue
         t = vi.type.tensor_type
         shape = [d.dim_value for d in t.shape.dim]
         fill = 1.0 / np.sqrt(max(int(np.prod(shape[1:])) if len(shape) > 1 else 1, 1))
-        value = np.full(shape, fill, dtype=h.tensor_dtype_to_np_dtype(t.elem_type))
-        graph.initializer.append(onnx.numpy_helper.from_array(value, vi.name))
+        value = np.full((), fill, dtype=h.tensor_dtype_to_np_dtype(t.elem_type))
+        constants.append((vi.name, np.broadcast_to(value, shape)))
         graph.input.remove(vi)
     domains = sorted({n.domain for n in graph.node} - {"", "ai.onnx"})
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)]
-                        + [h.make_opsetid(d, CONTRIB_OPSET) for d in domains])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)]
+                         + [h.make_opsetid(d, CONTRIB_OPSET) for d in domains])
+    return model, constants
 
 
 def run_node(graph_hex: str, inputs: list[np.ndarray], index: int = 0, opset: int = OPSET) -> np.ndarray:
@@ -133,6 +158,7 @@ def max_difference(a: str | Path, b: str | Path, seed: int = 0, input_scale: flo
         except Exception as exc:  # onnxruntime's own checks (e.g. node input types) are stricter than onnx's
             raise OnnxError(f"{a}: onnxruntime cannot load this model: {_first_line(exc)}") from None
 
+    release_freed_memory()  # what the export before it read and freed goes back before a session opens
     sa, like = open_a(), None
     if not all(isinstance(d, int) for i in sa.get_inputs() for d in i.shape):
         del sa  # b's sizes for a's symbolic dimensions, read while a is closed

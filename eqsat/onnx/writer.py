@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from eqsat.files import replace_atomic
+from eqsat.heap import release_mapped
 from eqsat.ir.evaluate import evaluate_nodes
 from eqsat.ir.graph import Graph, Node
 from eqsat.ir.ops import conv_pads
@@ -19,6 +20,7 @@ from eqsat.onnx.common import (
     SKELETON_MAX_ELEMENTS,
     Imported,
     OnnxError,
+    _field,
     _onnx,
     rename_subgraph_reads,
     skeleton,
@@ -224,11 +226,9 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                 imported.opset, contrib)
     names: dict[Node, list[str]] = {}
     # weight-only subgraphs fold: only the constants a kernel (or an output) reads become
-    # initializers, all computed in one evaluation of the imported data
+    # initializers, each computed from the imported data as it is written (folded_constant)
     needed = {x for n in graph.nodes() if not n.is_const for x in n.inputs if x.is_const}
     needed |= {o for o in graph.outputs if o.is_const}
-    computed = [n for n in graph.nodes() if n in needed and n.op != "weight"]  # a weight read as is: no copy
-    values = evaluate_nodes(Graph(computed), imported.weights) if computed else {}
     gemms = gemm_pairs(graph)
     in_gemm = set(gemms.values())
     read_parts = parts_read(graph)
@@ -243,7 +243,8 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
             names[n] = [n.attr("name")]
         elif n.is_const:
             if n in needed:
-                data = imported.weights[n.attr("name")] if n.op == "weight" else values[n]
+                # a weight read as is: no copy
+                data = imported.weights[n.attr("name")] if n.op == "weight" else folded_constant(imported, n)
                 names[n] = [w.init(data, name=n.attr("name") if n.op == "weight" else None)]
         elif n.op == "proj":
             names[n] = [names[n.inputs[0]][n.attr("index")]]
@@ -288,8 +289,6 @@ def save(imported: Imported, graph: Graph, path: str | Path, dtype: str = "float
                                                  if external_data else None))
 
 
-
-
 def _split_as_slices(w: _Writer, x: str, a: dict[str, Any], read: set[int]) -> list[str]:
     """A split the graph reads only some parts of, as one Slice per part read ("" for the rest).
     A Split writes every part: the importer reads each of three Slices of a packed QKV tensor as
@@ -300,21 +299,16 @@ def _split_as_slices(w: _Writer, x: str, a: dict[str, Any], read: set[int]) -> l
             if k in read else "" for k in range(len(a["sizes"]))]
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, length: int) -> bytes:
-    """A length-delimited protobuf field's key and length."""
-    return _varint(number << 3 | 2) + _varint(length)
-
-
 PROTO_LIMIT = 2**31 - 1  # bytes a protobuf message (an ONNX file with its weights inline) may hold
+
+
+def folded_constant(imported: Imported, n: Node) -> Any:
+    """The value (float64) of the weight-only node ``n``, evaluated alone from the imported data
+    as the writer reaches it: its copy in the file's type is kept, this one goes, and so do the
+    float64 copies of the weights it read. Evaluated all at once, a BERT whose Q/K/V weights are
+    concatenated held every weight it read and every concatenation in float64 (0.25 GB). A
+    subgraph two folded constants share is evaluated for each (to the same values)."""
+    return evaluate_nodes(Graph((n,)), imported.weights, release=True)[n]
 
 
 def write_model(model: Any, large: list[tuple[str, np.ndarray]], path: str | Path, external: str | None = None) -> None:
@@ -374,6 +368,7 @@ def write_model(model: Any, large: list[tuple[str, np.ndarray]], path: str | Pat
             f.write(tensor_head)
             if array is not None:
                 _write_array(f, array)
+                release_mapped()  # an imported weight is a mapped file: its pages read for this go back
 
 
 def _write_array(f: Any, array: np.ndarray) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from eqsat.ir.graph import Graph, Node, input_, node, weight
@@ -61,14 +62,14 @@ class Kernel:
         """An imported node the op table does not know (``opaque``): timed as it was in its file."""
         return len(self.steps) == 1 and self.steps[0].op == "opaque"
 
-    def stored_model(self) -> bytes:
-        """A :attr:`stored_node` kernel as the serialized ONNX model that is timed: the node at its
-        own opset and domain with its real attributes, input types and constants
-        (:func:`eqsat.onnx.runtime.node_model`). Other kernels are exported from :meth:`graph`."""
-        from eqsat.onnx.runtime import node_model
+    def write_stored_model(self, path: str | Path) -> Path:
+        """A :attr:`stored_node` kernel written to ``path`` as the ONNX model that is timed: the
+        node at its own opset and domain with its real attributes, input types and constants
+        (:func:`eqsat.onnx.runtime.write_node_model`). Other kernels are exported from :meth:`graph`."""
+        from eqsat.onnx.runtime import write_node_model
 
         attrs = dict(self.steps[0].attrs)
-        return node_model(attrs["node"], attrs["opset"], self.steps[0].consts).SerializeToString()
+        return write_node_model(attrs["node"], path, attrs["opset"], self.steps[0].consts)
 
     @property
     def cold_weights(self) -> bool:

@@ -18,7 +18,7 @@ assumed whenever the pattern is there; the runtime also needs the producer to ha
 reader.)
 
 An imported node the op table does not know is timed as it is in its file (its own opset, domain,
-input types and constants: :meth:`.kernels.Kernel.stored_model`). A kernel onnxruntime cannot run
+input types and constants: :meth:`.kernels.Kernel.write_stored_model`). A kernel onnxruntime cannot run
 alone is priced by :func:`estimate_us`, a stated roofline estimate, never by refusing the model.
 :meth:`OrtCpuCost.calibrate` scales all prices to the input model's end-to-end time. What every
 measured device shares (the database, the calibration, the end-to-end check) is :mod:`.base`.
@@ -63,7 +63,7 @@ class OrtCpuCost(MeasuredCost):
 
     def _time_kernel(self, kernel: Kernel) -> Timing:
         if kernel.stored_node:  # an imported node: as it was in its file
-            return time_model(kernel.stored_model(), self.threads, self.warmup, self.runs,
+            return time_model(kernel.write_stored_model, self.threads, self.warmup, self.runs,
                               cold_weights=kernel.cold_weights)
         return time_graph(kernel.graph(), self.threads, self.warmup, self.runs, cold_weights=kernel.cold_weights)
 

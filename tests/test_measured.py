@@ -215,6 +215,19 @@ def test_calibration_scales_prices_to_the_input_measured_end_to_end(fake, monkey
     assert "priced" in cal.summary() and cal.to_dict()["scale"] == cal.scale
 
 
+def _timed_sessions(monkeypatch, pairs) -> list[int]:
+    """Every end-to-end timing of ort-cpu answers the next of ``pairs`` (one timing per graph) in
+    each of its sessions; the list returned records each timing's session count."""
+    calls: list[int] = []
+
+    def timed(graphs, sessions, *a, **k):
+        calls.append(sessions)
+        return [[Timing(us, us, us, 24) for us in next(pairs)] for _ in range(sessions)]
+
+    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", timed)
+    return calls
+
+
 def test_end_to_end_timings_are_recorded_so_a_repeated_run_decides_alike(fake, monkeypatch):
     """The calibration and the end-to-end check of a pick are database records: a second process
     reads them and times nothing, so it gets the same scale, the same resolution and the same
@@ -224,13 +237,7 @@ def test_end_to_end_timings_are_recorded_so_a_repeated_run_decides_alike(fake, m
     graph = small_cnn()
     pick = Graph((node("relu", graph.outputs[0]),))
     pairs = iter([(205.0, 195.0)] * 3 + [(100.0, 96.0), (100.0, 101.0), (100.0, 96.2)] + [(96.0, 100.0)] * 5)
-    calls: list[int] = []
-
-    def timed(graphs, sessions, *a, **k):
-        calls.append(sessions)
-        return [[Timing(us, us, us, 24) for us in next(pairs)] for _ in range(sessions)]
-
-    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", timed)
+    calls = _timed_sessions(monkeypatch, pairs)
     first = OrtCpuCost(progress=False)
     cal = first.calibrate(graph)
     assert first.end_to_end_us(graph, pick) == (100.0, 96.2)  # the median ratio of 1.042, 0.990, 1.040
@@ -252,13 +259,7 @@ def test_pairs_that_contradict_a_priced_gain_are_timed_again(fake, monkeypatch):
     cheap = Graph((node("relu", graph.leaves("input")[0]),))  # priced far below the whole network
     pairs = iter([(200.0, 200.0)] * 3 + [(100.0, 101.0), (100.0, 95.0), (100.0, 100.5)] + [(100.0, 95.0), (100.0, 94.0)]
                  + [(100.0, 101.0)] * 3)
-    calls: list[int] = []
-
-    def timed(graphs, sessions, *a, **k):
-        calls.append(sessions)
-        return [[Timing(us, us, us, 24) for us in next(pairs)] for _ in range(sessions)]
-
-    monkeypatch.setattr(ortcpu_module, "time_graph_sessions", timed)
+    calls = _timed_sessions(monkeypatch, pairs)
     model = OrtCpuCost(progress=False)
     model.calibrate(graph)
     assert model.graph_time_us(graph) / model.graph_time_us(cheap) > 1 / (1 - model.resolution)

@@ -172,19 +172,24 @@ FILE_RESOLUTION = 0.01  # a written file slower than the input by more than this
 FILE_FLOOR_US = 5.0  # ... and by more than this: a 10 µs model's calls differ by 0.4 µs from one file to another
 
 
+def file_threshold(file_timed: Mapping[str, float]) -> float:
+    """How much slower than its input a written file may measure: the noise, at least
+    :data:`FILE_RESOLUTION`."""
+    return max(FILE_RESOLUTION, file_timed["ort_noise"])
+
+
 def measured_slower(file_timed: Mapping[str, float]) -> bool:
     """Whether a written file timed against its input (``timed_in_onnxruntime``) ran slower by
-    more than the noise (at least :data:`FILE_RESOLUTION`) and :data:`FILE_FLOOR_US`."""
+    more than :func:`file_threshold` and :data:`FILE_FLOOR_US`."""
     before, after = file_timed["ort_input_us"], file_timed["ort_written_us"]
-    threshold = max(FILE_RESOLUTION, file_timed["ort_noise"])
-    return after > before * (1 + threshold) and after - before > FILE_FLOOR_US
+    return after > before * (1 + file_threshold(file_timed)) and after - before > FILE_FLOOR_US
 
 
 def _measured_file(e: Evidence) -> Kept | None:
     if e.file_timed is None or e.input_copied or not measured_slower(e.file_timed):
         return None
     before, after = e.file_timed["ort_input_us"], e.file_timed["ort_written_us"]
-    threshold = max(FILE_RESOLUTION, e.file_timed["ort_noise"])
+    threshold = file_threshold(e.file_timed)
     return Kept("measured-file", f"input written: the file as written measured {before / after:.3f}x the input "
                 f"in onnxruntime on this CPU, slower by more than the noise ({threshold:.1%})", before, after,
                 threshold, "onnxruntime")

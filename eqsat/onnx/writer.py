@@ -38,6 +38,7 @@ def _explicit_pads(pad: Any, x: tuple[int, ...], kernel: Any, stride: Any, dilat
 
 
 WRITER_VERSION = 3  # bump when the same graph is written as other ONNX nodes: timings recorded by graph digest go stale
+EXPORT_TAG = f"writer{WRITER_VERSION}:"  # in the keys of timings of files this writer wrote
 _FLOAT_TYPES = {"float32": (np.float32, 1), "float64": (np.float64, 11), "float16": (np.float16, 10)}
 """dtype name -> (numpy type, TensorProto type) of the float tensors a saved model uses."""
 _DTYPE_OF_ELEM = {elem: name for name, (_, elem) in _FLOAT_TYPES.items()}

@@ -132,7 +132,7 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
     from eqsat.cost.measured.base import relative_gap
     from eqsat.cost.measured.database import Context, MeasurementDB, default_path
     from eqsat.cost.measured.timer import time_files
-    from eqsat.onnx.writer import WRITER_VERSION
+    from eqsat.onnx.writer import EXPORT_TAG
 
     def time_them() -> list[Any]:
         # the written file first: its inputs' sizes are fixed where the input's were symbolic, and
@@ -140,7 +140,7 @@ def timed_in_onnxruntime(model: str | Path, out: str | Path, key: str, threads: 
         return time_files([out, model, model], threads=threads, max_seconds=FILE_CHECK_SECONDS, min_runs=runs)
     db = MeasurementDB.shared(Context.here(threads), default_path())
     more = f"{FILE_CHECK_SECONDS:g}s:" + ("" if runs == FILE_CHECK_RUNS else f"{runs}:")
-    keys = [f"file-check:writer{WRITER_VERSION}:{more}{key}:{k}" for k in ("written", "input", "again")]
+    keys = [f"file-check:{EXPORT_TAG}{more}{key}:{k}" for k in ("written", "input", "again")]
     after, before, again = db.measure_all(keys, time_them)
     return {"ort_input_us": before.median_us, "ort_written_us": after.median_us,
             "ort_noise": relative_gap(before.median_us, again.median_us)}

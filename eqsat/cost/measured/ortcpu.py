@@ -51,9 +51,9 @@ class OrtCpuCost(MeasuredCost):
     @property
     def export(self) -> str:  # type: ignore[override]
         """A graph timed end to end is the file the writer wrote: its version keys the timings."""
-        from eqsat.onnx.writer import WRITER_VERSION
+        from eqsat.onnx.writer import EXPORT_TAG
 
-        return f"writer{WRITER_VERSION}:"
+        return EXPORT_TAG
 
     def __init__(self, threads: int = 1, path: str | None = None, warmup: int = WARMUP, runs: int = RUNS,
                  progress: bool = True, resolution: float = RESOLUTION):

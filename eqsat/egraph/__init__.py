@@ -4,11 +4,12 @@
 into egglog rules whose shape conditions come from the op table's shape rules on symbolic sizes,
 and ``relevance`` keeps only the rules that can match a graph; ``runner`` drives iterations under
 the ``limits`` in a worker process, on egglog's compiled ``bindings`` alone, its rules in a
-``host`` e-graph; ``extract``, ``ilp`` (with ``cycles``, ``program``: its rows, ``split``: the
-exact program solved in parts at cut e-classes, and ``prune``: the e-nodes whose lower bound
-exceeds a known term's cost, dropped first) and ``solvers`` pick the cheapest graph (DAG-aware
-greedy, exact ILP) by any ``CostModel``; ``serialize``, ``view`` and ``infer`` read and write
-e-graphs; ``optimize`` is the entry point.
+``host`` e-graph, where ``loading`` loads each rule once its trigger matches; ``extract``,
+``ilp`` (with ``cycles``, ``program``: its rows, ``split``: the exact program solved in parts at
+cut e-classes, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
+first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by any
+``CostModel``; ``serialize``, ``view`` and ``infer`` read and write e-graphs; ``optimize`` is the
+entry point.
 """
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.optimize import EGraphSearch, EGraphWork, optimize, relevant_rules

@@ -4,6 +4,7 @@ ones it lacks (:class:`RuleHost`), and the few a saturation worker keeps for sma
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from eqsat.egraph.bindings import load_bindings
 from eqsat.egraph.language import HEADER
@@ -11,9 +12,10 @@ from eqsat.egraph.limits import MemoryLimitError, rss_gb
 from eqsat.egraph.rewrites import Compiled
 
 KINDS = ("rw", "multi", "best")  # rewrites; multi-pattern merges; the same merges on the best graph's ops
-MEMORY_EVERY = 16  # rules loaded between two checks of the memory cap
+MEMORY_EVERY = 16  # rules (or triggers) loaded between two checks of the memory cap
 LOAD_MS_PER_RULE = 0.7  # egglog 13.2 loading one compiled rule (measured: 0.6-0.8 ms, VGG-19's 153 in 0.11 s)
 COPY_MS_PER_RULE = 0.12  # one run's saves and restores (2 pushes, 2 pops) per rule a host holds (450: 55 ms)
+TRIGGERS_PER_PROGRAM = MEMORY_EVERY  # short programs: egglog 13.2 parses a long one in superlinear time
 HOST_MAX_NODES = 2_000  # a larger graph gets an e-graph of its own, its rules planned on its sizes
 
 egglog = load_bindings()
@@ -33,6 +35,8 @@ class RuleHost:
         self._send(HEADER)
         self.lines: set[str] = set()  # declarations sent
         self.rulesets: dict[str, str] = {}  # rule text (with ``:ruleset KIND``) -> its own ruleset
+        self.triggers: dict[str, str] = {}  # trigger query -> its own ruleset (and rule name)
+        self.unkept = 0  # rulesets sent with ``keep=False`` (their names are not reused before a pop)
 
     def _send(self, text: str) -> None:
         self.egraph.run_program(*self.egraph.parse_program(text))
@@ -45,25 +49,56 @@ class RuleHost:
             self._send("\n".join(new))
             self.lines.update(new)
 
-    def load(self, compiled: Compiled, memory_gb: float = math.inf) -> list[tuple[str, str]]:
+    def held(self, compiled: Compiled) -> set[int]:
+        """The indices of ``compiled``'s rules this e-graph holds already."""
+        return {i for i, rule in enumerate(compiled.rules) if rule in self.rulesets}
+
+    def load(self, compiled: Compiled, memory_gb: float = math.inf, only: Sequence[int] | None = None,
+             keep: bool = True) -> list[tuple[str, str] | None]:
         """Send what ``compiled`` needs and this e-graph lacks; the kind and ruleset of each of its
-        rules, in ``compiled.rules`` order. Past ``memory_gb`` (checked every ``MEMORY_EVERY``
-        rules) it stops with :class:`MemoryLimitError`."""
+        rules, in ``compiled.rules`` order (None for a rule ``only`` leaves out). With ``keep``
+        False the rules go into rulesets this host does not remember (sent after a save that the
+        run pops). Past ``memory_gb`` (checked every ``MEMORY_EVERY`` rules) it stops with
+        :class:`MemoryLimitError`."""
         self.declare(compiled)
-        members: list[tuple[str, str]] = []
-        for i, rule in enumerate(compiled.rules):
-            if i % MEMORY_EVERY == MEMORY_EVERY - 1 and rss_gb() > memory_gb:
-                raise MemoryLimitError(f"loading the rules into egglog passed the {memory_gb:g} GB memory cap after "
-                                       f"{i} of {len(compiled.rules)} e-graph rules; give fewer rules or a larger "
-                                       f"--memory-gb")
+        members: list[tuple[str, str] | None] = [None] * len(compiled.rules)
+        for n, i in enumerate(range(len(compiled.rules)) if only is None else only):
+            if n % MEMORY_EVERY == MEMORY_EVERY - 1:
+                check_loading_memory(memory_gb, f"{n} of {len(compiled.rules)} e-graph rules")
+            rule = compiled.rules[i]
             kind = next(k for k in KINDS if f":ruleset {k} :name" in rule)
             name = self.rulesets.get(rule)
             if name is None:
-                name = f"q{len(self.rulesets)}"
+                name = f"q{len(self.rulesets)}" if keep else f"p{self.unkept}"
+                self.unkept += not keep
                 self._send(f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name"))
-                self.rulesets[rule] = name
-            members.append((kind, name))
+                if keep:
+                    self.rulesets[rule] = name
+            members[i] = (kind, name)
         return members
+
+    def load_triggers(self, queries: Sequence[str], memory_gb: float = math.inf) -> list[str]:
+        """The ruleset (and rule name) of a rule with each of ``queries`` (see
+        :func:`~eqsat.egraph.rewrites.trigger_query`) and no actions, loaded once per e-graph,
+        :data:`TRIGGERS_PER_PROGRAM` to a program: running one changes nothing, and its matches
+        say whether the rules it stands for can match."""
+        lines = []
+        for query in dict.fromkeys(queries):
+            if query not in self.triggers:
+                name = self.triggers[query] = f"w{len(self.triggers)}"
+                lines.append(f"(ruleset {name}) (rule ({query}) () :ruleset {name} :name \"{name}\")")
+        for k in range(0, len(lines), TRIGGERS_PER_PROGRAM):
+            if k:  # as for rules: checked after each MEMORY_EVERY loaded
+                check_loading_memory(memory_gb, f"{k} of {len(lines)} triggers")
+            self._send("\n".join(lines[k : k + TRIGGERS_PER_PROGRAM]))
+        return [self.triggers[q] for q in queries]
+
+
+def check_loading_memory(memory_gb: float, done: str) -> None:
+    """Stop with :class:`MemoryLimitError` when this process is past ``memory_gb`` after ``done``."""
+    if rss_gb() > memory_gb:
+        raise MemoryLimitError(f"loading the rules into egglog passed the {memory_gb:g} GB memory cap after {done}; "
+                               f"give fewer rules or a larger --memory-gb")
 
 
 class HostPool:

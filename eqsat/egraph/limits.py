@@ -115,6 +115,7 @@ class RunReport:
     rules_compiled: int = 0
     multi_compiled: int = 0
     egglog_rules: int = 0
+    egglog_rules_loaded: int = 0  # those the e-graph held and those whose triggers matched (see runner._wake)
     rules_skipped: dict[str, int] = field(default_factory=dict)
     undone: bool = False  # the last by-need merge round was discarded (the answer is the e-graph before it)
     final_enodes: int | None = None  # the size of the e-graph the answer is from

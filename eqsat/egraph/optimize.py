@@ -76,7 +76,8 @@ class EGraphWork:
                 "ilp_nodes": lim.ilp_nodes, "k_multi": lim.k_multi,
                 "multi_by_need": lim.multi_by_need,
                 "rules_compiled": rep.rules_compiled, "multi_compiled": rep.multi_compiled,
-                "egglog_rules": rep.egglog_rules, "rules_skipped": rep.rules_skipped,
+                "egglog_rules": rep.egglog_rules,
+                "egglog_rules_loaded": rep.egglog_rules_loaded, "rules_skipped": rep.rules_skipped,
                 "iterations": [asdict(it) | {"matches": dict(sorted(it.matches.items(), key=lambda kv: -kv[1])[:15])}
                                for it in rep.iterations], **self.rewrites.to_dict()}
 
@@ -95,8 +96,9 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
     roots = runner.insert(graph, alternatives)
     t0 = time.perf_counter()
     judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
+    loaded_s = runner.report.load_s
     report = runner.run(limits, on_iteration, judge)
-    return final_view(runner, report), roots, report, time.perf_counter() - t0
+    return final_view(runner, report), roots, report, time.perf_counter() - t0 - (report.load_s - loaded_s)
 
 
 def final_view(runner: Any, report: RunReport) -> EGraphView | None:
@@ -187,6 +189,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
             runner.analyse()
             snapshot()
         conn.send(("started", (setup_s, runner.report.load_s, runner.report.insert_s)))
+        loaded_s = runner.report.load_s  # rules loaded as the run wakes them are loading, not saturation
         t0 = time.perf_counter()
 
         def on_iteration(it: Iteration) -> None:
@@ -203,16 +206,19 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
             return conn.recv()
 
         report = runner.run(limits, on_iteration, judge)
-        done = (final_view(runner, report), roots, report, time.perf_counter() - t0)
-        runner.release()
+        done = (final_view(runner, report), roots, report, time.perf_counter() - t0 - (report.load_s - loaded_s))
         conn.send(("done", done))
-        return True
     except EqsatError as exc:  # the input's fault (a memory cap while loading): the parent raises it as it is
         conn.send(("user error", exc))
         return False
     except BaseException as exc:  # report, never hang the parent
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return False
+    try:
+        runner.release()  # while the parent extracts
+    except Exception:  # the answer is sent: nothing more goes to the parent, and the host is dropped
+        return False
+    return True
 
 
 def _import_all(modules: Sequence[str]) -> None:

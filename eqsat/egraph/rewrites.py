@@ -51,11 +51,14 @@ class Direction:
 @dataclass
 class Compiled:
     """Egglog text for a set of rules (declarations, then one ``rule`` per query), with what was
-    left out and why. ``groups`` maps each egglog rule's name to the rule directions it runs."""
+    left out and why. ``groups`` maps each egglog rule's name to the rule directions it runs;
+    ``rule_names`` and ``triggers`` (see :func:`trigger_query`) are per rule, in ``rules`` order."""
 
     declarations: str
     lang: Language = field(default_factory=Language)
     rules: list[str] = field(default_factory=list)
+    rule_names: list[str] = field(default_factory=list)
+    triggers: list[str] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
     multi_names: list[str] = field(default_factory=list)
@@ -324,6 +327,16 @@ def _trivial(fact: str) -> bool:
     return len(parts) == 3 and parts[0] == "=" and parts[1] == parts[2] and "(" not in fact[1:]
 
 
+def trigger_query(facts: Sequence[str]) -> str:
+    """The part of a rule's query that only matches its source patterns: the ops and how they
+    nest (``(= ?root0 (ewadd (reshape ?X) ?Y))``), the two roots of a merge being two e-classes
+    and marked ``chosen``; no sizes, no weight-only checks. Every match of the rule is a match of
+    this query, so a rule whose trigger matches nothing would match nothing either; a trigger is a
+    join of one to three atoms, and egglog loads one in about a tenth of the rule's time (see
+    :meth:`~eqsat.egraph.runner.EGraphRunner._wake`)."""
+    return " ".join(f for f in facts if f.startswith(("(= ?root", "(!= ?root", "(chosen ?root")))
+
+
 def egglog_rule(name: str, directions: Sequence[Direction]) -> str:
     """One egglog rule running the actions of ``directions`` (which share one query); each
     direction's new nodes get their own names."""
@@ -407,9 +420,11 @@ def compile_rules(rules: Sequence[Rule], multi: bool = True, rewrite_constants: 
             if d.ruleset == "multi":  # merges by need: the same rule, on two ops of the best graph
                 best = Direction(d.name, d.facts + ("(chosen ?root0)", "(chosen ?root1)"), d.actions, "best")
                 by_query.setdefault((best.ruleset, best.facts), []).append(best)
-    for (ruleset, _), group in by_query.items():
+    for (ruleset, facts), group in by_query.items():
         name = group[0].name + ("@best" if ruleset == "best" else "")
         out.groups[name] = [d.name for d in group]
         out.rules.append(egglog_rule(name, group))
+        out.rule_names.append(name)
+        out.triggers.append(trigger_query(facts))
     out.declarations = lang.take_pending()
     return out

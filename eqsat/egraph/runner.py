@@ -7,20 +7,19 @@ ruleset in the first ``k_multi`` iterations), optionally under a back-off
 scheduler that bans rules with too many matches in an iteration, and the
 e-graph's size and the clock are checked after it.
 
-Caps hold inside an iteration too: the rules are loaded as :data:`BATCHES` rulesets, which
-together make ``rw`` (and ``multi``), so an iteration is one simultaneous pass (egg's
-semantics) unless it would break a cap. An iteration that may overshoot the node limit (a
-multi-pattern one, or one the last growth predicts past it) is run after saving the e-graph
-(egglog's push); if it leaves more than ``nodes x (1 + NODE_SLACK)`` e-nodes it is undone (pop)
-and run again batch by batch, checking after each batch. An iteration predicted to overrun
-the clock runs batch by batch from the start. Batches see each other's results, so a stepped
-iteration is not the simultaneous pass: it happens only where a cap stops the run anyway.
-Rules are sent to egglog one per call: parsing many rules in one program costs memory
-superlinearly in 13.2, and after the graph is inserted: egglog plans each rule's joins by the
-sizes of its tables when it is loaded (see :meth:`EGraphRunner._load_rules`). A
-:class:`RuleHost`'s e-graph can keep the rules of earlier runs loaded, planned on the e-graph
-of their own time; the saturation worker keeps hosts for small graphs only (see
-:class:`~eqsat.egraph.host.HostPool`).
+Caps hold inside an iteration too: the rules are loaded as ``BATCHES`` rulesets
+(:mod:`eqsat.egraph.loading`), which together make ``rw`` (and ``multi``), so an iteration is
+one simultaneous pass (egg's semantics) unless it would break a cap. An iteration that may
+overshoot the node limit (a multi-pattern one, or one the last growth predicts past it) is run
+after saving the e-graph (egglog's push); if it leaves more than ``nodes x (1 + NODE_SLACK)``
+e-nodes it is undone (pop) and run again batch by batch, checking after each batch. An
+iteration predicted to overrun the clock runs batch by batch from the start. Batches see each
+other's results, so a stepped iteration is not the simultaneous pass: it happens only where a
+cap stops the run anyway. Rules are sent to egglog one per call (parsing many in one program
+costs memory superlinearly in 13.2), after the graph is inserted (see :meth:`_load_rules`), and
+only once their triggers match (:mod:`eqsat.egraph.loading`). A :class:`RuleHost`'s e-graph
+keeps the rules of earlier runs loaded; the worker keeps hosts for small graphs only
+(:class:`~eqsat.egraph.host.HostPool`).
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from eqsat.egraph.bindings import load_bindings
-from eqsat.egraph.host import KINDS, RuleHost
+from eqsat.egraph.host import RuleHost
 from eqsat.egraph.language import (
     NAMED,
     REF,
@@ -40,11 +39,11 @@ from eqsat.egraph.language import (
     split_proj_attrs,
 )
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth, over_memory
+from eqsat.egraph.loading import RunRules
 from eqsat.egraph.rewrites import Compiled, compile_rules
 from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 
-BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration
 CHUNK = 32  # lines per program sent to egglog (see EGraphRunner._send_lines)
 NODE_SLACK = 0.10  # a batch that leaves more than nodes x (1 + NODE_SLACK) e-nodes is undone
 
@@ -55,11 +54,12 @@ class EGraphRunner:
     """An egglog e-graph holding one tensor graph and the compiled rules."""
 
     def __init__(self, rules: Sequence[Rule] | Compiled, multi: bool = True, host: RuleHost | None = None,
-                 memory_gb: float = math.inf):
+                 memory_gb: float = math.inf, lazy: bool = True):
         """Declare the constructors of compiled rules (or compile ``rules``; ``multi=False`` drops
         multi-pattern ones) in a new e-graph, or in ``host``'s (:meth:`release` gives the host back
         as it was). The rules themselves are loaded once the graph is in (:meth:`_load_rules`),
-        except into a host, which keeps them for later runs and loads them now. Loading stops with
+        except into a host, which keeps them for later runs and loads them now. With ``lazy`` a rule
+        is loaded only once its trigger matches (see :meth:`_wake`). Loading stops with
         :class:`MemoryLimitError` past ``memory_gb``."""
         compiled = rules if isinstance(rules, Compiled) else compile_rules(rules, multi=multi)
         self.lang = compiled.lang
@@ -81,6 +81,9 @@ class EGraphRunner:
         self.refs = 0  # rows of the ref table sent so far (see _terms)
         self.term_table = False  # (term K) declared (see insert_terms)
         self._pending: tuple[Compiled, float] | None = (compiled, memory_gb)
+        self.lazy = lazy
+        self.run_rules: RunRules | None = None  # once loaded (see _load_rules)
+        self._saved: list[tuple] = []  # the rules' state at each push (see _pop)
         if host is not None:
             self._load_rules(push=True)
         else:
@@ -89,8 +92,8 @@ class EGraphRunner:
             self.report.load_s = time.perf_counter() - start
 
     def _load_rules(self, push: bool = False) -> None:
-        """Load the rules (once) and name their rulesets: ``BATCHES`` per kind and one per kind
-        (after a save, with ``push``: a host's run names them anew, popped by :meth:`release`).
+        """Load the rules (once; a rule the e-graph lacks sleeps until :meth:`_wake`) and name their
+        rulesets (after a save, with ``push``: a host's run names them anew, popped by :meth:`release`).
 
         egglog plans a rule's query when the rule is loaded, ordering its joins by the sizes its
         tables have then (egglog#866). Loaded into an empty e-graph, one rule matching nothing on
@@ -107,40 +110,47 @@ class EGraphRunner:
         compiled, memory_gb = self._pending
         self._pending = None
         start = time.perf_counter()
-        members = self.own.load(compiled, memory_gb)
+        self.run_rules = RunRules(self.own, compiled, memory_gb, keep=self.host is None, lazy=self.lazy)
         if push:
             self._send("(push)")  # this run's state, popped by release
-        batches: dict[tuple[str, int], list[str]] = {}  # the rules' own rulesets, BATCHES per kind (see run)
-        for k, (kind, name) in enumerate(members):
-            batches.setdefault((kind, k % BATCHES), []).append(name)
-        lines = []
-        for kind in KINDS:
-            for b in range(BATCHES):
-                batch = " ".join(batches.get((kind, b), ()))
-                lines.append(f"(unstable-combined-ruleset {kind}_{b} {batch})" if batch else f"(ruleset {kind}_{b})")
-            lines.append(f"(unstable-combined-ruleset {kind} {' '.join(f'{kind}_{b}' for b in range(BATCHES))})")
-        for line in lines:
-            self._send(line)
+        self._send_lines(self.run_rules.name_sets())
+        self.report.load_s += time.perf_counter() - start
+
+    def _wake(self, everything: bool = False) -> None:
+        """Load the sleeping rules whose triggers match now, every one with ``everything`` (see
+        :mod:`eqsat.egraph.loading`): the next pass matches what it would with every rule loaded."""
+        if self.run_rules is None or not self.run_rules.sleeping:
+            return
+        start = time.perf_counter()
+        self._send_lines(self.run_rules.wake(self._send, everything))
         self.report.load_s += time.perf_counter() - start
 
     def _push(self) -> None:
         self._send("(push)")
         self.depth += 1
+        self._saved.append(self.run_rules.save())  # a push comes in a run, after the rules loaded
 
     def _pop(self) -> None:
+        """Undo back to the last save: the e-graph, and the rules woken since (egglog's pop takes
+        them and their rulesets away)."""
         self._send("(pop)")
         self.depth -= 1
+        self.run_rules.restore(self._saved.pop())
 
     def _pop_to(self, depth: int) -> None:
         while self.depth > depth:
             self._pop()
 
     def release(self) -> None:
-        """Give the host's e-graph back as it was before this run (no-op without a host)."""
-        if self.host is not None:
+        """Give the host's e-graph back as it was before this run, with the rules the run woke
+        loaded for later runs (they came after the run's save, so the pops took them away);
+        no-op without a host."""
+        if self.host is not None:  # a host's rules load in __init__
+            woken = self.run_rules.woken
             self._pop_to(0)
             self._send("(pop)")
             self.host = None
+            self.run_rules.keep_woken(woken)
 
     def _send(self, text: str) -> list[Any]:
         return self.egraph.run_program(*self.egraph.parse_program(text)) if text.strip() else []
@@ -301,8 +311,8 @@ class EGraphRunner:
         sizes = dict(self._send("(print-size)")[0].sizes)
         return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
 
-    def _schedule(self, sets: list[str], limits: Limits) -> list[Any]:
-        """Run ``sets`` (ruleset names) once, then the constness analysis to saturation. The
+    def _schedule(self, sets: list[str], limits: Limits, analysis: bool = True) -> list[Any]:
+        """Run ``sets`` (ruleset names) once, then (``analysis``) the constness analysis to saturation. The
         by-need merge sets (``best``) run under a back-off scheduler at ``multi_match_limit``: a
         merge rule matching that often is banned, never applied."""
         lets, runs = [], []
@@ -317,7 +327,22 @@ class EGraphRunner:
                 runs.append(f"(run-with bo {r})")
             else:
                 runs.append(f"(run {r})")
-        return self._send(f"(run-schedule {' '.join(lets + runs)} (saturate (run analysis)))")
+        then = " (saturate (run analysis))" if analysis else ""
+        return self._send(f"(run-schedule {' '.join(lets + runs)}{then})")
+
+    def _pass(self, kinds: list[str], limits: Limits) -> list[Any]:
+        """One iteration: the rulesets of ``kinds`` in turn (a later one matches on what the earlier
+        made), then the constness analysis. Rules asleep are woken before each kind's turn, so
+        each sees what it would with every rule loaded."""
+        rules = self.run_rules
+        if not rules.sleeping:
+            return self._schedule([rules.sets[kind] for kind in kinds], limits)
+        out: list[Any] = []
+        for k, kind in enumerate(kinds):
+            if k:
+                self._wake()
+            out += self._schedule([rules.sets[kind]], limits, analysis=k == len(kinds) - 1)
+        return out
 
     def _batched(self, sets: list[str], limits: Limits, start: float) -> tuple[list[Any], str]:
         """One iteration batch by batch; returns its outputs and the cap that stopped or trimmed
@@ -327,10 +352,11 @@ class EGraphRunner:
         out: list[Any] = []
         ceiling = limits.nodes * (1 + NODE_SLACK)
         cap = ""
+        self._wake(everything=True)  # a batch may match what an earlier one made: every rule is loaded
         for kind in sets:
-            for b in range(BATCHES):
+            for name in self.run_rules.batch_sets[kind]:
                 self._push()
-                step = self._schedule([f"{kind}_{b}"], limits)
+                step = self._schedule([name], limits)
                 enodes = self.size()
                 if enodes > ceiling:
                     self._pop()  # this batch alone overshot: undo it, try the others
@@ -390,21 +416,22 @@ class EGraphRunner:
             else:
                 sets = ["multi", "rw"] if multi else ["rw"]
             cap = ""
+            self._wake()
             if t0 - start + last_s * grew * grew > limits.seconds:  # may overrun the clock: step
                 out, cap = self._batched(sets, limits, start)  # batches see each other: another e-graph
                 self.report.clock = self.report.clock or f"the saturation's time limit (iteration {i} stepped)"
             elif by_need:  # a merge round: one that overshoots is discarded whole
-                out = self._schedule(sets, limits)
+                out = self._pass(sets, limits)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
                     cap = "node limit"
             elif multi or before * grew * grew > limits.nodes:  # may overshoot the node cap
                 self._push()
-                out = self._schedule(sets, limits)
+                out = self._pass(sets, limits)
                 if self.size() > limits.nodes * (1 + NODE_SLACK):
                     self._pop()  # it did: undo the pass and step up to the cap instead
                     out, cap = self._batched(sets, limits, start)
             else:
-                out = self._schedule(sets, limits)
+                out = self._pass(sets, limits)
             matches: dict[str, int] = {}
             updated = False
             for o in out:
@@ -465,6 +492,7 @@ class EGraphRunner:
             if stop != "saturated":
                 stop += " (the last by-need merge round was discarded)"
         self.report.final_enodes = judged_sizes[seen] if self.report.undone and seen is not None else self.size()
+        self.report.egglog_rules_loaded = self.run_rules.loaded
         self.report.final_judged = seen  # marks (``chosen``) are no e-nodes: that judge's view still holds
         self.report.stop = stop
         return self.report

@@ -1,0 +1,114 @@
+"""The rules of one saturation run in its egglog e-graph: those loaded, those asleep until their
+trigger matches, and the rulesets that name them for the runner's passes (:class:`RunRules`).
+
+egglog 13.2 takes 0.4-1.1 ms to load one compiled rule (most of it planning the query and
+compiling the actions that set each new node's sizes), and VGG-19's 268 relevant rules took 0.21 s
+to load while 25 of them ever match. A rule the e-graph does not hold sleeps: only its *trigger*
+is loaded, a rule with its source patterns alone (:func:`~eqsat.egraph.rewrites.trigger_query`)
+and no actions, about a tenth of the rule's load time. Before each pass the triggers run (they
+change nothing) and the rules of those that match are loaded; every match of a rule is a match
+of its trigger, so each pass matches exactly what it would with every rule loaded.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from eqsat.egraph.host import KINDS, MEMORY_EVERY, RuleHost, check_loading_memory
+from eqsat.egraph.rewrites import Compiled
+
+BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration (see runner)
+
+Member = tuple[str, str] | None  # a loaded rule's kind and its own ruleset; None while it sleeps
+
+
+class RunRules:
+    """One run's rules in ``host``'s e-graph. ``keep`` False: rules woken during the run go into
+    rulesets the host does not remember (the run's save is popped at the end; :meth:`keep_woken`
+    loads them into the host again). ``lazy`` False loads every rule at once."""
+
+    def __init__(self, host: RuleHost, compiled: Compiled, memory_gb: float = math.inf, keep: bool = True,
+                 lazy: bool = True):
+        self.host, self.compiled, self.memory_gb, self.keep = host, compiled, memory_gb, keep
+        held = host.held(compiled) if lazy else set(range(len(compiled.rules)))
+        self.members: list[Member] = host.load(compiled, memory_gb, only=sorted(held))
+        asleep = [i for i in range(len(compiled.rules)) if i not in held]
+        self.sleeping: dict[str, list[int]] = {}  # a trigger's ruleset -> the rules it wakes
+        for i, name in zip(asleep, host.load_triggers([compiled.triggers[i] for i in asleep], memory_gb)):
+            self.sleeping.setdefault(name, []).append(i)
+        if len(compiled.rules) >= MEMORY_EVERY:  # whatever the e-graph held already: the same answer in any host
+            check_loading_memory(memory_gb, f"{len(held)} of {len(compiled.rules)} e-graph rules")
+        self.woken: list[int] = []  # rules loaded by wake
+        self.generation = 0  # the rulesets below are named anew each time rules are loaded
+        self.sets: dict[str, str] = {}  # kind -> the ruleset of its loaded rules
+        self.batch_sets: dict[str, list[str]] = {}  # kind -> its BATCHES rulesets
+        self.wake_set = ""  # the sleeping rules' triggers
+
+    @property
+    def loaded(self) -> int:
+        return sum(m is not None for m in self.members)
+
+    def name_sets(self) -> list[str]:
+        """The commands naming the loaded rules' rulesets, ``BATCHES`` per kind and one per kind,
+        and the sleeping rules' triggers (the caller sends them)."""
+        self.generation += 1
+        g = self.generation
+        batches: dict[tuple[str, int], list[str]] = {}
+        for k, member in enumerate(self.members):
+            if member is not None:
+                batches.setdefault((member[0], k % BATCHES), []).append(member[1])
+        lines = []
+        for kind in KINDS:
+            names = []
+            for b in range(BATCHES):
+                name = f"{kind}{g}_{b}"
+                batch = " ".join(batches.get((kind, b), ()))
+                lines.append(f"(unstable-combined-ruleset {name} {batch})" if batch else f"(ruleset {name})")
+                names.append(name)
+            self.batch_sets[kind] = names
+            self.sets[kind] = f"{kind}{g}"
+            lines.append(f"(unstable-combined-ruleset {kind}{g} {' '.join(names)})")
+        if self.sleeping:
+            self.wake_set = f"wake{g}"
+            lines.append(f"(unstable-combined-ruleset {self.wake_set} {' '.join(self.sleeping)})")
+        return lines
+
+    def wake(self, send: Callable[[str], list[Any]], everything: bool = False) -> list[str]:
+        """Load the sleeping rules whose triggers match now (every one, with ``everything``);
+        the commands renaming the rulesets when some were loaded (the caller sends them)."""
+        if not self.sleeping:
+            return []
+        if everything:
+            woke = list(self.sleeping)
+        else:
+            counts: dict[str, int] = {}
+            for out in send(f"(run-schedule (run {self.wake_set}))"):
+                report = getattr(out, "report", None)
+                for name, count in (report.num_matches_per_rule.items() if report is not None else ()):
+                    counts[name] = counts.get(name, 0) + count
+            woke = [name for name in self.sleeping if counts.get(name)]
+        if not woke:
+            return []
+        rules = sorted(i for name in woke for i in self.sleeping.pop(name))
+        loaded = self.host.load(self.compiled, self.memory_gb, only=rules, keep=self.keep)
+        for i in rules:
+            self.members[i] = loaded[i]
+        self.woken.extend(rules)
+        return self.name_sets()
+
+    def save(self) -> tuple:
+        """The state an egglog push saves (see :meth:`restore`)."""
+        return (list(self.members), {t: list(r) for t, r in self.sleeping.items()}, list(self.woken),
+                dict(self.sets), dict(self.batch_sets), self.wake_set, self.generation, dict(self.host.rulesets))
+
+    def restore(self, saved: tuple) -> None:
+        """Back to :meth:`save`'s state after the matching pop, which took away the rules woken
+        since and their rulesets."""
+        (self.members, self.sleeping, self.woken, self.sets, self.batch_sets, self.wake_set, self.generation,
+         self.host.rulesets) = saved
+
+    def keep_woken(self, woken: Sequence[int]) -> None:
+        """Load ``woken`` into the host for later runs, after the pop that took them away."""
+        if woken:
+            self.host.load(self.compiled, self.memory_gb, only=sorted(woken))

@@ -42,7 +42,7 @@ class RunRules:
         self.woken: list[int] = []  # rules loaded by wake
         self.generation = 0  # the rulesets below are named anew each time rules are loaded
         self.sets: dict[str, str] = {}  # kind -> the ruleset of its loaded rules
-        self.batch_sets: dict[str, list[str]] = {}  # kind -> its BATCHES rulesets
+        self.batch_sets: dict[str, list[str]] = {}  # kind -> its BATCHES rulesets, once named (see batches)
         self.wake_set = ""  # the sleeping rules' triggers
 
     @property
@@ -50,29 +50,36 @@ class RunRules:
         return sum(m is not None for m in self.members)
 
     def name_sets(self) -> list[str]:
-        """The commands naming the loaded rules' rulesets, ``BATCHES`` per kind and one per kind,
-        and the sleeping rules' triggers (the caller sends them)."""
+        """The commands naming the loaded rules' ruleset of each kind and the sleeping rules'
+        triggers (the caller sends them); a kind's ``BATCHES`` rulesets are named on demand
+        (:meth:`batches`)."""
         self.generation += 1
         g = self.generation
-        batches: dict[tuple[str, int], list[str]] = {}
-        for k, member in enumerate(self.members):
-            if member is not None:
-                batches.setdefault((member[0], k % BATCHES), []).append(member[1])
+        self.batch_sets = {}
         lines = []
         for kind in KINDS:
-            names = []
-            for b in range(BATCHES):
-                name = f"{kind}{g}_{b}"
-                batch = " ".join(batches.get((kind, b), ()))
-                lines.append(f"(unstable-combined-ruleset {name} {batch})" if batch else f"(ruleset {name})")
-                names.append(name)
-            self.batch_sets[kind] = names
+            members = " ".join(m[1] for m in self.members if m is not None and m[0] == kind)
             self.sets[kind] = f"{kind}{g}"
-            lines.append(f"(unstable-combined-ruleset {kind}{g} {' '.join(names)})")
+            lines.append(f"(unstable-combined-ruleset {kind}{g} {members})" if members else f"(ruleset {kind}{g})")
         if self.sleeping:
             self.wake_set = f"wake{g}"
             lines.append(f"(unstable-combined-ruleset {self.wake_set} {' '.join(self.sleeping)})")
         return lines
+
+    def batches(self, kind: str) -> tuple[list[str], list[str]]:
+        """The commands naming the ``BATCHES`` rulesets of ``kind``'s loaded rules (none when
+        named already in this generation) and their names: a stepped iteration runs them in turn."""
+        if kind in self.batch_sets:
+            return [], self.batch_sets[kind]
+        batches: dict[int, list[str]] = {}
+        for k, member in enumerate(self.members):
+            if member is not None and member[0] == kind:
+                batches.setdefault(k % BATCHES, []).append(member[1])
+        names = [f"{kind}{self.generation}_{b}" for b in range(BATCHES)]
+        lines = [f"(unstable-combined-ruleset {name} {' '.join(batches[b])})" if b in batches else f"(ruleset {name})"
+                 for b, name in enumerate(names)]
+        self.batch_sets[kind] = names
+        return lines, names
 
     def wake(self, send: Callable[[str], list[Any]], everything: bool = False) -> list[str]:
         """Load the sleeping rules whose triggers match now (every one, with ``everything``);

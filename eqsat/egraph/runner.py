@@ -354,7 +354,9 @@ class EGraphRunner:
         cap = ""
         self._wake(everything=True)  # a batch may match what an earlier one made: every rule is loaded
         for kind in sets:
-            for name in self.run_rules.batch_sets[kind]:
+            lines, names = self.run_rules.batches(kind)
+            self._send_lines(lines)
+            for name in names:
                 self._push()
                 step = self._schedule([name], limits)
                 enodes = self.size()

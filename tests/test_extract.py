@@ -348,3 +348,39 @@ def test_an_exact_extraction_out_of_time_keeps_the_cycle_filters_answer() -> Non
     got = ilp_extract(view, costs, [2], keep, start, ILPSettings(prove_seconds=0.0))
     assert filtered is not None and got is not None
     assert got.cost == filtered.cost and not got.optimal and "cycle-filtered" in got.status
+
+
+def test_the_cycle_components_are_the_same_by_networkx_and_by_scipy(monkeypatch):
+    """Small e-graphs find their strongly connected components with networkx (no scipy import in a
+    fresh process), large ones with scipy: one answer, in one order (the levels' columns follow it)."""
+    import random
+
+    from eqsat.egraph import cycles
+    from eqsat.egraph.view import EGraphView, ENode
+
+    rng = random.Random(2)
+    view = EGraphView()
+    for c in range(3000):
+        kids = {c + 1 if c + 1 < 3000 else 0, c - 5 if c % 7 == 6 else rng.randrange(3000)}
+        for d in kids:
+            view.classes.setdefault(c, []).append(len(view.nodes))
+            view.nodes.append(ENode(c, "x", (), (d,)))
+    by_networkx = cycles.cycle_components(view, view.classes)
+    monkeypatch.setattr(cycles, "SCIPY_ABOVE", 0)
+    assert by_networkx == cycles.cycle_components(view, view.classes) and len(by_networkx) >= 1
+
+
+def test_the_programs_rows_give_scipys_columns():
+    """HiGHS takes columns; the program keeps rows as three arrays (no scipy.sparse import), and
+    its columns are scipy's, entry for entry."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from eqsat.egraph.solvers import Rows
+
+    dense = np.random.default_rng(0).integers(-2, 3, (40, 30)) * (np.random.default_rng(1).random((40, 30)) < 0.2)
+    csr = sp.csr_matrix(dense.astype(float))
+    mine = Rows(csr.indptr.astype(np.int32), csr.indices.astype(np.int32), csr.data, csr.shape).tocsc()
+    theirs = csr.tocsc()
+    for a, b in ((mine.indptr, theirs.indptr), (mine.indices, theirs.indices), (mine.data, theirs.data)):
+        assert np.array_equal(a, b) and a.dtype == b.dtype

@@ -33,26 +33,39 @@ def first_cycle(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]) 
     return None
 
 
+SCIPY_ABOVE = 20_000  # e-classes past which scipy finds the components (see cycle_components)
+
+
 def cycle_components(view: EGraphView, cand: dict[Any, list[int]]) -> list[set]:
     """The strongly connected components (of two or more e-classes) of the e-class graph: only
-    inside one can a choice close a cycle."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
+    inside one can a choice close a cycle. networkx's (already loaded for the parts, see
+    :mod:`.split`) below :data:`SCIPY_ABOVE` e-classes; scipy's above, where importing
+    ``scipy.sparse`` (0.12-0.19 s once per process, a quarter of a small model's search in a fresh
+    one) pays: measured on chains with random back edges, networkx took 0.022 s at 5,000 e-classes,
+    0.40 s at 50,000 and 2.7 s at 300,000; scipy 0.003, 0.086 and 0.68 s."""
     names = list(cand)
     num = {c: k for k, c in enumerate(names)}
     edges = [(num[c], num[d]) for c, ns in cand.items() for i in ns for d in view.kids[i] if d != c and d in num]
     if not edges:
         return []
-    src, dst = (np.array(e, dtype=np.int64) for e in zip(*edges))
-    graph = coo_matrix((np.ones(src.size), (src, dst)), shape=(len(names), len(names))).tocsr()
-    count, label = connected_components(graph, directed=True, connection="strong")
-    sizes = np.bincount(label, minlength=count)
-    comps: dict[int, set] = {}
-    for k, lab in enumerate(label):
-        if sizes[lab] > 1:
-            comps.setdefault(int(lab), set()).add(names[k])
-    return [comps[k] for k in sorted(comps)]
+    if len(names) <= SCIPY_ABOVE:
+        import networkx as nx
+
+        found = [comp for comp in nx.strongly_connected_components(nx.DiGraph(edges)) if len(comp) > 1]
+    else:
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        src, dst = (np.array(e, dtype=np.int64) for e in zip(*edges))
+        graph = coo_matrix((np.ones(src.size), (src, dst)), shape=(len(names), len(names))).tocsr()
+        count, label = connected_components(graph, directed=True, connection="strong")
+        sizes = np.bincount(label, minlength=count)
+        by_label: dict[int, set] = {}
+        for k, lab in enumerate(label):
+            if sizes[lab] > 1:
+                by_label.setdefault(int(lab), set()).add(k)
+        found = list(by_label.values())
+    return [{names[k] for k in comp} for comp in sorted(found, key=min)]  # in the order of their first e-class
 
 
 def short_cycles(view: EGraphView, cand: dict[Any, list[int]]) -> list[list[Any]]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from eqsat.egraph.cycles import short_cycles
 from eqsat.egraph.limits import over_cap
-from eqsat.egraph.solvers import Program
+from eqsat.egraph.solvers import Program, Rows
 from eqsat.egraph.view import EGraphView
 
 Row = tuple[list[tuple[int, float]], float, float]  # a constraint: (column, coefficient) pairs, lower, upper
@@ -104,13 +104,11 @@ def level_columns(components: list[set], first: int) -> dict[Any, tuple[int, int
 
 def as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.ndarray | None = None,
                integral: np.ndarray | None = None) -> Program:
-    from scipy.sparse import csr_matrix
-
-    indptr = np.cumsum([0] + [len(r[0]) for r in rows])
+    indptr = np.cumsum([0] + [len(r[0]) for r in rows]).astype(np.int32)
     flat = [e for r in rows for e in r[0]]
     indices = np.array([k for k, _ in flat], dtype=np.int32)
     data = np.array([v for _, v in flat], dtype=float)
-    matrix = csr_matrix((data, indices, indptr), shape=(len(rows), cost.size))
+    matrix = Rows(indptr, indices, data, (len(rows), cost.size))
     return Program(cost, matrix, np.array([r[1] for r in rows], dtype=float),
                    np.array([r[2] for r in rows], dtype=float), fixed, col_upper, integral)
 

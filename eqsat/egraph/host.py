@@ -18,6 +18,8 @@ COPY_MS_PER_RULE = 0.12  # one run's saves and restores (2 pushes, 2 pops) per r
 TRIGGERS_PER_PROGRAM = MEMORY_EVERY  # short programs: egglog 13.2 parses a long one in superlinear time
 HOST_MAX_NODES = 2_000  # a larger graph gets an e-graph of its own, its rules planned on its sizes
 
+Member = tuple[str, str] | None  # a loaded rule's kind and its own ruleset; None for a rule not loaded
+
 egglog = load_bindings()
 
 
@@ -54,14 +56,14 @@ class RuleHost:
         return {i for i, rule in enumerate(compiled.rules) if rule in self.rulesets}
 
     def load(self, compiled: Compiled, memory_gb: float = math.inf, only: Sequence[int] | None = None,
-             keep: bool = True) -> list[tuple[str, str] | None]:
+             keep: bool = True) -> list[Member]:
         """Send what ``compiled`` needs and this e-graph lacks; the kind and ruleset of each of its
         rules, in ``compiled.rules`` order (None for a rule ``only`` leaves out). With ``keep``
         False the rules go into rulesets this host does not remember (sent after a save that the
         run pops). Past ``memory_gb`` (checked every ``MEMORY_EVERY`` rules) it stops with
         :class:`MemoryLimitError`."""
         self.declare(compiled)
-        members: list[tuple[str, str] | None] = [None] * len(compiled.rules)
+        members: list[Member] = [None] * len(compiled.rules)
         for n, i in enumerate(range(len(compiled.rules)) if only is None else only):
             if n % MEMORY_EVERY == MEMORY_EVERY - 1:
                 check_loading_memory(memory_gb, f"{n} of {len(compiled.rules)} e-graph rules")

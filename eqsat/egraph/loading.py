@@ -15,13 +15,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eqsat.egraph.host import KINDS, MEMORY_EVERY, RuleHost, check_loading_memory
+from eqsat.egraph.host import KINDS, MEMORY_EVERY, Member, RuleHost, check_loading_memory
 from eqsat.egraph.rewrites import Compiled
 
 BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration (see runner)
-
-Member = tuple[str, str] | None  # a loaded rule's kind and its own ruleset; None while it sleeps
-
 
 class RunRules:
     """One run's rules in ``host``'s e-graph. ``keep`` False: rules woken during the run go into

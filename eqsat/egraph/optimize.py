@@ -98,7 +98,13 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
     judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
     loaded_s = runner.report.load_s
     report = runner.run(limits, on_iteration, judge)
-    return final_view(runner, report), roots, report, time.perf_counter() - t0 - (report.load_s - loaded_s)
+    return final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report)
+
+
+def saturation_s(t0: float, loaded_s: float, report: RunReport) -> float:
+    """The seconds since ``t0`` less the rules loaded meanwhile as the run woke them (``report``'s
+    loading past ``loaded_s``): those count as loading, not saturation."""
+    return time.perf_counter() - t0 - (report.load_s - loaded_s)
 
 
 def final_view(runner: Any, report: RunReport) -> EGraphView | None:
@@ -189,7 +195,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
             runner.analyse()
             snapshot()
         conn.send(("started", (setup_s, runner.report.load_s, runner.report.insert_s)))
-        loaded_s = runner.report.load_s  # rules loaded as the run wakes them are loading, not saturation
+        loaded_s = runner.report.load_s  # see saturation_s
         t0 = time.perf_counter()
 
         def on_iteration(it: Iteration) -> None:
@@ -206,7 +212,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
             return conn.recv()
 
         report = runner.run(limits, on_iteration, judge)
-        done = (final_view(runner, report), roots, report, time.perf_counter() - t0 - (report.load_s - loaded_s))
+        done = (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report))
         conn.send(("done", done))
     except EqsatError as exc:  # the input's fault (a memory cap while loading): the parent raises it as it is
         conn.send(("user error", exc))

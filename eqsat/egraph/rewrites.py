@@ -52,12 +52,11 @@ class Direction:
 class Compiled:
     """Egglog text for a set of rules (declarations, then one ``rule`` per query), with what was
     left out and why. ``groups`` maps each egglog rule's name to the rule directions it runs;
-    ``rule_names`` and ``triggers`` (see :func:`trigger_query`) are per rule, in ``rules`` order."""
+    ``triggers`` (see :func:`trigger_query`) are per rule, in ``rules`` order."""
 
     declarations: str
     lang: Language = field(default_factory=Language)
     rules: list[str] = field(default_factory=list)
-    rule_names: list[str] = field(default_factory=list)
     triggers: list[str] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
@@ -424,7 +423,6 @@ def compile_rules(rules: Sequence[Rule], multi: bool = True, rewrite_constants: 
         name = group[0].name + ("@best" if ruleset == "best" else "")
         out.groups[name] = [d.name for d in group]
         out.rules.append(egglog_rule(name, group))
-        out.rule_names.append(name)
         out.triggers.append(trigger_query(facts))
     out.declarations = lang.take_pending()
     return out

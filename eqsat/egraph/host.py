@@ -79,6 +79,11 @@ class RuleHost:
             members[i] = (kind, name)
         return members
 
+    def empty_tables(self) -> set[str]:
+        """The egglog tables (constructors, relations) that hold no row now."""
+        out = self.egraph.run_program(*self.egraph.parse_program("(print-size)"))
+        return {name for name, size in out[0].sizes if size == 0}
+
     def load_triggers(self, queries: Sequence[str], memory_gb: float = math.inf) -> list[str]:
         """The ruleset (and rule name) of a rule with each of ``queries`` (see
         :func:`~eqsat.egraph.rewrites.trigger_query`) and no actions, loaded once per e-graph,

@@ -343,6 +343,15 @@ def trigger_query(facts: Sequence[str]) -> str:
 _VARIABLE = re.compile(r"\?[^\s()]+")
 
 
+def trigger_tables(query: str) -> frozenset[str]:
+    """The egglog tables (constructors, ``chosen``) the atoms of a trigger ``query`` read: it can
+    match only once every one of them has a row."""
+    return frozenset(_HEAD.findall(query)) - {"=", "!="}
+
+
+_HEAD = re.compile(r"\((\S+)")
+
+
 def egglog_rule(name: str, directions: Sequence[Direction]) -> str:
     """One egglog rule running the actions of ``directions`` (which share one query); each
     direction's new nodes get their own names."""

@@ -119,7 +119,7 @@ class EGraphRunner:
     def _wake(self, everything: bool = False) -> None:
         """Load the sleeping rules whose triggers match now, every one with ``everything`` (see
         :mod:`eqsat.egraph.loading`): the next pass matches what it would with every rule loaded."""
-        if self.run_rules is None or not self.run_rules.sleeping:
+        if self.run_rules is None or not self.run_rules.asleep:
             return
         start = time.perf_counter()
         self._send_lines(self.run_rules.wake(self._send, everything))
@@ -335,7 +335,7 @@ class EGraphRunner:
         made), then the constness analysis. Rules asleep are woken before each kind's turn, so
         each sees what it would with every rule loaded."""
         rules = self.run_rules
-        if not rules.sleeping:
+        if not rules.asleep:
             return self._schedule([rules.sets[kind] for kind in kinds], limits)
         out: list[Any] = []
         for k, kind in enumerate(kinds):

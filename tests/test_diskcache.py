@@ -54,3 +54,30 @@ def test_a_sharded_memo_reads_only_the_files_of_the_keys_asked(tmp_path, monkeyp
     plain, ground = "conv-0013: (relu ?x) <=> ?x", "conv-0013@s=1x1,p=same: (relu ?x) <=> ?x"
     assert ground_shard(("compile", plain, False)) == ""
     assert ground_shard(("compile", ground, False)) == ground_shard(("signatures", ground, True)) != ""
+
+
+def test_a_graphs_compiled_rules_come_back_the_same_from_the_cache(tmp_path, monkeypatch):
+    """relevant_compiled memoizes a graph's compiled relevant rules on disk: what comes back is
+    what compiling gives (the same declarations, in order), and another shape is another entry."""
+    from eqsat.egraph.relevance import relevant_compiled, relevant_rules
+    from eqsat.egraph.rewrites import COMPILED, compile_rules
+    from eqsat.models import build
+    from eqsat.rules.rulesets import default_rules
+
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(COMPILED, "_shards", {})
+    rules = default_rules(["epilogue", "matrix-min"])
+    graph = build("lora")
+    first = relevant_compiled(rules, graph)
+    COMPILED.save()
+    monkeypatch.setattr(COMPILED, "_shards", {})  # as a fresh process: from the file
+    again = relevant_compiled(rules, graph)
+    direct = compile_rules(relevant_rules(rules, graph), multi=True)
+    for c in (first, again):
+        assert (c.declarations, c.rules, c.triggers, c.groups, c.names, c.skipped) == \
+            (direct.declarations, direct.rules, direct.triggers, direct.groups, direct.names, direct.skipped)
+        assert list(c.lang.ctors) == list(direct.lang.ctors)
+    assert len(list(tmp_path.glob("compiled-rules-*-graph-*.json"))) == 1
+    relevant_compiled(rules, build("lora", rank=8))  # the same rules, but a graph of other shapes
+    COMPILED.save()
+    assert len(list(tmp_path.glob("compiled-rules-*-graph-*.json"))) == 2

@@ -12,6 +12,7 @@ first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by 
 entry point.
 """
 from eqsat.egraph.limits import Limits
-from eqsat.egraph.optimize import EGraphSearch, EGraphWork, optimize, relevant_rules
+from eqsat.egraph.optimize import EGraphSearch, EGraphWork, optimize
+from eqsat.egraph.relevance import relevant_rules
 
 __all__ = ["EGraphSearch", "EGraphWork", "Limits", "optimize", "relevant_rules"]

@@ -22,8 +22,8 @@ from eqsat.egraph.extract import EGraphView, Extraction, extract, gc_paused, nod
 from eqsat.egraph.ilp import ILPSettings
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
-from eqsat.egraph.relevance import relevant_rules
-from eqsat.egraph.rewrites import COMPILED, Compiled, compile_rules
+from eqsat.egraph.relevance import relevant_compiled
+from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
 from eqsat.egraph.solvers import solver_modules
 from eqsat.errors import EqsatError
@@ -379,8 +379,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     original = model.graph_time_us(graph)
     start = time.perf_counter()
     worker = SaturationWorker.shared() if isolate else None  # a new one starts up while the rules are compiled
-    chosen = relevant_rules(rules, graph, rewrite_constants)
-    compiled = compile_rules(chosen, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
+    compiled = relevant_compiled(rules, graph, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start
     leaves = {n.attr("name"): n for n in graph.leaves()}

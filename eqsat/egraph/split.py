@@ -17,7 +17,7 @@ import time
 from collections import ChainMap, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -133,25 +133,52 @@ class SplitAnswer:
     parts: int
 
 
+Solve = Callable[[Program, float, np.ndarray | None, int | None], Solution]
+
+
+class PartHelper(Protocol):
+    """A second process that solves one program at a time while this one solves another (the
+    saturation worker, idle while the parent extracts; see ``SaturationWorker.helper``)."""
+
+    def submit(self, program: Program, seconds: float, start: np.ndarray | None, nodes: int | None) -> bool:
+        """Start solving; False when it cannot (then the caller solves it)."""
+
+    def ready(self) -> bool:
+        """Whether the answer of the program submitted last has come."""
+
+    def result(self, seconds: float) -> Solution | None:
+        """That answer, waiting at most ``seconds``; None when none came (the caller solves it)."""
+
+
+@dataclass(frozen=True)
+class _Built:
+    """One part's program, as built from its leaves' prices, and what reading its answer needs."""
+
+    part: Part
+    program: Program
+    cols: list[int]
+    start: np.ndarray | None
+    price: _Extended
+    usable: list[Any]
+
+
 def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, parts: list[Part],
-                tie: float, greedy: dict[Any, int], solve: Callable[[Program, float, np.ndarray | None, int | None],
-                                                                     Solution],
-                deadline: float, budget: int | None, memory_gb: float) -> SplitAnswer:
+                tie: float, greedy: dict[Any, int], solve: Solve, deadline: float, budget: int | None,
+                memory_gb: float, helper: PartHelper | None = None) -> SplitAnswer:
     """Each part's program (as :func:`build_program` states the whole one) solved deepest first,
-    every cut priced in the part above at its own part's objective."""
+    every cut priced in the part above at its own part's objective.
+
+    With a ``helper`` and a start that uses every cut, the parts are solved two at a time: each
+    cut is priced first at what the start pays below it, every program is built at once, and the
+    two processes solve them biggest first. Where every part's answer pays exactly its price, each
+    program is the one the deepest-first order builds, so the answer is the same; otherwise the
+    parts are solved again in order, each reusing an answer whose program came out the same."""
     base = len(view.nodes)
     leaf_id = {p.root: base + k for k, p in enumerate(parts) if p.root is not None}
     sub = EGraphView(view.classes, view.nodes, view.shapes, view.const, view.lets)
     sub.__dict__["kids"] = _Extended(view.kids, {i: frozenset() for i in leaf_id.values()})
-    value: dict[Any, float] = {}  # a part's objective (its cut's price in the part above, tie-break included)
-    low: dict[Any, float] = {}  # a lower bound on that part's optimum
-    choice: dict[Any, int] = {c: i for c, i in greedy.items() if c in view.const}
-    optimal, clock, nodes, status = True, False, 0, "Optimal"
-    for part in parts:
-        check(None, memory_gb)
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, "time limit", None, True), len(parts))
+
+    def build(part: Part, value: dict[Any, float]) -> _Built:
         usable = [c for c in part.leaves if c in value]  # a cut with no acyclic term below it cannot be read
         cand = {c: red.candidates[c] for c in part.classes} | {c: [leaf_id[c]] if c in value else []
                                                                for c in part.leaves}
@@ -163,7 +190,37 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline)
         start = None if part.root is not None and part.root not in greedy else \
             start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in usable}, greedy), cols, levels)
-        sol = solve(program, remaining, start, budget)
+        return _Built(part, program, cols, start, price, usable)
+
+    def paid(built: _Built, x: np.ndarray) -> float:  # a part's objective (its cut's price above), tie-break included
+        return float(sum(built.price[i] + tie for k, i in enumerate(built.cols) if x[k] > 0.5))
+
+    earlier: dict[Any, tuple[_Built, Solution]] = {}  # the parts solved two at a time, by cut
+    if helper is not None and len(parts) > 1 and all(p.root in greedy for p in parts if p.root is not None):
+        assumed: dict[Any, float] = {}
+        together = []
+        for part in parts:  # deepest first: a part's leaves are priced already
+            check(None, memory_gb)
+            together.append(build(part, assumed))
+            assumed[part.root] = paid(together[-1], together[-1].start)
+        for built, sol in zip(together, _solve_two_at_a_time(together, solve, helper, deadline, budget)):
+            earlier[built.part.root] = (built, sol)
+    value: dict[Any, float] = {}
+    low: dict[Any, float] = {}  # a lower bound on that part's optimum
+    choice: dict[Any, int] = {c: i for c, i in greedy.items() if c in view.const}
+    optimal, clock, nodes, status = True, False, 0, "Optimal"
+    for part in parts:
+        check(None, memory_gb)
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, "time limit", None, True), len(parts))
+        found = earlier.get(part.root)
+        if found is not None and all(found[0].price[leaf_id[c]] == value[c] - tie for c in found[0].usable) \
+                and len(found[0].usable) == sum(c in value for c in part.leaves):
+            built, sol = found  # its leaves' prices were these: the same program
+        else:
+            built = build(part, value)
+            sol = solve(built.program, remaining, built.start, budget)
         nodes += sol.nodes
         clock |= sol.clock
         if sol.x is None and part.root is not None and not sol.clock and "infeasible" in sol.status.lower():
@@ -171,9 +228,9 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         if sol.x is None:
             return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, sol.status, None, sol.clock, nodes),
                                len(parts))
-        picked = [i for k, i in enumerate(cols) if sol.x[k] > 0.5]
-        value[part.root] = float(sum(price[i] + tie for i in picked))
-        low[part.root] = float(sol.bound) - sum(value[c] - low[c] for c in usable)
+        picked = [i for k, i in enumerate(built.cols) if sol.x[k] > 0.5]
+        value[part.root] = paid(built, sol.x)
+        low[part.root] = float(sol.bound) - sum(value[c] - low[c] for c in built.usable)
         if not sol.optimal and optimal:
             optimal, status = False, sol.status
         for i in picked:
@@ -181,3 +238,41 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                 choice.setdefault(view.nodes[i].eclass, i)
     summary = Solution(None, value[None], low[None], optimal, status, 0.0, clock, nodes)
     return SplitAnswer(choice, summary, len(parts))
+
+
+def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper, deadline: float,
+                         budget: int | None) -> list[Solution]:
+    """Every program's answer, in order: the helper takes the biggest waiting whenever it is free,
+    this process solves the next meanwhile."""
+    waiting = sorted(range(len(builds)), key=lambda k: -builds[k].program.cost.size)
+    out: list[Solution | None] = [None] * len(builds)
+    away: int | None = None  # the program the helper is solving
+
+    def collect(wait: float) -> None:
+        nonlocal away
+        sol = helper.result(wait)
+        k, away = away, None
+        b = builds[k]
+        out[k] = sol if sol is not None else solve(b.program, deadline - time.perf_counter(), b.start, budget)
+
+    try:
+        while waiting or away is not None:
+            if away is not None and (helper.ready() or not waiting):
+                collect(max(deadline - time.perf_counter(), 0.0) + 1.0)
+            if away is None and waiting:
+                k = waiting.pop(0)
+                b = builds[k]
+                if helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
+                    away = k
+                else:
+                    out[k] = solve(b.program, deadline - time.perf_counter(), b.start, budget)
+            if waiting:
+                k = waiting.pop(0)
+                b = builds[k]
+                out[k] = solve(b.program, deadline - time.perf_counter(), b.start, budget)
+    except BaseException:  # Ctrl-C, a memory cap: no answer is left behind for a later reader
+        if away is not None:
+            helper.result(0.0)
+        raise
+    assert all(sol is not None for sol in out)
+    return out  # type: ignore[return-value]

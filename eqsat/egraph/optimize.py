@@ -153,6 +153,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
 
     hosts = HostPool()  # small graphs' rules stay loaded for later jobs that need them
     while True:
+        hosts.prepare()
         try:
             while not conn.poll(PARENT_POLL_S):
                 if os.getppid() != parent:

@@ -142,13 +142,15 @@ def test_parts_solved_two_at_a_time_give_the_same_answer(case: tuple, fail: bool
     assume(_has_term(view, costs, roots))
     helper = _InlineHelper(fail)
     alone = _solve(view, costs, roots, parts=True, prune=False)
-    paired = _solve(view, costs, roots, parts=True, prune=False, helper=helper)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(split, "HELPER_MIN_COLUMNS", 0)  # tiny programs go to the helper too
+        paired = _solve(view, costs, roots, parts=True, prune=False, helper=helper)
     assert (paired.choice, paired.cost, paired.bound, paired.status) == \
         (alone.choice, alone.cost, alone.bound, alone.status)
 
 
 @pytest.mark.parametrize("fail", [False, True])
-def test_a_chain_of_parts_is_solved_two_at_a_time(fail: bool) -> None:
+def test_a_chain_of_parts_is_solved_two_at_a_time(fail: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = [(0, ())]
     for b in range(3):
         x, y, below = 2 * b + 1, 2 * b + 2, 2 * b
@@ -157,6 +159,9 @@ def test_a_chain_of_parts_is_solved_two_at_a_time(fail: bool) -> None:
     costs = [0.0] + [4.0, 1.0, 0.0, 2.0] * 3
     helper = _InlineHelper(fail)
     alone = _solve(view, costs, [6], parts=True, prune=False)
+    small = _solve(view, costs, [6], parts=True, prune=False, helper=helper)
+    assert (small.choice, small.cost) == (alone.choice, alone.cost) and helper.submitted == 0
+    monkeypatch.setattr(split, "HELPER_MIN_COLUMNS", 0)  # a small program is solved here, unless told
     paired = _solve(view, costs, [6], parts=True, prune=False, helper=helper)
     assert helper.submitted >= 1 and paired.stats["split_parts"] == 3
     assert (paired.choice, paired.cost, paired.bound) == (alone.choice, alone.cost, alone.bound)

@@ -27,6 +27,8 @@ from eqsat.egraph.solvers import Program, Solution
 from eqsat.egraph.view import EGraphView
 
 MIN_PART = 64  # e-classes: a smaller part joins the part above it (a HiGHS call costs about 10 ms)
+HELPER_MIN_COLUMNS = 500  # a smaller program is solved here: sending it costs more than it saves (the
+# worker may still be putting its host back, 5-35 ms; NasRNN's cells have 1,421 columns, 0.1 s each)
 _TOP = ("split", "super-root")  # joined to every root, so that a root's side is always D
 
 
@@ -242,8 +244,8 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
 
 def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper, deadline: float,
                          budget: int | None) -> list[Solution]:
-    """Every program's answer, in order: the helper takes the biggest waiting whenever it is free,
-    this process solves the next meanwhile."""
+    """Every program's answer, in order: the helper takes the biggest waiting (of at least
+    :data:`HELPER_MIN_COLUMNS`) whenever it is free, this process solves the next meanwhile."""
     waiting = sorted(range(len(builds)), key=lambda k: -builds[k].program.cost.size)
     out: list[Solution | None] = [None] * len(builds)
     away: int | None = None  # the program the helper is solving
@@ -259,7 +261,7 @@ def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper,
         while waiting or away is not None:
             if away is not None and (helper.ready() or not waiting):
                 collect(max(deadline - time.perf_counter(), 0.0) + 1.0)
-            if away is None and waiting:
+            if away is None and waiting and builds[waiting[0]].program.cost.size >= HELPER_MIN_COLUMNS:
                 k = waiting.pop(0)
                 b = builds[k]
                 if helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):

@@ -9,7 +9,7 @@ the ``limits`` in a worker process, on egglog's compiled ``bindings`` alone, its
 cut e-classes, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
 first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by any
 ``CostModel``; ``serialize``, ``view`` and ``infer`` read and write e-graphs; ``optimize`` is the
-entry point.
+entry point, its idle saturation worker solving half of the exact program's parts (``part_helper``).
 """
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.optimize import EGraphSearch, EGraphWork, optimize

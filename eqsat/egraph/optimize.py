@@ -22,10 +22,11 @@ from eqsat.egraph.extract import EGraphView, Extraction, extract, gc_paused, nod
 from eqsat.egraph.ilp import ILPSettings
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
+from eqsat.egraph.part_helper import WorkerHelper, solve_one
 from eqsat.egraph.relevance import relevant_compiled
 from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
-from eqsat.egraph.solvers import Program, Solution, get_solver, solver_modules
+from eqsat.egraph.solvers import solver_modules
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import RewritesUsed, offered
 from eqsat.guards import Kept
@@ -118,7 +119,6 @@ JUDGE_SECONDS = 10.0  # its safety net (a judge the clock stops marks the run as
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
 REPLAY_SHARE = 0.05  # a graph whose insertion takes this share of the time limit is snapshotted as inserted
 
-
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PARENT_POLL_S = 1.0  # an idle worker checks this often that its parent still lives
 
@@ -162,7 +162,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
         if isinstance(message[0], str):  # ("solve", ...): a part of the parent's exact extraction
-            _solve_one(conn, *message[1:])
+            solve_one(conn, *message[1:])
             continue
         rules, graph, limits, alternatives = message
         host = hosts.pick(rules, len(graph.nodes()))  # None: a large graph, its own e-graph (see HostPool)
@@ -230,52 +230,6 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     except Exception:  # the answer is sent: nothing more goes to the parent, and the host is dropped
         return False
     return True
-
-
-def _solve_one(conn: Any, solver: str, program: Program, seconds: float, start: Any, nodes: int | None) -> None:
-    """Solve one program for the parent (see :class:`WorkerHelper`) and send the answer."""
-    try:
-        answer = get_solver(solver).solve(program, seconds, start, nodes)
-    except Exception as exc:  # the parent solves it itself
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-        return
-    conn.send(("solved", answer))
-
-
-class WorkerHelper:
-    """The saturation worker as a :class:`~eqsat.egraph.split.PartHelper`: idle while this process
-    extracts, it solves one part of the exact program while this process solves another (2 cores:
-    NasRNN's four cells, about 0.1 s each, two at a time)."""
-
-    def __init__(self, worker: SaturationWorker, solver: str):
-        self.worker, self.solver, self.pending = worker, solver, False
-
-    def submit(self, program: Program, seconds: float, start: Any, nodes: int | None) -> bool:
-        if self.pending or not self.worker.alive:
-            return False
-        try:
-            self.worker.conn.send(("solve", self.solver, program, seconds, start, nodes))
-        except OSError:
-            self.worker.close()
-            return False
-        self.pending = True
-        return True
-
-    def ready(self) -> bool:
-        return self.pending and self.worker.conn.poll(0)
-
-    def result(self, seconds: float) -> Solution | None:
-        if not self.pending:
-            return None
-        self.pending = False
-        try:
-            if self.worker.conn.poll(seconds):
-                kind, payload = self.worker.conn.recv()
-                return payload if kind == "solved" else None
-        except (EOFError, OSError):
-            pass
-        self.worker.close()  # no answer in time: the next job gets a new worker, with nothing left in the pipe
-        return None
 
 
 def _import_all(modules: Sequence[str]) -> None:
@@ -479,9 +433,9 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged
     if extraction is None:
-        settings = ILPSettings(solver=limits.ilp_solver, nodes=JUDGE_NODES, prove_nodes=limits.ilp_nodes,
-                               memory_gb=limits.memory_gb, filtered=filtered,
-                               helper=WorkerHelper(worker, limits.ilp_solver) if worker is not None else None)
+        helper = WorkerHelper(worker, limits.ilp_solver) if worker is not None else None  # solves half the parts
+        settings = ILPSettings(limits.ilp_solver, nodes=JUDGE_NODES, prove_nodes=limits.ilp_nodes,
+                               memory_gb=limits.memory_gb, filtered=filtered, helper=helper)
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, settings,
                              hint[0] if hint else None)
     choice, greedy_us = extraction.choice, extraction.greedy_cost

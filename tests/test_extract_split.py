@@ -61,14 +61,17 @@ def test_the_parts_find_the_whole_programs_optimum(case: tuple, pruned: bool) ->
     assert not find_cycles(view, parts.choice, roots)
 
 
-def test_a_chain_with_cycles_splits_at_each_join_and_keeps_the_optimum() -> None:
-    # three blocks, each an e-class pair that reads itself both ways (a cycle) and the block below
+def _cyclic_chain() -> tuple[EGraphView, list[float]]:
+    """Three blocks, each an e-class pair that reads itself both ways (a cycle) and the block below."""
     spec = [(0, ())]
     for b in range(3):
         x, y, below = 2 * b + 1, 2 * b + 2, 2 * b
         spec += [(x, (below,)), (x, (y,)), (y, (x,)), (y, (below, x))]
-    view = make_view(spec)
-    costs = [0.0] + [4.0, 1.0, 0.0, 2.0] * 3
+    return make_view(spec), [0.0] + [4.0, 1.0, 0.0, 2.0] * 3
+
+
+def test_a_chain_with_cycles_splits_at_each_join_and_keeps_the_optimum() -> None:
+    view, costs = _cyclic_chain()
     cand = {c: list(ns) for c, ns in view.classes.items()}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(split, "MIN_PART", 1)
@@ -151,12 +154,7 @@ def test_parts_solved_two_at_a_time_give_the_same_answer(case: tuple, fail: bool
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_a_chain_of_parts_is_solved_two_at_a_time(fail: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = [(0, ())]
-    for b in range(3):
-        x, y, below = 2 * b + 1, 2 * b + 2, 2 * b
-        spec += [(x, (below,)), (x, (y,)), (y, (x,)), (y, (below, x))]
-    view = make_view(spec)
-    costs = [0.0] + [4.0, 1.0, 0.0, 2.0] * 3
+    view, costs = _cyclic_chain()
     helper = _InlineHelper(fail)
     alone = _solve(view, costs, [6], parts=True, prune=False)
     small = _solve(view, costs, [6], parts=True, prune=False, helper=helper)

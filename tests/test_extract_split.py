@@ -114,25 +114,23 @@ def test_a_cut_with_no_acyclic_term_below_it_is_not_read() -> None:
 
 
 class _InlineHelper:
-    """A PartHelper in this process: solves a program when its answer is asked for; with
-    ``fail`` it gives no answer for every other one (the caller then solves it)."""
+    """A PartHelper in this process: solves the programs it was sent when their answers are asked
+    for, in order; with ``fail`` it gives no answer for every other one (the caller solves it)."""
 
     def __init__(self, fail: bool) -> None:
-        self.job: tuple | None = None
+        self.jobs: list[tuple] = []
         self.fail, self.submitted = fail, 0
 
     def submit(self, program, seconds, start, nodes) -> bool:  # noqa: ANN001
-        self.job, self.submitted = (program, seconds, start, nodes), self.submitted + 1
-        return True
-
-    def ready(self) -> bool:
+        self.jobs.append((program, seconds, start, nodes))
+        self.submitted += 1
         return True
 
     def result(self, seconds: float):  # noqa: ANN201
         from eqsat.egraph.solvers import get_solver
 
-        job, self.job = self.job, None
-        return None if self.fail and self.submitted % 2 else get_solver("highs").solve(*job)
+        job = self.jobs.pop(0)
+        return None if self.fail and len(self.jobs) % 2 else get_solver("highs").solve(*job)
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,6 +1,7 @@
 """``optimize(graph, rules, cost, limits)``: TENSAT-style equality saturation on egglog."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import math
@@ -152,6 +153,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
     from eqsat.egraph.host import HostPool  # egglog loads now, while the parent prepares the first job
 
     hosts = HostPool()  # small graphs' rules stay loaded for later jobs that need them
+    _import_all(("highspy",))  # the default solver of the parts it may solve (see part_helper)
     while True:
         hosts.prepare()
         try:
@@ -233,11 +235,9 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
 
 
 def _import_all(modules: Sequence[str]) -> None:
-    for name in modules:
-        try:
+    for name in modules:  # an optional solver missing: its own error comes when it is used
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:  # an optional solver missing: its own error comes when it is used
-            pass
 
 
 def start_method() -> str:

@@ -20,30 +20,27 @@ def solve_one(conn: Any, solver: str, program: Program, seconds: float, start: A
 
 class WorkerHelper:
     """The saturation worker as a :class:`~eqsat.egraph.split.PartHelper`: idle while this process
-    extracts, it solves one part of the exact program while this process solves another (2 cores:
+    extracts, it solves the parts it is sent, in order, while this process solves others (2 cores:
     NasRNN's four cells, about 0.1 s each, two at a time)."""
 
     def __init__(self, worker: Any, solver: str):  # an optimize.SaturationWorker (its conn, alive, close)
-        self.worker, self.solver, self.pending = worker, solver, False
+        self.worker, self.solver, self.pending = worker, solver, 0
 
     def submit(self, program: Program, seconds: float, start: Any, nodes: int | None) -> bool:
-        if self.pending or not self.worker.alive:
+        if not self.worker.alive:
             return False
         try:
             self.worker.conn.send(("solve", self.solver, program, seconds, start, nodes))
         except OSError:
             self.worker.close()
             return False
-        self.pending = True
+        self.pending += 1
         return True
-
-    def ready(self) -> bool:
-        return self.pending and self.worker.conn.poll(0)
 
     def result(self, seconds: float) -> Solution | None:
         if not self.pending:
             return None
-        self.pending = False
+        self.pending -= 1
         try:
             if self.worker.conn.poll(seconds):
                 kind, payload = self.worker.conn.recv()
@@ -51,4 +48,5 @@ class WorkerHelper:
         except (EOFError, OSError):
             pass
         self.worker.close()  # no answer in time: the next job gets a new worker, with nothing left in the pipe
+        self.pending = 0  # the caller solves the rest itself
         return None

@@ -139,17 +139,15 @@ Solve = Callable[[Program, float, np.ndarray | None, int | None], Solution]
 
 
 class PartHelper(Protocol):
-    """A second process that solves one program at a time while this one solves another (the
-    saturation worker, idle while the parent extracts; see ``SaturationWorker.helper``)."""
+    """A second process that solves the programs it is sent, in order, while this one solves others
+    (the saturation worker, idle while the parent extracts; see ``part_helper.WorkerHelper``)."""
 
     def submit(self, program: Program, seconds: float, start: np.ndarray | None, nodes: int | None) -> bool:
-        """Start solving; False when it cannot (then the caller solves it)."""
-
-    def ready(self) -> bool:
-        """Whether the answer of the program submitted last has come."""
+        """Queue a program; False when it cannot (then the caller solves it)."""
 
     def result(self, seconds: float) -> Solution | None:
-        """That answer, waiting at most ``seconds``; None when none came (the caller solves it)."""
+        """The answer to the earliest program queued and not yet answered, waiting at most
+        ``seconds``; None when none came (the caller solves it)."""
 
 
 @dataclass(frozen=True)
@@ -244,36 +242,41 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
 
 def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper, deadline: float,
                          budget: int | None) -> list[Solution]:
-    """Every program's answer, in order: the helper takes the biggest waiting (of at least
-    :data:`HELPER_MIN_COLUMNS`) whenever it is free, this process solves the next meanwhile."""
-    waiting = sorted(range(len(builds)), key=lambda k: -builds[k].program.cost.size)
+    """Every program's answer, in order. Longest first, each program goes to the side with less
+    work so far (by columns; a tie stays here, where solving starts at once); only programs of
+    :data:`HELPER_MIN_COLUMNS` or more travel. The helper's are queued first, then this process
+    solves its own, then it reads the helper's answers (solving any that did not come)."""
+    here: list[int] = []
+    away: list[int] = []
+    work = {"here": 0, "away": 0}
+    for k in sorted(range(len(builds)), key=lambda k: -builds[k].program.cost.size):
+        size = builds[k].program.cost.size
+        side = "away" if size >= HELPER_MIN_COLUMNS and work["away"] < work["here"] else "here"
+        work[side] += size
+        (away if side == "away" else here).append(k)
     out: list[Solution | None] = [None] * len(builds)
-    away: int | None = None  # the program the helper is solving
 
-    def collect(wait: float) -> None:
-        nonlocal away
-        sol = helper.result(wait)
-        k, away = away, None
-        b = builds[k]
-        out[k] = sol if sol is not None else solve(b.program, deadline - time.perf_counter(), b.start, budget)
+    def local(k: int) -> None:
+        out[k] = solve(builds[k].program, deadline - time.perf_counter(), builds[k].start, budget)
 
+    sent: list[int] = []
     try:
-        while waiting or away is not None:
-            if away is not None and (helper.ready() or not waiting):
-                collect(max(deadline - time.perf_counter(), 0.0) + 1.0)
-            if away is None and waiting and builds[waiting[0]].program.cost.size >= HELPER_MIN_COLUMNS:
-                k = waiting.pop(0)
-                b = builds[k]
-                if helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
-                    away = k
-                else:
-                    out[k] = solve(b.program, deadline - time.perf_counter(), b.start, budget)
-            if waiting:
-                k = waiting.pop(0)
-                b = builds[k]
-                out[k] = solve(b.program, deadline - time.perf_counter(), b.start, budget)
+        for k in away:
+            b = builds[k]
+            if helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
+                sent.append(k)
+            else:
+                here.append(k)
+        for k in here:
+            local(k)
+        while sent:
+            k = sent[0]
+            out[k] = helper.result(max(deadline - time.perf_counter(), 0.0) + 1.0)
+            sent.pop(0)
+            if out[k] is None:
+                local(k)
     except BaseException:  # Ctrl-C, a memory cap: no answer is left behind for a later reader
-        if away is not None:
+        for _ in sent:
             helper.result(0.0)
         raise
     assert all(sol is not None for sol in out)

@@ -153,7 +153,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
     from eqsat.egraph.host import HostPool  # egglog loads now, while the parent prepares the first job
 
     hosts = HostPool()  # small graphs' rules stay loaded for later jobs that need them
-    _import_all(("highspy",))  # the default solver of the parts it may solve (see part_helper)
+    _import_all(("eqsat.egraph.runner", "highspy"))  # now, not in the first job (5 ms); highspy: part_helper
     while True:
         hosts.prepare()
         try:

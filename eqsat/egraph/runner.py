@@ -79,6 +79,7 @@ class EGraphRunner:
         self.depth = 0  # egglog push levels not popped
         self.marks = 0  # graphs marked chosen so far (their outputs need fresh names)
         self.refs = 0  # rows of the ref table sent so far (see _terms)
+        self.inserted: dict[Node, str] = {}  # the inserted graph's references (see insert, mark_best)
         self.term_table = False  # (term K) declared (see insert_terms)
         self._pending: tuple[Compiled, float] | None = (compiled, memory_gb)
         self.lazy = lazy
@@ -165,6 +166,7 @@ class EGraphRunner:
         one e-class, so extraction may choose either and the rules apply to both."""
         start = time.perf_counter()
         refs, self.roots = self._terms(graph, "$n")
+        self.inserted = refs  # each node's ``(ref K)``: a best graph marked later reuses those it shares
         unions = []
         for k, pair in enumerate(alternatives):
             known, _ = self._terms(pair, alternative_prefix(k), known=refs)
@@ -288,10 +290,11 @@ class EGraphRunner:
         """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``."""
         self.marks += 1
         before = self.size()
-        refs, _ = self._terms(graph, f"$b{self.marks}_", facts=False)
+        # the nodes it shares with the inserted graph have their rows already (nodes are interned)
+        refs, _ = self._terms(graph, f"$b{self.marks}_", facts=False, known=self.inserted)
         if self.size() != before:  # not all of it was in the e-graph: give the new terms their facts
-            refs, _ = self._terms(graph, f"$b{self.marks}f_")
-        self._send_lines([f"(chosen {v})" for n, v in refs.items() if not n.is_leaf])
+            refs, _ = self._terms(graph, f"$b{self.marks}f_", known=self.inserted)
+        self._send_lines([f"(chosen {refs[n]})" for n in graph.nodes() if not n.is_leaf and n in refs])
 
     # ------------------------------------------------------------------ running
     def equal(self, a: str, b: str) -> bool:

@@ -304,6 +304,7 @@ class Extraction:
     stats: dict[str, int] = field(default_factory=dict)
     optimal: bool = False  # the solver proved it optimal on the whole e-graph (within solvers.REL_GAP)
     clock: str = ""  # what the clock cut short ("": the answer is the same on a busy machine)
+    greedy: dict[Any, int] | None = field(default=None, repr=False)  # the greedy choice it started from
 
     @property
     def exact(self) -> bool:
@@ -312,30 +313,34 @@ class Extraction:
 
 
 def extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str = "ilp",
-            seconds: float = 60.0, settings: ILPSettings | None = None, hint: Graph | None = None) -> Extraction:
+            seconds: float = 60.0, settings: ILPSettings | None = None, hint: Graph | None = None,
+            greedy: dict[Any, int] | None = None) -> Extraction:
     """The greedy choice, improved by the exact ILP (started from the greedy choice, which stays
     the upper bound) with ``extractor="ilp"``; the ILP's answer is kept only when no worse.
 
     ``hint``: a graph known to lie in this e-graph (the answer of an earlier extraction of a part
     of it); where it is cheaper than the greedy choice, the ILP starts from it instead. On
-    Inception-v3's last merge round that is the optimum itself, and HiGHS need only prove it."""
+    Inception-v3's last merge round that is the optimum itself, and HiGHS need only prove it.
+    ``greedy``: the greedy choice of this very e-graph and costs, found already (an earlier
+    extraction's :attr:`Extraction.greedy` that no clock cut short)."""
     with gc_paused():
-        return _extract(view, costs, roots, extractor, seconds, settings, hint)
+        return _extract(view, costs, roots, extractor, seconds, settings, hint, greedy)
 
 
 def _extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: str, seconds: float,
-             settings: ILPSettings | None, hint: Graph | None) -> Extraction:
+             settings: ILPSettings | None, hint: Graph | None, known: dict[Any, int] | None) -> Extraction:
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}; choose ilp or greedy")
     start = time.perf_counter()
-    choice = greedy_dag(view, costs, roots, start + seconds / 3)  # the rest: tree cost, the check, the ILP
+    # the greedy gets a third of the time; the rest: tree cost, the check, the ILP
+    choice = known if known is not None else greedy_dag(view, costs, roots, start + seconds / 3)
     greedy = selection_cost(view, costs, choice, roots)
     greedy_s = time.perf_counter() - start
     hurried = "the greedy extraction's deadline" if greedy_s > seconds / 3 else ""  # it may have settled by tree cost
     if extractor == "greedy":
         check_choice(view, costs, choice, roots, greedy)
         return Extraction(choice, greedy, greedy, "greedy", None, "not run", greedy_s, first_incumbent_s=greedy_s,
-                          clock=hurried)
+                          clock=hurried, greedy=choice)
     first, first_cost = choice, greedy
     hinted = lookup_choice(view, hint, roots, choice) if hint is not None else None
     if hinted is not None and (hinted_cost := selection_cost(view, costs, hinted, roots)) < greedy:
@@ -353,7 +358,8 @@ def _extract(view: EGraphView, costs: list[float], roots: list[Any], extractor: 
         check_choice(view, costs, first, roots, first_cost)
         clock = hurried or ("" if stopped or ilp is not None else "the extraction's time limit")
         return Extraction(first, first_cost, greedy, method, None, status, seconds_taken,
-                          first_incumbent_s=greedy_s, clock=clock or (ilp.clock if ilp is not None else ""))
+                          first_incumbent_s=greedy_s, clock=clock or (ilp.clock if ilp is not None else ""),
+                          greedy=choice)
     check_choice(view, costs, ilp.choice, roots, ilp.cost)
     return Extraction(ilp.choice, ilp.cost, greedy, "ilp", ilp.gap, ilp.status, seconds_taken, ilp.bound,
-                      greedy_s, ilp.stats, ilp.optimal, hurried or ilp.clock)
+                      greedy_s, ilp.stats, ilp.optimal, hurried or ilp.clock, greedy=choice)

@@ -28,6 +28,7 @@ from eqsat.egraph.relevance import relevant_compiled
 from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
 from eqsat.egraph.solvers import solver_modules
+from eqsat.egraph.view import reached_classes
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import RewritesUsed, offered
 from eqsat.guards import Kept
@@ -394,7 +395,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     rewrite_s = time.perf_counter() - start - compile_s
 
     prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
-    seen: list[tuple[EGraphView, Extraction, Graph]] = []  # each judge's e-graph, answer and its graph, in order
+    seen: list[tuple[EGraphView, Extraction, Graph, list]] = []  # each judge's e-graph, answer, graph and costs
 
     clocks: list[str] = []  # what the clock decided in the judges' extractions
     hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
@@ -405,12 +406,13 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         settings = ILPSettings(solver=limits.ilp_solver, acyclic="filter", memory_gb=limits.memory_gb,
                                nodes=JUDGE_NODES)
         roots = [view.lets[r] for r in lets]
-        found = extract(view, node_costs(view, model, graph.dtype, prices), roots, limits.extract,
-                        min(limits.ilp_seconds, JUDGE_SECONDS), settings, hint[0] if hint else None)
+        costs = node_costs(view, model, graph.dtype, prices)
+        found = extract(view, costs, roots, limits.extract, min(limits.ilp_seconds, JUDGE_SECONDS), settings,
+                        hint[0] if hint else None)
         if found.clock:
             clocks.append(f"{found.clock} (judging a merge round)")
         hint[:] = [to_graph(view, found.choice, roots, leaves, graph)]
-        seen.append((view, found, hint[0]))
+        seen.append((view, found, hint[0], costs))
         return found.cost, hint[0]
 
     if worker is not None:
@@ -418,17 +420,19 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     else:
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum, alternatives=pairs)
     t1 = time.perf_counter()
-    judged, filtered = None, False
+    judged, filtered, costs, greedy = None, False, None, None
     if report.final_judged is not None:  # this run's judges are the last report.judges entries (a replay adds its own)
-        seen_view, found, found_graph = seen[len(seen) - report.judges + report.final_judged]
+        seen_view, found, found_graph, seen_costs = seen[len(seen) - report.judges + report.final_judged]
         view = view if view is not None else seen_view
         judged = found if found.exact else None
         # the judge's answer is the cycle filter's optimum of this very e-graph: the proof starts there
         filtered = view is seen_view and found.method == "ilp" and found.status.startswith("Optimal")
         hint[:] = [found_graph] if filtered else hint
         judged = found if filtered and limits.ilp_nodes == 0 else judged  # no proof asked for: the filter's answer
+        if view is seen_view:  # its prices and greedy choice (unless the clock hurried it) hold as they were
+            costs, greedy = seen_costs, None if found.clock else found.greedy
     roots = [view.lets[r] for r in roots_let]
-    costs = node_costs(view, model, graph.dtype, prices)
+    costs = costs if costs is not None else node_costs(view, model, graph.dtype, prices)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged
@@ -437,7 +441,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         settings = ILPSettings(limits.ilp_solver, nodes=JUDGE_NODES, prove_nodes=limits.ilp_nodes,
                                memory_gb=limits.memory_gb, filtered=filtered, helper=helper)
         extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, settings,
-                             hint[0] if hint else None)
+                             hint[0] if hint else None, greedy)
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)
@@ -447,7 +451,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         kept = Kept("extraction", "input kept: extraction was not better", original, best_us)
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
     extract_s = time.perf_counter() - t1
-    reached = _reached(view, choice, roots) if best is not graph else set()
+    reached = reached_classes(view, choice, roots) if best is not graph else set()
     now, was = (set(best.nodes()), set(graph.nodes())) if best is not graph else (set(), set())
     # an alternative that is a node the input has (an identity's other operand): taken where its node went
     taken = [a for a, let in zip(alternatives, marks)
@@ -461,18 +465,6 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     clock = "; ".join(dict.fromkeys(c for c in (report.clock, *clocks, extraction.clock) if c))
     return SearchResult("eqsat", graph.name, model.name, original, best_us, best, time.perf_counter() - start,
                         report.stop, work, timings, clock=clock, kept=kept)
-
-
-def _reached(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> set[Any]:
-    """The e-classes an extraction's graph uses."""
-    seen: set[Any] = set()
-    stack = list(roots)
-    while stack:
-        c = stack.pop()
-        if c not in seen:
-            seen.add(c)
-            stack.extend(view.nodes[choice[c]].children)
-    return seen
 
 
 class EGraphSearch:

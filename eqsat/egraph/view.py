@@ -48,6 +48,18 @@ def _view(classes: dict, nodes: list[tuple], shapes: dict, const: set, lets: dic
     return EGraphView(classes, [ENode._make(n) for n in nodes], shapes, const, lets)
 
 
+def reached_classes(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> set[Any]:
+    """The e-classes an extraction's graph uses."""
+    seen: set[Any] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c not in seen:
+            seen.add(c)
+            stack.extend(view.nodes[choice[c]].children)
+    return seen
+
+
 def selection_cost(view: EGraphView, costs: list[float], choice: dict[Any, int], roots: list[Any]) -> float:
     """Cost of the DAG a choice induces from the roots (each reachable e-class once)."""
     seen: set = set()

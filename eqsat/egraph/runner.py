@@ -30,14 +30,7 @@ from typing import Any
 
 from eqsat.egraph.bindings import load_bindings
 from eqsat.egraph.host import RuleHost
-from eqsat.egraph.language import (
-    NAMED,
-    REF,
-    alternative_prefix,
-    egg_string,
-    let_name,
-    split_proj_attrs,
-)
+from eqsat.egraph.language import NAMED, REF, alternative_prefix, egg_string, let_name, split_proj_attrs
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth, over_memory
 from eqsat.egraph.loading import RunRules
 from eqsat.egraph.rewrites import Compiled, compile_rules

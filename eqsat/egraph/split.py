@@ -215,8 +215,8 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         if remaining <= 0:
             return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, "time limit", None, True), len(parts))
         found = earlier.get(part.root)
-        if found is not None and all(found[0].price[leaf_id[c]] == value[c] - tie for c in found[0].usable) \
-                and len(found[0].usable) == sum(c in value for c in part.leaves):
+        if found is not None and len(found[0].usable) == sum(c in value for c in part.leaves) \
+                and all(c in value and found[0].price[leaf_id[c]] == value[c] - tie for c in found[0].usable):
             built, sol = found  # its leaves' prices were these: the same program
         else:
             built = build(part, value)

@@ -27,8 +27,9 @@ from eqsat.egraph.solvers import Program, Solution
 from eqsat.egraph.view import EGraphView
 
 MIN_PART = 64  # e-classes: a smaller part joins the part above it (a HiGHS call costs about 10 ms)
-HELPER_MIN_COLUMNS = 500  # a smaller program is solved here: sending it costs more than it saves (the
-# worker may still be putting its host back, 5-35 ms; NasRNN's cells have 1,421 columns, 0.1 s each)
+HELPER_MIN_COLUMNS = 150  # a smaller program is solved here: sending it costs more than it saves (the
+# worker may still be putting its host back, 5-35 ms: ResNeXt-50's two small parts, sent, cost 0.06 s;
+# BERT's 185-247 columns take 8-16 ms each, Inception-v3's 174-329 about 10 ms)
 _TOP = ("split", "super-root")  # joined to every root, so that a root's side is always D
 
 

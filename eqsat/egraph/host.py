@@ -40,8 +40,8 @@ class RuleHost:
         self.triggers: dict[str, str] = {}  # trigger query -> its own ruleset (and rule name)
         self.unkept = 0  # rulesets sent with ``keep=False`` (their names are not reused before a pop)
 
-    def _send(self, text: str) -> None:
-        self.egraph.run_program(*self.egraph.parse_program(text))
+    def _send(self, text: str) -> list:
+        return self.egraph.run_program(*self.egraph.parse_program(text))
 
     def declare(self, compiled: Compiled) -> None:
         """Send the declarations (constructors, the constness rules) ``compiled`` needs and this
@@ -79,10 +79,13 @@ class RuleHost:
             members[i] = (kind, name)
         return members
 
+    def table_sizes(self) -> dict[str, int]:
+        """Rows per egglog table (constructor, function, relation) now."""
+        return dict(self._send("(print-size)")[0].sizes)
+
     def empty_tables(self) -> set[str]:
-        """The egglog tables (constructors, relations) that hold no row now."""
-        out = self.egraph.run_program(*self.egraph.parse_program("(print-size)"))
-        return {name for name, size in out[0].sizes if size == 0}
+        """The egglog tables that hold no row now."""
+        return {name for name, size in self.table_sizes().items() if size == 0}
 
     def load_triggers(self, queries: Sequence[str], memory_gb: float = math.inf) -> list[str]:
         """The ruleset (and rule name) of a rule with each of ``queries`` (see

@@ -22,6 +22,7 @@ from eqsat.egraph.rewrites import Compiled, trigger_tables
 
 BATCHES = 16  # rulesets per rule kind: the granularity at which a cap can stop an iteration (see runner)
 
+
 class RunRules:
     """One run's rules in ``host``'s e-graph. ``keep`` False: rules woken during the run go into
     rulesets the host does not remember (the run's save is popped at the end; :meth:`keep_woken`

@@ -362,9 +362,10 @@ def trigger_query(facts: Sequence[str]) -> str:
 _VARIABLE = re.compile(r"\?[^\s()]+")
 
 
+@cache
 def trigger_tables(query: str) -> frozenset[str]:
     """The egglog tables (constructors, ``chosen``) the atoms of a trigger ``query`` read: it can
-    match only once every one of them has a row."""
+    match only once every one of them has a row (memoized: every wake asks it of each dormant one)."""
     return frozenset(_HEAD.findall(query)) - {"=", "!="}
 
 

@@ -304,8 +304,7 @@ class EGraphRunner:
         self._send("(run-schedule (saturate (run analysis)))")
 
     def size(self) -> int:
-        sizes = dict(self._send("(print-size)")[0].sizes)
-        return sum(v for k, v in sizes.items() if k in self.lang.ctors or k == "leaf")
+        return sum(v for k, v in self.own.table_sizes().items() if k in self.lang.ctors or k == "leaf")
 
     def _schedule(self, sets: list[str], limits: Limits, analysis: bool = True) -> list[Any]:
         """Run ``sets`` (ruleset names) once, then (``analysis``) the constness analysis to saturation. The

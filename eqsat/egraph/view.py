@@ -48,29 +48,19 @@ def _view(classes: dict, nodes: list[tuple], shapes: dict, const: set, lets: dic
     return EGraphView(classes, [ENode._make(n) for n in nodes], shapes, const, lets)
 
 
-def reached_classes(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> set[Any]:
-    """The e-classes an extraction's graph uses."""
-    seen: set[Any] = set()
+def reached_classes(view: EGraphView, choice: dict[Any, int], roots: list[Any]) -> dict[Any, None]:
+    """The e-classes an extraction's graph uses, in the order a walk from the roots meets them
+    (an ordered set)."""
+    seen: dict[Any, None] = {}
     stack = list(roots)
     while stack:
         c = stack.pop()
         if c not in seen:
-            seen.add(c)
+            seen[c] = None
             stack.extend(view.nodes[choice[c]].children)
     return seen
 
 
 def selection_cost(view: EGraphView, costs: list[float], choice: dict[Any, int], roots: list[Any]) -> float:
     """Cost of the DAG a choice induces from the roots (each reachable e-class once)."""
-    seen: set = set()
-    stack = list(roots)
-    total = 0.0
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        i = choice[c]
-        total += costs[i]
-        stack.extend(view.nodes[i].children)
-    return total
+    return sum((costs[choice[c]] for c in reached_classes(view, choice, roots)), 0.0)

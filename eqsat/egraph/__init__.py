@@ -9,10 +9,12 @@ the ``limits`` in a worker process, on egglog's compiled ``bindings`` alone, its
 cut e-classes, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
 first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by any
 ``CostModel``; ``serialize``, ``view`` and ``infer`` read and write e-graphs; ``optimize`` is the
-entry point, its idle saturation worker solving half of the exact program's parts (``part_helper``).
+entry point, its idle saturation worker solving half of the exact program's parts (``part_helper``),
+and ``work`` the record of what a run did.
 """
 from eqsat.egraph.limits import Limits
-from eqsat.egraph.optimize import EGraphSearch, EGraphWork, optimize
+from eqsat.egraph.optimize import EGraphSearch, optimize
 from eqsat.egraph.relevance import relevant_rules
+from eqsat.egraph.work import EGraphWork
 
 __all__ = ["EGraphSearch", "EGraphWork", "Limits", "optimize", "relevant_rules"]

@@ -293,6 +293,9 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     graph, imported = load_source(source, batch, dims, params)
     limits = limits if limits is not None else search_limits(engine, source, preset, params, overrides)
     load_s = time.perf_counter() - load_start
+    prepare = getattr(engine, "prepare", None)  # optional (Search): this graph's fixed work, started now
+    if prepare is not None:
+        prepare(graph, limits)
     phase("parse")
     parse_start = time.perf_counter()
     parsed = _rules(rules, engine)

@@ -127,6 +127,10 @@ class Search(Protocol):
     def warm(self) -> None:
         """Start what ``run`` will need (a worker process) while the caller still loads the model."""
 
+    # optional: ``prepare(graph, limits)``, called once the model is built and before the rules
+    # are parsed, starts the fixed work ``run`` will do for that graph (the e-graph search's
+    # worker loads the rules the graph's last run needed)
+
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult: ...
 
 
@@ -150,6 +154,11 @@ class WithGraphRewrites:
 
     def warm(self) -> None:
         self.search.warm()
+
+    def prepare(self, graph: Graph, limits: Any) -> None:
+        prepare = getattr(self.search, "prepare", None)
+        if prepare is not None:
+            prepare(graph, self._with(limits))
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult:
         result = self.search.run(graph, rules, cost_model, self._with(limits))

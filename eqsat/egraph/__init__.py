@@ -4,7 +4,8 @@
 into egglog rules whose shape conditions come from the op table's shape rules on symbolic sizes,
 and ``relevance`` keeps only the rules that can match a graph; ``runner`` drives iterations under
 the ``limits`` in a worker process, on egglog's compiled ``bindings`` alone, its rules in a
-``host`` e-graph, where ``loading`` loads each rule once its trigger matches; ``extract``,
+``host`` e-graph, where ``loading`` loads each rule once its trigger matches (and ``preload``, in a
+new worker, the rules the graph's last run needed, before its job comes); ``extract``,
 ``ilp`` (with ``cycles``, ``program``: its rows, ``split``: the exact program solved in parts at
 cut e-classes, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
 first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by any

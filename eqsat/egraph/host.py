@@ -4,7 +4,7 @@ ones it lacks (:class:`RuleHost`), and the few a saturation worker keeps for sma
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from eqsat.egraph.bindings import load_bindings
 from eqsat.egraph.language import HEADER
@@ -43,10 +43,11 @@ class RuleHost:
     def _send(self, text: str) -> list:
         return self.egraph.run_program(*self.egraph.parse_program(text))
 
-    def declare(self, compiled: Compiled) -> None:
-        """Send the declarations (constructors, the constness rules) ``compiled`` needs and this
-        e-graph lacks."""
-        new = [line for line in compiled.declarations.splitlines() if line.strip() and line not in self.lines]
+    def declare(self, compiled: Compiled | str) -> None:
+        """Send the declarations (constructors, the constness rules) ``compiled`` (or a text of
+        them) needs and this e-graph lacks."""
+        text = compiled if isinstance(compiled, str) else compiled.declarations
+        new = [line for line in text.splitlines() if line.strip() and line not in self.lines]
         if new:
             self._send("\n".join(new))
             self.lines.update(new)
@@ -67,17 +68,38 @@ class RuleHost:
         for n, i in enumerate(range(len(compiled.rules)) if only is None else only):
             if n % MEMORY_EVERY == MEMORY_EVERY - 1:
                 check_loading_memory(memory_gb, f"{n} of {len(compiled.rules)} e-graph rules")
-            rule = compiled.rules[i]
-            kind = next(k for k in KINDS if f":ruleset {k} :name" in rule)
-            name = self.rulesets.get(rule)
-            if name is None:
-                name = f"q{len(self.rulesets)}" if keep else f"p{self.unkept}"
-                self.unkept += not keep
-                self._send(f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name"))
-                if keep:
-                    self.rulesets[rule] = name
-            members[i] = (kind, name)
+            members[i] = self._load_rule(compiled.rules[i], keep)
         return members
+
+    def _load_rule(self, rule: str, keep: bool = True) -> tuple[str, str]:
+        """A rule's kind and its own ruleset, sent unless this e-graph holds it (see :meth:`load`)."""
+        kind = next(k for k in KINDS if f":ruleset {k} :name" in rule)
+        name = self.rulesets.get(rule)
+        if name is None:
+            name = f"q{len(self.rulesets)}" if keep else f"p{self.unkept}"
+            self.unkept += not keep
+            self._send(f"(ruleset {name}) " + rule.replace(f":ruleset {kind} :name", f":ruleset {name} :name"))
+            if keep:
+                self.rulesets[rule] = name
+        return kind, name
+
+    def kept(self, compiled: Compiled) -> tuple[list[str], list[str]]:
+        """The rules of ``compiled`` this e-graph holds and the triggers of its rules it holds:
+        what a run left here (see :mod:`eqsat.egraph.preload`)."""
+        return ([rule for rule in dict.fromkeys(compiled.rules) if rule in self.rulesets],
+                [query for query in dict.fromkeys(compiled.triggers) if query in self.triggers])
+
+    def preload(self, declarations: str, rules: Sequence[str], triggers: Sequence[str],
+                stop: Callable[[], bool] = lambda: False) -> None:
+        """Load what :meth:`kept` listed (for another e-graph) into this one, rule by rule, then
+        the triggers, until ``stop()``."""
+        self.declare(declarations)
+        for rule in rules:
+            if stop():
+                return
+            self._load_rule(rule)
+        if not stop():
+            self.load_triggers(triggers)
 
     def table_sizes(self) -> dict[str, int]:
         """Rows per egglog table (constructor, function, relation) now."""
@@ -151,6 +173,19 @@ class HostPool:
             self.hosts.remove(best)
         self.hosts.append(best)
         return best
+
+    def preload(self, declarations: str, rules: Sequence[str], triggers: Sequence[str],
+                stop: Callable[[], bool] = lambda: False) -> None:
+        """Load ``rules`` and ``triggers`` into a host now (see :meth:`RuleHost.preload`), unless one
+        holds them all, for a run that will need them (see :mod:`eqsat.egraph.preload`)."""
+        if any(all(rule in h.rulesets for rule in rules) and all(q in h.triggers for q in triggers)
+               for h in self.hosts):
+            return
+        host, self.spare = self.spare or RuleHost(), None
+        host.preload(declarations, rules, triggers, stop)
+        if len(self.hosts) >= self.size:
+            self.hosts.pop(0)
+        self.hosts.append(host)
 
     def drop(self, host: RuleHost | None) -> None:
         """Forget a host a failed run may have left in any state."""

@@ -25,6 +25,7 @@ from eqsat.egraph.ilp import ILPSettings
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.part_helper import WorkerHelper, solve_one
+from eqsat.egraph.preload import preload, preload_key, remember
 from eqsat.egraph.relevance import relevant_compiled
 from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
@@ -119,15 +120,21 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             message = conn.recv()
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
-        if isinstance(message[0], str):  # ("solve", ...): a part of the parent's exact extraction
+        if message[0] == "solve":  # a part of the parent's exact extraction
             solve_one(conn, *message[1:])
             continue
-        rules, graph, limits, alternatives = message
+        if message[0] == "preload":  # the rules of the parent's next job, while it parses them
+            with contextlib.suppress(Exception):  # a stale record costs the loading, no more
+                preload(message[1], hosts, lambda: conn.poll(0))  # until the job comes
+            continue
+        rules, graph, limits, alternatives, key = message
         host = hosts.pick(rules, len(graph.nodes()))  # None: a large graph, its own e-graph (see HostPool)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
             ok = _run_job(conn, rules, graph, limits, host, alternatives)
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
+        elif host is not None and key is not None:
+            remember(key, host, rules)
         _import_all(("highspy",))  # for part_helper, once: after the first job, not before it (12 ms)
 
 
@@ -239,6 +246,13 @@ class SaturationWorker:
             self.proc.start()
             gc.unfreeze()
         child.close()
+        self.prepared: tuple[Graph, str] | None = None  # the graph :meth:`prepare` was told of, its key
+
+    def prepare(self, graph: Graph, multi: bool) -> None:
+        """Have the worker load the rules that ``graph``'s last run left in its host (see
+        :mod:`eqsat.egraph.preload`) while this process parses and compiles them."""
+        self.prepared = (graph, preload_key(graph, multi))
+        self.conn.send(("preload", self.prepared[1]))
 
     def saturate(self, rules: Compiled, graph: Graph, limits: Limits, grace_s: float = 90.0,
                  optimum: Optimum | None = None, alternatives: Sequence[Graph] = ()
@@ -271,7 +285,8 @@ class SaturationWorker:
         # the extractor's modules load while this process would only wait for the worker
         threading.Thread(target=_import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
         try:
-            self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives)))
+            key = self.prepared[1] if self.prepared is not None and self.prepared[0] is graph else None
+            self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives), key))
             while True:
                 # killed early enough that the answer (a replay, where no snapshot holds the last
                 # iteration) is ready by the hard time limit
@@ -448,6 +463,11 @@ class EGraphSearch:
 
     def warm(self) -> None:
         SaturationWorker.shared()  # it spawns and imports egglog while the caller builds the graph
+
+    def prepare(self, graph: Graph, limits: Limits) -> None:
+        """Start the fixed work for ``graph`` while the caller parses the rules: the worker loads
+        the rules its last run needed (:mod:`eqsat.egraph.preload`)."""
+        SaturationWorker.shared().prepare(graph, limits.k_multi > 0)
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Limits) -> SearchResult:
         return optimize(graph, rules, cost_model, limits)

@@ -60,3 +60,26 @@ def test_a_cell_reports_each_phase_median_and_its_ratio_to_tensat():
     lines = bottom_lines([row, alpha, summarize(SizedModel("bert", "bert", ()), "eqsat", [run(1.05, 0.1)])])
     assert "over 2 of TENSAT's seven models: 0.75x" in lines[0]  # both 0.75x
     assert lines[1].startswith("α/e-graph search_s ratio: vgg19 10x")
+
+
+def test_a_note_says_when_the_timed_processes_compile_from_source(tmp_path, monkeypatch):
+    import compileall
+    import importlib
+
+    from experiments.bench.walltime import bytecode_lines
+
+    package = tmp_path / "timedpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    (note,) = bytecode_lines(("timedpkg",))
+    assert note.startswith("note: 2 of 2 modules have no current bytecode")
+    assert compileall.compile_dir(str(package), quiet=1)
+    assert bytecode_lines(("timedpkg",)) == []
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
+    monkeypatch.setattr("sys.flags", type("F", (), {"dont_write_bytecode": False})())
+    (package / "mod.py").write_text("x = 2  # newer than its bytecode\n")
+    assert bytecode_lines(("timedpkg",)) == []  # Python writes it itself

@@ -4,7 +4,9 @@ optimize MODEL --search S`` costs, and how they grow with the model's depth.
 Each run is a fresh ``eqsat-lab`` process, as a user starts it: interpreter, imports, the model,
 the search, the check of the result and the exit; its CPU seconds and peak resident memory come
 from the operating system (``wait4``), next to the load average when it started. One warm-up run
-per search fills the disk caches (parsed and compiled rules), so the timed runs are second runs.
+per cell and search fills the disk caches (parsed and compiled rules, a graph's compiled rules
+and the rules its worker loads ahead), so the timed runs are second runs; a line warns when
+Python may not write bytecode and the package's is missing or stale.
 Cells are timed round-robin so a slow spell of the machine hits every cell alike.
 
 A model is a benchmark graph or a zoo architecture (written as ONNX into a temporary folder and
@@ -175,6 +177,29 @@ def bottom_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def bytecode_lines(packages: Sequence[str] = ("eqsat", "experiments")) -> list[str]:
+    """A warning when the timed processes compile modules from source: Python writes no bytecode
+    under ``PYTHONDONTWRITEBYTECODE``, and a module imported during the search (the extractor's,
+    the worker's) then compiles inside ``search_s`` in every run (measured: the same commit without
+    ``__pycache__`` took 5% longer over TENSAT's seven, NasRNN 0.11-0.14 s, VGG-19 nothing)."""
+    import importlib.util
+
+    if not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return []
+    stale = total = 0
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for source in Path(root).rglob("*.py"):
+                total += 1
+                cached = Path(importlib.util.cache_from_source(str(source)))
+                stale += not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime
+    if not stale:
+        return []
+    return [f"note: {stale} of {total} modules have no current bytecode and PYTHONDONTWRITEBYTECODE is set: every "
+            f"timed process compiled them (run `python -m compileall` on {', '.join(packages)} first)"]
+
+
 def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs: int, out: Path,
         timeout_s: float = 300.0) -> list[dict[str, Any]]:
     """``runs`` timed processes per cell and search; writes ``bench_walltime.csv``/``.json``/``.md``
@@ -182,8 +207,9 @@ def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs:
     got: dict[tuple[str, str], list[dict[str, Any]]] = {(c.label, s): [] for c in cells for s in searches}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for s in searches:  # fills the rule caches: the timed runs are second runs
-            one_run(_command(cells[0], s, device, work, preset="quick"), work / "run.json", timeout_s)
+        for c in cells:  # fills the disk caches (rules, each graph's compiled rules): timed runs are second runs
+            for s in searches:
+                one_run(_command(c, s, device, work), work / "run.json", timeout_s)
         for _ in range(runs):
             for c in cells:
                 for s in searches:
@@ -194,10 +220,11 @@ def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs:
     rows = [summarize(c, s, got[c.label, s]) for c in cells for s in searches]
     command = ("eqsat-lab experiment walltime --models " + ",".join(c.label for c in cells)
                + f" --searches {','.join(searches)} --device {device} --runs {runs}")
+    lines = bottom_lines(rows) + bytecode_lines()
     write_table(out, "bench_walltime", rows, {"command": command, "unit": "seconds, MB (peak resident)",
-                                              "bottom_lines": bottom_lines(rows)})
-    write_markdown(out / "bench_walltime.md", rows, command, bottom_lines(rows))
-    for line in bottom_lines(rows):
+                                              "bottom_lines": lines})
+    write_markdown(out / "bench_walltime.md", rows, command, lines)
+    for line in lines:
         print(line)
     if any(r.get("layers") for r in rows):
         plot_growth(out / "bench_walltime.png", rows)

@@ -60,7 +60,16 @@ def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None)
     frozen = egraph.freeze()
     view = EGraphView()
     ids = {} if ids is None else ids
-    cls = lambda v: ids.setdefault(v, len(ids))  # noqa: E731
+    known = ids.get
+    i64 = egraph.value_to_i64
+    nodes = view.nodes
+
+    def cls(v: Any) -> int:  # egglog's e-class value -> its number, numbered as first met
+        k = known(v)
+        if k is None:
+            k = ids[v] = len(ids)
+        return k
+
     dims: dict[int, dict[int, int]] = {}
     for name, fn in frozen.functions.items():
         if fn.is_let_binding:
@@ -70,25 +79,31 @@ def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None)
                 view.lets[egraph.value_to_string(r.inputs[0])] = cls(r.output)
         elif name == "dim":
             for r in fn.rows:
-                dims.setdefault(cls(r.inputs[0]), {})[egraph.value_to_i64(r.inputs[1])] = egraph.value_to_i64(r.output)
+                c, axis = r.inputs
+                c = cls(c)
+                d = dims.get(c)
+                if d is None:
+                    d = dims[c] = {}
+                d[i64(axis)] = i64(r.output)
         elif name == "const":
             view.const.update(cls(r.inputs[0]) for r in fn.rows)
         elif name == "leaf":
             for r in fn.rows:
-                view.nodes.append(ENode(cls(r.output), "leaf", (), (), (), egraph.value_to_string(r.inputs[0])))
+                nodes.append(ENode(cls(r.output), "leaf", (), (), (), egraph.value_to_string(r.inputs[0])))
         elif name in lang.ctors:
             c = lang.ctors[name]
+            op, attrs, arity = c.op, c.attrs, c.arity
             for r in fn.rows:
                 if r.subsumed:
                     continue
-                kids = tuple(cls(v) for v in r.inputs[:c.arity])
-                sizes = tuple(egraph.value_to_i64(v) for v in r.inputs[c.arity:])
-                view.nodes.append(ENode(cls(r.output), c.op, c.attrs, kids, sizes))
-    for i, n in enumerate(view.nodes):
+                inputs = r.inputs
+                kids = tuple(map(cls, inputs[:arity]))  # numbered before the node's own e-class, as always
+                nodes.append(ENode(cls(r.output), op, attrs, kids, tuple(map(i64, inputs[arity:]))))
+    for i, n in enumerate(nodes):
         view.classes.setdefault(n.eclass, []).append(i)
-    for cls in view.classes:
-        d = dims.get(cls, {})  # a rank-0 class has no dim rows
-        view.shapes[cls] = tuple(d[k] for k in sorted(d))
+    for c in view.classes:
+        d = dims.get(c, {})  # a rank-0 class has no dim rows
+        view.shapes[c] = tuple(d[k] for k in sorted(d))
     return view
 
 

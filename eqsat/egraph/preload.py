@@ -11,8 +11,9 @@ rules and triggers into a host (:func:`preload`), rule by rule, until the job co
 never holds a job back by more than one rule's load. The gap is short (the parent parses and
 compiles the rules in 0.03 s while the worker imports egglog): measured, a fresh run's rule
 loading fell from 0.020 to 0.005 s on BERT, 0.062 to 0.032 s on NasRNN, 0.028 to 0.011 s on
-VGG-19, 0.043 to 0.035 s on SqueezeNet. Which rules are loaded changes no result: a rule's loading is invisible to the matches
-(see :mod:`.loading`), and an entry for another rule set only leaves rules the run does not read.
+VGG-19, 0.043 to 0.035 s on SqueezeNet. Which rules are loaded changes no result: a rule's
+loading is invisible to the matches (see :mod:`.loading`), and an entry for another rule set only
+leaves rules the run does not read.
 """
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import eqsat
 from experiments.bench.growth import plot_growth, write_markdown
 from experiments.command import parse_params, split_list
 from experiments.compare import check_models
@@ -177,7 +178,10 @@ def bottom_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def bytecode_lines(packages: Sequence[str] = ("eqsat", "experiments")) -> list[str]:
+TIMED_PACKAGES = (eqsat.__name__, __name__.partition(".")[0])  # what a timed process imports
+
+
+def bytecode_lines(packages: Sequence[str] = ()) -> list[str]:
     """A warning when the timed processes compile modules from source: Python writes no bytecode
     under ``PYTHONDONTWRITEBYTECODE``, and a module imported during the search (the extractor's,
     the worker's) then compiles inside ``search_s`` in every run (measured: the same commit without
@@ -186,6 +190,7 @@ def bytecode_lines(packages: Sequence[str] = ("eqsat", "experiments")) -> list[s
 
     if not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return []
+    packages = packages or TIMED_PACKAGES
     stale = total = 0
     for name in packages:
         spec = importlib.util.find_spec(name)

@@ -243,8 +243,10 @@ class SaturationWorker:
         with warnings.catch_warnings():  # Python >= 3.12 warns of BLAS's idle pool thread; see start_method
             warnings.simplefilter("ignore", DeprecationWarning)
             gc.freeze()  # collections, in the child and here, leave the pages the two share unwritten
-            self.proc.start()
-            gc.unfreeze()
+            try:
+                self.proc.start()
+            finally:
+                gc.unfreeze()
         child.close()
         self.prepared: tuple[Graph, str] | None = None  # the graph :meth:`prepare` was told of, its key
 

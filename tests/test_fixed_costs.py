@@ -124,3 +124,23 @@ def test_a_graphs_rules_are_loaded_again_before_its_next_run(monkeypatch):
     assert len(partial.hosts[0].rulesets) == 2  # the job came after two rules
     preload("no such graph", partial)
     assert len(partial.hosts) == 1
+
+
+def test_the_worker_is_forked_with_the_heap_frozen_and_this_process_unfrozen(monkeypatch):
+    """A collection after the fork wrote to every object it walked, copying the pages the two
+    processes shared (the rule parse took 0.085-0.098 s, 0.020 s with the heap frozen)."""
+    import gc
+
+    frozen: list[int] = []
+    start = OPT.multiprocessing.process.BaseProcess.start
+
+    def starting(proc):
+        frozen.append(gc.get_freeze_count())
+        return start(proc)
+
+    monkeypatch.setattr(OPT.multiprocessing.process.BaseProcess, "start", starting)
+    worker = OPT.SaturationWorker()
+    try:
+        assert frozen and frozen[0] > 0 and gc.get_freeze_count() == 0
+    finally:
+        worker.close()

@@ -77,20 +77,28 @@ def test_a_run_imports_only_what_it_uses(tmp_path):
 
 def _host_run(compiled, graph, limits, host):
     """One run in ``host`` as the saturation worker makes it (no merge judges): its iterations (a
-    loaded rule that matched nothing is listed, one asleep is not: only matches count).
-    ``compiled`` as a job brings it, fresh (its language sends the graph's own constructors)."""
+    loaded rule that matched nothing is listed, one asleep is not: only matches count) and what it
+    leaves in the host, as known before the host is put back. ``compiled`` as a job brings it,
+    fresh (its language sends the graph's own constructors)."""
     r = runner.EGraphRunner(Compiled.from_data(compiled.to_data()), host=host)
     r.insert(graph)
     report = r.run(limits)
+    left = r.run_rules.left()
     r.release()
-    return [(it.enodes, {k: n for k, n in it.matches.items() if n}) for it in report.iterations]
+    return [(it.enodes, {k: n for k, n in it.matches.items() if n}) for it in report.iterations], left
+
+
+def _holds(host, compiled) -> tuple[set, set]:
+    return ({rule for rule in compiled.rules if rule in host.rulesets},
+            {query for query in compiled.triggers if query in host.triggers})
 
 
 def test_a_graphs_rules_are_loaded_again_before_its_next_run(monkeypatch):
     """A fresh worker loads the rules the graph's last run left in its host while the parent parses
     the rules (egglog: 0.4-1.1 ms a rule; SqueezeNet's 37, 45 ms of its 0.11 s search): recorded
-    after a run, loaded into a new host before the next, which then loads none of them itself and
-    saturates exactly as before; a job that comes stops the loading between two rules."""
+    as the run answers (before the host is put back: the parent may exit first), loaded into a new
+    host before the next, which then loads none of them itself and saturates exactly as before; a
+    job that comes stops the loading between two rules."""
     from eqsat.egraph.host import HostPool, RuleHost
     from eqsat.egraph.limits import Limits
     from eqsat.egraph.preload import HOST_RULES, preload, preload_key, remember
@@ -102,20 +110,22 @@ def test_a_graphs_rules_are_loaded_again_before_its_next_run(monkeypatch):
     compiled = relevant_compiled(_rules(None, engine), graph)
     limits = Limits(iterations=4, multi_by_need=0)
     first = RuleHost()
-    before = _host_run(compiled, graph, limits, first)
-    key = preload_key(graph, True)
-    remember(key, first, compiled)
-    rules, triggers = first.kept(compiled)
+    before, (rules, triggers) = _host_run(compiled, graph, limits, first)
     assert rules and triggers  # the rules the run woke, the triggers of those still asleep
+    kept_rules, kept_triggers = _holds(first, compiled)
+    assert kept_rules == set(rules) and kept_triggers <= set(triggers), "left() is not what the host kept"
+    key = preload_key(graph, True)
+    remember(key, compiled.declarations, rules, triggers)
 
     pool = HostPool()
     preload(key, pool)
     (host,) = pool.hosts
-    assert host.kept(compiled) == (rules, triggers) and pool.pick(compiled, len(graph.nodes())) is host
+    assert _holds(host, compiled) == (set(rules), set(triggers))
+    assert pool.pick(compiled, len(graph.nodes())) is host
     sent: list[str] = []
     send = host._send
     monkeypatch.setattr(host, "_send", lambda text: sent.append(text) or send(text))
-    assert _host_run(compiled, graph, limits, host) == before
+    assert _host_run(compiled, graph, limits, host)[0] == before
     assert not [t for t in sent if t.startswith("(ruleset q")], "a preloaded rule was loaded again"
 
     asked = iter([False, False, True])

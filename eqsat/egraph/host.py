@@ -83,16 +83,10 @@ class RuleHost:
                 self.rulesets[rule] = name
         return kind, name
 
-    def kept(self, compiled: Compiled) -> tuple[list[str], list[str]]:
-        """The rules of ``compiled`` this e-graph holds and the triggers of its rules it holds:
-        what a run left here (see :mod:`eqsat.egraph.preload`)."""
-        return ([rule for rule in dict.fromkeys(compiled.rules) if rule in self.rulesets],
-                [query for query in dict.fromkeys(compiled.triggers) if query in self.triggers])
-
     def preload(self, declarations: str, rules: Sequence[str], triggers: Sequence[str],
                 stop: Callable[[], bool] = lambda: False) -> None:
-        """Load what :meth:`kept` listed (for another e-graph) into this one, rule by rule, then
-        the triggers, until ``stop()``."""
+        """Load what a run left in another e-graph's host (``RunRules.left``) into this one, rule
+        by rule, then the triggers, until ``stop()``."""
         self.declare(declarations)
         for rule in rules:
             if stop():

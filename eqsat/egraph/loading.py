@@ -32,6 +32,7 @@ class RunRules:
                  lazy: bool = True):
         self.host, self.compiled, self.memory_gb, self.keep = host, compiled, memory_gb, keep
         held = host.held(compiled) if lazy else set(range(len(compiled.rules)))
+        self.held = held  # the rules loaded from the start (see left)
         self.members: list[Member] = host.load(compiled, memory_gb, only=sorted(held))
         self.sleeping: dict[str, list[int]] = {}  # a loaded trigger's ruleset -> the rules it wakes
         self.dormant: dict[str, list[int]] = {}  # a trigger not loaded (a table it reads is empty) -> its rules
@@ -142,6 +143,16 @@ class RunRules:
         since and their rulesets, and the triggers loaded since."""
         (self.members, self.sleeping, self.dormant, self.woken, self.sets, self.batch_sets, self.wake_set,
          self.generation, self.host.rulesets, self.host.triggers) = saved
+
+    def left(self) -> tuple[list[str], list[str]]:
+        """What this run leaves for a later one (see :mod:`eqsat.egraph.preload`), known before the
+        host is put back: the rules of its rule set the host will hold after :meth:`keep_woken`
+        (those held from the start and those woken), and the triggers of its rule set loaded now
+        (the host keeps fewer: a pop takes those loaded after a save; a trigger loaded early
+        changes no match, see the module's docstring)."""
+        rules = [self.compiled.rules[i] for i in sorted(self.held | set(self.woken))]
+        triggers = [query for query in dict.fromkeys(self.compiled.triggers) if query in self.host.triggers]
+        return list(dict.fromkeys(rules)), triggers
 
     def keep_woken(self, woken: Sequence[int]) -> None:
         """After the pop of the run's save, which took away what the run loaded: load ``woken``

@@ -130,17 +130,18 @@ def _worker(conn: Any, parent: int | None = None) -> None:
         rules, graph, limits, alternatives, key = message
         host = hosts.pick(rules, len(graph.nodes()))  # None: a large graph, its own e-graph (see HostPool)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
-            ok = _run_job(conn, rules, graph, limits, host, alternatives)
+            ok = _run_job(conn, rules, graph, limits, host, alternatives, key)
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
-        elif host is not None and key is not None:
-            remember(key, host, rules)
         _import_all(("highspy",))  # for part_helper, once: after the first job, not before it (12 ms)
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
-             alternatives: Sequence[Graph] = ()) -> bool:
-    """Run one job, sending its progress and result; whether it ended cleanly (``host`` back as it was)."""
+             alternatives: Sequence[Graph] = (), key: str | None = None) -> bool:
+    """Run one job, sending its progress and result; whether it ended cleanly (``host`` back as it was).
+    With a ``host`` and a ``key``, what the run leaves there is recorded under ``key`` (see
+    :mod:`eqsat.egraph.preload`) as soon as the answer is sent: the parent may exit before the
+    host is put back (ResNeXt-50's did)."""
     from eqsat.egraph.runner import EGraphRunner
 
     try:
@@ -185,6 +186,9 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         report = runner.run(limits, on_iteration, judge)
         done = (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report))
         conn.send(("done", done))
+        if host is not None and key is not None:
+            with contextlib.suppress(OSError):  # a cache folder that cannot be written: nothing recorded
+                remember(key, rules.declarations, *runner.run_rules.left())
     except EqsatError as exc:  # the input's fault (a memory cap while loading): the parent raises it as it is
         conn.send(("user error", exc))
         return False

@@ -23,7 +23,6 @@ from typing import Any
 
 from eqsat.diskcache import DiskMemo
 from eqsat.egraph.relevance import graph_signature
-from eqsat.egraph.rewrites import Compiled
 from eqsat.ir.graph import Graph
 
 HOST_RULES = DiskMemo("host-rules", shard=lambda key: key[:12])  # one small file per graph
@@ -35,10 +34,10 @@ def preload_key(graph: Graph, multi: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def remember(key: str, host: Any, compiled: Compiled) -> None:
-    """Record the rules and triggers of ``compiled`` that ``host`` holds after a run, under ``key``."""
-    rules, triggers = host.kept(compiled)
-    entry = [compiled.declarations, rules, triggers]
+def remember(key: str, declarations: str, rules: list[str], triggers: list[str]) -> None:
+    """Record the rules and triggers a run leaves in its host (``RunRules.left``), with the
+    declarations they need, under ``key``."""
+    entry = [declarations, rules, triggers]
     if HOST_RULES.get(key) != entry:
         HOST_RULES.put(key, entry)
         HOST_RULES.save()

@@ -133,7 +133,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             ok = _run_job(conn, rules, graph, limits, host, alternatives, key)
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
-        _import_all(("highspy",))  # for part_helper, once: after the first job, not before it (12 ms)
+        _import_all(("highspy",))  # for part_helper, once: after the first job (or its first judge), not before it
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
@@ -181,6 +181,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
 
         def judge() -> tuple[float, Graph]:  # the parent extracts; this process waits for its answer
             conn.send(("judge", (read_egraph(runner.egraph, runner.lang), roots)))
+            _import_all(("highspy",))  # for the proof's parts (part_helper): now, while it waits
             return conn.recv()
 
         report = runner.run(limits, on_iteration, judge)

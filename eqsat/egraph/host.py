@@ -171,10 +171,10 @@ class HostPool:
     def preload(self, declarations: str, rules: Sequence[str], triggers: Sequence[str],
                 stop: Callable[[], bool] = lambda: False) -> None:
         """Load ``rules`` and ``triggers`` into a host now (see :meth:`RuleHost.preload`), unless one
-        holds them all, for a run that will need them (see :mod:`eqsat.egraph.preload`)."""
-        if any(all(rule in h.rulesets for rule in rules) and all(q in h.triggers for q in triggers)
-               for h in self.hosts):
-            return
+        holds all the rules (a run in this process left them), for a run that will need them (see
+        :mod:`eqsat.egraph.preload`)."""
+        if any(all(rule in h.rulesets for rule in rules) for h in self.hosts):
+            return  # (its triggers may be fewer: those a run loaded after a save were popped; a few ms)
         host, self.spare = self.spare or RuleHost(), None
         host.preload(declarations, rules, triggers, stop)
         if len(self.hosts) >= self.size:

@@ -259,7 +259,8 @@ class SaturationWorker:
         """Have the worker load the rules that ``graph``'s last run left in its host (see
         :mod:`eqsat.egraph.preload`) while this process parses and compiles them."""
         self.prepared = (graph, preload_key(graph, multi))
-        self.conn.send(("preload", self.prepared[1]))
+        with contextlib.suppress(OSError):  # a worker gone since: the job finds out and starts another
+            self.conn.send(("preload", self.prepared[1]))
 
     def saturate(self, rules: Compiled, graph: Graph, limits: Limits, grace_s: float = 90.0,
                  optimum: Optimum | None = None, alternatives: Sequence[Graph] = ()

@@ -188,8 +188,8 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         done = (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report))
         conn.send(("done", done))
         if host is not None and key is not None:
-            with contextlib.suppress(OSError):  # a cache folder that cannot be written: nothing recorded
-                remember(key, rules.declarations, *runner.run_rules.left())
+            with contextlib.suppress(Exception):  # after the answer nothing may reach the parent: a
+                remember(key, rules.declarations, *runner.run_rules.left())  # record that fails is none
     except EqsatError as exc:  # the input's fault (a memory cap while loading): the parent raises it as it is
         conn.send(("user error", exc))
         return False

@@ -3,17 +3,18 @@
 egglog takes 0.4-1.1 ms to load one rule, and a fresh process loads every rule a model wakes
 (SqueezeNet: 37, 45 ms of its 0.11 s search; NASNet-A: 0.10 s). A run in a host leaves the rules
 it woke loaded there (``RuleHost``), so a later run in the same process pays nothing; a new
-process had to load them all again. Now, when a run ends, the saturation worker records what
-the host holds for it (:func:`remember`), under a key of the graph's signature
-(:func:`preload_key`); the next ``optimize`` of that graph sends the key as soon as the model is
-built (``EGraphSearch.prepare``), and the worker, once its imports are done, loads the same
-rules and triggers into a host (:func:`preload`), rule by rule, until the job comes: a preload
-never holds a job back by more than one rule's load. The gap is short (the parent parses and
-compiles the rules in 0.03 s while the worker imports egglog): measured, a fresh run's rule
-loading fell from 0.020 to 0.005 s on BERT, 0.062 to 0.032 s on NasRNN, 0.028 to 0.011 s on
-VGG-19, 0.043 to 0.035 s on SqueezeNet. Which rules are loaded changes no result: a rule's
-loading is invisible to the matches (see :mod:`.loading`), and an entry for another rule set only
-leaves rules the run does not read.
+process had to load them all again. Now, as soon as a run in a host answers, the saturation
+worker records what the run will leave there (``RunRules.left``; the parent may exit before the
+host is put back) under a key of the graph's signature (:func:`remember`, :func:`preload_key`);
+the next ``optimize`` of that graph sends the key as soon as the model is built
+(``EGraphSearch.prepare``), and the worker, once its imports are done, loads those rules and
+triggers into a host (:func:`preload`), rule by rule, until the job comes: a preload never holds
+a job back by more than one rule's load. The gap is short (the parent parses and compiles the
+rules in 0.03 s while the worker imports egglog): measured, a fresh run's rule loading fell from
+0.018 to 0.004 s on BERT, 0.042 to 0.025 s on ResNeXt-50, 0.056 to 0.020 s on NasRNN, 0.095 to
+0.060 s on NASNet-A, 0.047 to 0.030 s on SqueezeNet, 0.026 to 0.010 s on VGG-19. Which rules are
+loaded changes no result: a rule's loading is invisible to the matches (see :mod:`.loading`),
+and an entry for another rule set only leaves rules the run does not read.
 """
 from __future__ import annotations
 

@@ -276,7 +276,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
         write_optimized,
         written_cost,
     )
-    from eqsat.search import run_verified
+    from eqsat.search import prepare, run_verified
     from eqsat.searches import get_search
 
     def phase(name: str) -> None:
@@ -293,9 +293,7 @@ def optimize_model(source: str | Path | Graph, *, search: str = ALPHA, device: s
     graph, imported = load_source(source, batch, dims, params)
     limits = limits if limits is not None else search_limits(engine, source, preset, params, overrides)
     load_s = time.perf_counter() - load_start
-    prepare = getattr(engine, "prepare", None)  # optional (Search): this graph's fixed work, started now
-    if prepare is not None:
-        prepare(graph, limits)
+    prepare(engine, graph, limits)  # this graph's fixed work, started now (optional, see Search)
     phase("parse")
     parse_start = time.perf_counter()
     parsed = _rules(rules, engine)

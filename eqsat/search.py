@@ -156,13 +156,18 @@ class WithGraphRewrites:
         self.search.warm()
 
     def prepare(self, graph: Graph, limits: Any) -> None:
-        prepare = getattr(self.search, "prepare", None)
-        if prepare is not None:
-            prepare(graph, self._with(limits))
+        prepare(self.search, graph, self._with(limits))
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult:
         result = self.search.run(graph, rules, cost_model, self._with(limits))
         return replace(result, search=self.name)
+
+
+def prepare(search: Search, graph: Graph, limits: Any) -> None:
+    """Call ``search``'s optional ``prepare(graph, limits)`` (see :class:`Search`), if it has one."""
+    hook = getattr(search, "prepare", None)
+    if hook is not None:
+        hook(graph, limits)
 
 
 def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:

@@ -160,13 +160,22 @@ class HostPool:
             return None
         best = max(self.hosts, key=lambda h: self.saving_ms(h, compiled), default=None)
         if best is None or self.saving_ms(best, compiled) <= 0:
-            best, self.spare = self.spare or RuleHost(), None
-            if len(self.hosts) >= self.size:
-                self.hosts.pop(0)
-        else:
-            self.hosts.remove(best)
-        self.hosts.append(best)
+            best = self._new_host()
+        self._keep(best)
         return best
+
+    def _new_host(self) -> RuleHost:
+        """The spare e-graph (see :meth:`prepare`), or a new one."""
+        host, self.spare = self.spare or RuleHost(), None
+        return host
+
+    def _keep(self, host: RuleHost) -> None:
+        """Keep ``host`` as the most recently used, forgetting the least recently used past ``size``."""
+        if host in self.hosts:
+            self.hosts.remove(host)
+        elif len(self.hosts) >= self.size:
+            self.hosts.pop(0)
+        self.hosts.append(host)
 
     def preload(self, declarations: str, rules: Sequence[str], triggers: Sequence[str],
                 stop: Callable[[], bool] = lambda: False) -> None:
@@ -175,11 +184,9 @@ class HostPool:
         :mod:`eqsat.egraph.preload`)."""
         if any(all(rule in h.rulesets for rule in rules) for h in self.hosts):
             return  # (its triggers may be fewer: those a run loaded after a save were popped; a few ms)
-        host, self.spare = self.spare or RuleHost(), None
-        host.preload(declarations, rules, triggers, stop)
-        if len(self.hosts) >= self.size:
-            self.hosts.pop(0)
-        self.hosts.append(host)
+        host = self._new_host()
+        host.preload(declarations, rules, triggers, stop)  # kept only once loaded: a failure leaves no half host
+        self._keep(host)
 
     def drop(self, host: RuleHost | None) -> None:
         """Forget a host a failed run may have left in any state."""

@@ -83,3 +83,25 @@ def test_a_note_says_when_the_timed_processes_compile_from_source(tmp_path, monk
     monkeypatch.setattr("sys.flags", type("F", (), {"dont_write_bytecode": False})())
     (package / "mod.py").write_text("x = 2  # newer than its bytecode\n")
     assert bytecode_lines(("timedpkg",)) == []  # Python writes it itself
+
+
+def test_a_preset_reaches_every_timed_command_and_one_a_search_lacks_fails_first(tmp_path):
+    import argparse
+
+    from experiments.bench.walltime import SizedModel, _command, main
+
+    cmd = _command(SizedModel("vgg19", "vgg19", ()), "eqsat", "h100", tmp_path, "tensat-paper")
+    assert cmd[-2:] == ["--preset", "tensat-paper"] and "--preset" not in _command(
+        SizedModel("vgg19", "vgg19", ()), "eqsat", "h100", tmp_path)
+    args = argparse.Namespace(models="vgg19", searches="eqsat,taso", device="h100", runs=1, out=str(tmp_path / "out"),
+                              timeout=10.0, preset="tensat-paper")
+    with pytest.raises(ValueError, match="'taso' has no preset 'tensat-paper'"):
+        main(args)
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing written
+
+
+def test_the_machine_reference_line_gives_the_median_and_the_spread():
+    from experiments.bench.walltime import reference_line
+
+    line = reference_line([0.70, 0.58, 0.64])
+    assert "median 0.640 s, 0.580-0.700 s over 3 takes" in line

@@ -35,7 +35,7 @@ from experiments.bench.growth import plot_growth, write_markdown
 from experiments.command import parse_params, split_list
 from experiments.compare import check_models
 from experiments.output import write_table
-from experiments.searches import ALPHA, EGRAPH, SEARCHES
+from experiments.searches import ALPHA, EGRAPH, SEARCHES, get_search, preset_limits
 
 TARGETS_S = {("squeezenet", EGRAPH): 2.0, ("bert", EGRAPH): 3.0, ("bert:layers=32", EGRAPH): 6.0}
 # TENSAT's published optimization seconds (its Table 2, k_multi = 1) for its seven benchmark models
@@ -153,6 +153,13 @@ def summarize(cell: SizedModel, search: str, runs: list[dict[str, Any]]) -> dict
         **{f"{k}_s": round(statistics.median(r["phases"].get(k, 0.0) for r in ok), 3) for k in phases}}
 
 
+def reference_line(seconds: Sequence[float]) -> str:
+    """The machine's speed during the runs (see :func:`machine_reference`)."""
+    return (f"machine reference (a fixed pure-Python workload, walltime.machine_reference; larger is slower): "
+            f"median {statistics.median(seconds):.3f} s, {min(seconds):.3f}-{max(seconds):.3f} s over {len(seconds)} "
+            f"takes, before the runs and after each round")
+
+
 def geomean(values: Sequence[float]) -> float | None:
     """The geometric mean of positive ``values`` (None for none)."""
     import math
@@ -176,6 +183,31 @@ def bottom_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         lines.append("α/e-graph search_s ratio: " + ", ".join(f"{c} {v:.3g}x" for c, v in ratios.items())
                      + f"; geometric mean {geomean(list(ratios.values())):.3g}x")
     return lines
+
+
+def machine_reference(repeats: int = 3) -> float:
+    """Seconds of a fixed CPU workload, the median of ``repeats``: a seeded shuffle, sort, dict and
+    heap pass over 200,000 integers (the interpreter work the search's Python does). The timed runs
+    depend on the machine's speed at the hour: the same commit measured 0.27x of TENSAT's seconds
+    one afternoon and 0.39x the next evening on the shared development machine, so a table carries
+    this number, taken before the runs and after each round of them, and tables compare only where
+    it matches."""
+    import heapq
+    import random
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        rng = random.Random(0)
+        items = list(range(200_000))
+        rng.shuffle(items)
+        index = {v: k for k, v in enumerate(sorted(items))}
+        heap = [(index[v], v) for v in items]
+        heapq.heapify(heap)
+        while heap:
+            heapq.heappop(heap)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 TIMED_PACKAGES = (eqsat.__name__, __name__.partition(".")[0])  # what a timed process imports
@@ -206,26 +238,32 @@ def bytecode_lines(packages: Sequence[str] = ()) -> list[str]:
 
 
 def run(cells: Sequence[SizedModel], searches: Sequence[str], device: str, runs: int, out: Path,
-        timeout_s: float = 300.0) -> list[dict[str, Any]]:
-    """``runs`` timed processes per cell and search; writes ``bench_walltime.csv``/``.json``/``.md``
-    and, over depths, ``bench_walltime.png``."""
+        timeout_s: float = 300.0, preset: str | None = None) -> list[dict[str, Any]]:
+    """``runs`` timed processes per cell and search (``preset``: every search's named preset, default
+    each one's own); writes ``bench_walltime.csv``/``.json``/``.md`` and, over depths,
+    ``bench_walltime.png``."""
     got: dict[tuple[str, str], list[dict[str, Any]]] = {(c.label, s): [] for c in cells for s in searches}
+    speed = [machine_reference()]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for c in cells:  # fills the disk caches (rules, each graph's compiled rules): timed runs are second runs
             for s in searches:
-                one_run(_command(c, s, device, work), work / "run.json", timeout_s)
+                one_run(_command(c, s, device, work, preset), work / "run.json", timeout_s)
         for _ in range(runs):
             for c in cells:
                 for s in searches:
-                    got[c.label, s].append(one_run(_command(c, s, device, work), work / "run.json", timeout_s))
+                    got[c.label, s].append(one_run(_command(c, s, device, work, preset), work / "run.json",
+                                                   timeout_s))
                     r = got[c.label, s][-1]
                     print(f"{c.label:24s} {s:6s} wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  "
                           f"peak {r['peak_mb']:6.0f} MB  load {r['load']:.1f}  {r.get('error', '')}", flush=True)
-    rows = [summarize(c, s, got[c.label, s]) for c in cells for s in searches]
+            speed.append(machine_reference())
+    rows = [summarize(c, s, got[c.label, s]) | {"preset": preset or get_search(s).default_preset}
+            for c in cells for s in searches]
     command = ("eqsat-lab experiment walltime --models " + ",".join(c.label for c in cells)
-               + f" --searches {','.join(searches)} --device {device} --runs {runs}")
-    lines = bottom_lines(rows) + bytecode_lines()
+               + f" --searches {','.join(searches)} --device {device} --runs {runs}"
+               + (f" --preset {preset}" if preset else ""))
+    lines = bottom_lines(rows) + [reference_line(speed)] + bytecode_lines()
     write_table(out, "bench_walltime", rows, {"command": command, "unit": "seconds, MB (peak resident)",
                                               "bottom_lines": lines})
     write_markdown(out / "bench_walltime.md", rows, command, lines)
@@ -244,5 +282,7 @@ def main(args: argparse.Namespace) -> int:
     if unknown or not searches:
         raise ValueError(f"--searches: unknown {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(SEARCHES)}")
-    run(parse_cells(args.models), searches, args.device, args.runs, Path(args.out), args.timeout)
+    for s in searches if args.preset else ():  # a preset a search lacks fails here, not in every run
+        preset_limits(get_search(s), args.preset)
+    run(parse_cells(args.models), searches, args.device, args.runs, Path(args.out), args.timeout, args.preset)
     return 0

@@ -104,6 +104,9 @@ def _walltime(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=positive_int, default=5, help="timed runs per cell (default 5)")
     p.add_argument("--timeout", type=positive_seconds, default=300.0,
                    help="seconds before a run is killed (default 300)")
+    p.add_argument("--preset", default=None, metavar="NAME",
+                   help="every search's named preset (e-graph: default, tensat-paper; α: taso-paper, case-study; "
+                        "default each search's own)")
     _out(p, "walltime")
 
 

@@ -188,10 +188,10 @@ def bottom_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
 def machine_reference(repeats: int = 3) -> float:
     """Seconds of a fixed CPU workload, the median of ``repeats``: a seeded shuffle, sort, dict and
     heap pass over 200,000 integers (the interpreter work the search's Python does). The timed runs
-    depend on the machine's speed at the hour: the same commit measured 0.27x of TENSAT's seconds
-    one afternoon and 0.39x the next evening on the shared development machine, so a table carries
-    this number, taken before the runs and after each round of them, and tables compare only where
-    it matches."""
+    depend on the machine's speed at the hour: the same commit (148f03d) measured 0.27x of TENSAT's
+    seconds one afternoon and 0.37x-0.39x that evening on the shared development machine, so a
+    table carries this number, taken before the runs and after each round of them, and tables
+    compare only where it matches."""
     import heapq
     import random
 

@@ -173,7 +173,8 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
     cut is priced first at what the start pays below it, every program is built at once, and the
     two processes solve them biggest first. Where every part's answer pays exactly its price, each
     program is the one the deepest-first order builds, so the answer is the same; otherwise the
-    parts are solved again in order, each reusing an answer whose program came out the same."""
+    parts are solved again in order, each reusing an answer whose program came out the same or
+    whose leaves cost less now, each one it reads (see :func:`_price_drop`)."""
     base = len(view.nodes)
     leaf_id = {p.root: base + k for k, p in enumerate(parts) if p.root is not None}
     sub = EGraphView(view.classes, view.nodes, view.shapes, view.const, view.lets)
@@ -216,11 +217,11 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         if remaining <= 0:
             return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, "time limit", None, True), len(parts))
         found = earlier.get(part.root)
-        if found is not None and len(found[0].usable) == sum(c in value for c in part.leaves) \
-                and all(c in value and found[0].price[leaf_id[c]] == value[c] - tie for c in found[0].usable):
-            built, sol = found  # its leaves' prices were these: the same program
+        drop = _price_drop(found, value, tie, leaf_id) if found is not None else None
+        if found is not None and drop is not None and len(found[0].usable) == sum(c in value for c in part.leaves):
+            built, sol = found  # priced as assumed, or dearer at leaves its optimum reads: still optimal
         else:
-            built = build(part, value)
+            built, sol, drop = build(part, value), None, 0.0
             sol = solve(built.program, remaining, built.start, budget)
         nodes += sol.nodes
         clock |= sol.clock
@@ -230,8 +231,8 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
             return SplitAnswer(None, Solution(None, np.inf, -np.inf, False, sol.status, None, sol.clock, nodes),
                                len(parts))
         picked = [i for k, i in enumerate(built.cols) if sol.x[k] > 0.5]
-        value[part.root] = paid(built, sol.x)
-        low[part.root] = float(sol.bound) - sum(value[c] - low[c] for c in built.usable)
+        value[part.root] = paid(built, sol.x) - drop
+        low[part.root] = float(sol.bound) - drop - sum(value[c] - low[c] for c in built.usable)
         if not sol.optimal and optimal:
             optimal, status = False, sol.status
         for i in picked:
@@ -239,6 +240,31 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                 choice.setdefault(view.nodes[i].eclass, i)
     summary = Solution(None, value[None], low[None], optimal, status, 0.0, clock, nodes)
     return SplitAnswer(choice, summary, len(parts))
+
+
+def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: float,
+                leaf_id: dict[Any, int]) -> float | None:
+    """How much less the leaves of a part solved two at a time cost than it assumed, where its
+    answer is still optimal at the prices found below it (else None: it is solved again).
+
+    Its leaves were priced at what the start pays below them, never less than the optimum found
+    there. An optimal answer that reads every leaf whose price dropped stays optimal: it gains
+    each drop in full, any other term at most that; its objective and its bound fall by the sum.
+    A merge judge's start (the last judge's graph) is no optimum of the e-graph it judges, so
+    without this every part above NasRNN's first cell was solved again, one after another."""
+    built, sol = found
+    at = {i: k for k, i in enumerate(built.cols)}
+    drop = 0.0
+    for c in built.usable:
+        if c not in value:
+            return None
+        assumed, now = built.price[leaf_id[c]], value[c] - tie
+        if now == assumed:
+            continue
+        if now > assumed or not sol.optimal or sol.x is None or sol.x[at[leaf_id[c]]] < 0.5:
+            return None
+        drop += assumed - now
+    return drop
 
 
 def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper, deadline: float,

@@ -416,3 +416,20 @@ def test_a_rule_loads_once_its_trigger_matches_and_the_run_is_the_same(model):
     assert lazy == eager and len(eager) > 1
     assert some.egglog_rules_loaded < every.egglog_rules_loaded == every.egglog_rules
     assert roused[0] == 0 and (roused[1] > 0 or model != "nasrnn")
+
+
+def test_a_judges_parts_go_to_the_worker_waiting_for_its_answer(monkeypatch):
+    """A merge judge's program in parts is solved two at a time: the worker, waiting for the
+    judge's answer, solves those it is sent (BERT's judges split at its layers). The answer is
+    the one this process finds alone."""
+    from eqsat.egraph.part_helper import WorkerHelper
+
+    sent: list[int] = []
+    submit = WorkerHelper.submit
+    monkeypatch.setattr(WorkerHelper, "submit", lambda self, *a: sent.append(1) or submit(self, *a))
+    limits = Limits(ilp_nodes=0)  # no proof of the whole e-graph after the judges: every part sent is a judge's
+    alone = optimize(build("bert"), default_rules(), "h100", limits, isolate=False)
+    assert not sent
+    helped = optimize(build("bert"), default_rules(), "h100", limits)
+    assert helped.work.report.judges >= 2 and len(sent) >= helped.work.report.judges
+    assert (helped.best_us, helped.best) == (alone.best_us, alone.best)

@@ -16,9 +16,11 @@ size), and picking a node of c that reads d of the same component forces ``level
 relaxation is weak (big-M level rows) where cheap split/concat cycles abound. ``"filter"`` is
 TENSAT's cycle filter (deletes e-nodes until the e-graph is acyclic, keeping the greedy choice):
 optimal only on what it keeps, so no bound on the whole problem is claimed. ``"lazy"`` cuts every
-two-cycle up front and each cycle in the solver's answer, then solves again. ``"exact"`` with a warm
-start is solved in parts where an e-class alone joins what it reaches to the rest (:mod:`.split`):
-per-layer programs instead of one whose root relaxation HiGHS must close across every layer.
+two-cycle up front and each cycle in the solver's answer, then solves again. ``"exact"`` and
+``"filter"`` with a warm start are solved in parts where an e-class alone joins what it reaches to
+the rest (:mod:`.split`): per-layer programs instead of one whose root relaxation HiGHS must close
+across every layer, two at a time with a helper (the merge judges' too: NasRNN's three took
+0.20, 0.28 and 0.36 s whole, 0.13, 0.20 and 0.25 s in parts).
 """
 from __future__ import annotations
 
@@ -284,7 +286,7 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     tie = TIE_BREAK * greedy_cost / max(len(red.candidates), 1)
     warm = settings.warm_start and get_solver(settings.solver).takes_start
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
-    parts = split_parts(view, red.candidates, roots) if warm and settings.acyclic == "exact" else []
+    parts = split_parts(view, red.candidates, roots) if warm and settings.acyclic in ("exact", "filter") else []
     program, rows = build_program(view, costs, roots, red, cols, cutoff, tie, levels, deadline) if not parts \
         else (None, None)  # the parts' programs are built as they are solved
     check(deadline, settings.memory_gb)

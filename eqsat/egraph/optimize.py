@@ -181,8 +181,12 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
 
         def judge() -> tuple[float, Graph]:  # the parent extracts; this process waits for its answer
             conn.send(("judge", (read_egraph(runner.egraph, runner.lang), roots)))
-            _import_all(("highspy",))  # for the proof's parts (part_helper): now, while it waits
-            return conn.recv()
+            _import_all(("highspy",))  # for the parts (part_helper): now, while it waits
+            while True:  # it solves the judge's parts it is sent until the answer comes
+                message = conn.recv()
+                if message[0] != "solve":
+                    return message
+                solve_one(conn, *message[1:])
 
         report = runner.run(limits, on_iteration, judge)
         done = (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report))
@@ -319,7 +323,7 @@ class SaturationWorker:
                     raise payload
                 else:
                     raise RuntimeError(f"saturation failed in the child process: {payload}")
-        except (EOFError, BrokenPipeError):
+        except (EOFError, OSError):  # it died, or a judge's part helper gave up on it and closed it
             pass
         except BaseException:
             self.close()
@@ -387,8 +391,9 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
         # a judge compares optima: the cycle filter's is exact on what it keeps, and the whole-e-graph
         # proof is left to the final extraction, which runs once
+        helper = WorkerHelper(worker, limits.ilp_solver) if worker is not None else None  # waits for the answer
         settings = ILPSettings(solver=limits.ilp_solver, acyclic="filter", memory_gb=limits.memory_gb,
-                               nodes=JUDGE_NODES)
+                               nodes=JUDGE_NODES, helper=helper)
         roots = [view.lets[r] for r in lets]
         costs = node_costs(view, model, graph.dtype, prices)
         found = extract(view, costs, roots, limits.extract, min(limits.ilp_seconds, JUDGE_SECONDS), settings,

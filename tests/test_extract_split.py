@@ -188,6 +188,7 @@ def test_a_start_dearer_than_the_optimum_is_solved_two_at_a_time_once(acyclic: s
     monkeypatch.setattr(solvers, "_highs_run", lambda *a: runs.append(1) or real(*a))
     monkeypatch.setattr(split, "MIN_PART", 1)
     monkeypatch.setattr(split, "HELPER_MIN_COLUMNS", 0)
+    monkeypatch.setattr(ilp, "FILTER_SPLIT_COLUMNS", 0)
     settings = ILPSettings(acyclic=acyclic, prune=False, filtered=True)  # the start is the judge's: no filter first
 
     def solve(helper: object) -> ilp.ILPResult:

@@ -19,8 +19,9 @@ optimal only on what it keeps, so no bound on the whole problem is claimed. ``"l
 two-cycle up front and each cycle in the solver's answer, then solves again. ``"exact"`` and
 ``"filter"`` with a warm start are solved in parts where an e-class alone joins what it reaches to
 the rest (:mod:`.split`): per-layer programs instead of one whose root relaxation HiGHS must close
-across every layer, two at a time with a helper (the merge judges' too: NasRNN's three took
-0.20, 0.28 and 0.36 s whole, 0.13, 0.20 and 0.25 s in parts).
+across every layer, two at a time with a helper (the merge judges' too, from
+:data:`FILTER_SPLIT_COLUMNS`: NasRNN's three took 0.20, 0.28 and 0.36 s whole, 0.13, 0.20 and
+0.25 s in parts).
 """
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ from eqsat.egraph.view import EGraphView, selection_cost
 TIE_BREAK = 1e-7  # per node, relative to the greedy cost per e-class: among equal-cost choices, fewer nodes
 ACYCLIC = ("exact", "filter", "lazy")
 FILTER_SHARE = 0.25  # exact: at most this share of the time finds the cycle filter's optimum, the start
+# the filter's program is split from this many columns: BERT's judges (320-782 columns, 22-40 ms
+# whole) took 1.75x as long in parts, NasRNN's, NASNet-A's and Inception-v3's (1,194-5,141) 0.8-0.95x,
+# and half that two at a time
+FILTER_SPLIT_COLUMNS = 1000
 
 
 @dataclass(frozen=True)
@@ -286,7 +291,8 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     tie = TIE_BREAK * greedy_cost / max(len(red.candidates), 1)
     warm = settings.warm_start and get_solver(settings.solver).takes_start
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
-    parts = split_parts(view, red.candidates, roots) if warm and settings.acyclic in ("exact", "filter") else []
+    in_parts = settings.acyclic == "exact" or (settings.acyclic == "filter" and len(cols) >= FILTER_SPLIT_COLUMNS)
+    parts = split_parts(view, red.candidates, roots) if warm and in_parts else []
     program, rows = build_program(view, costs, roots, red, cols, cutoff, tie, levels, deadline) if not parts \
         else (None, None)  # the parts' programs are built as they are solved
     check(deadline, settings.memory_gb)

@@ -203,3 +203,19 @@ def test_a_start_dearer_than_the_optimum_is_solved_two_at_a_time_once(acyclic: s
     assert len(runs) == 3, "no part solved again"
     assert (paired.choice, paired.cost, paired.status) == (alone.choice, alone.cost, alone.status)
     assert paired.bound == pytest.approx(alone.bound) and [paired.choice[c] for c in (1, 2, 3)] == [2, 5, 8]
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains())
+def test_what_the_cycle_filter_keeps_closes_no_cycle(case: tuple) -> None:
+    """The filter's programs (a merge judge's) look for no cycle to cut or level: after the
+    filter and the reduction none is left (random chains with cycles in every block)."""
+    from eqsat.egraph.cycles import cycle_components, short_cycles
+    from eqsat.egraph.ilp import filter_cycles, reduce
+
+    view, costs, roots = case
+    assume(_has_term(view, costs, roots))
+    greedy = greedy_dag(view, costs, roots)
+    removed = filter_cycles(view, greedy, roots, costs)
+    cand = reduce(view, costs, roots, removed).candidates
+    assert not short_cycles(view, cand) and not cycle_components(view, cand)

@@ -293,7 +293,8 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
     in_parts = settings.acyclic == "exact" or (settings.acyclic == "filter" and len(cols) >= FILTER_SPLIT_COLUMNS)
     parts = split_parts(view, red.candidates, roots) if warm and in_parts else []
-    program, rows = build_program(view, costs, roots, red, cols, cutoff, tie, levels, deadline) if not parts \
+    program, rows = build_program(view, costs, roots, red, cols, cutoff, tie, levels, deadline,
+                                  settings.acyclic != "filter") if not parts \
         else (None, None)  # the parts' programs are built as they are solved
     check(deadline, settings.memory_gb)
     return red, cols, levels, comps, tie, program, rows, chain, parts
@@ -346,7 +347,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         budget = settings.prove_nodes if proving else settings.nodes
         if parts:  # exact in parts (split.py)
             split = solve_parts(view, costs, roots, red, parts, tie, greedy, solver.solve, began + seconds, budget,
-                                settings.memory_gb, settings.helper)
+                                settings.memory_gb, settings.helper, settings.acyclic != "filter")
             sol = split.solution
         else:
             sol = solver.solve(program, remaining, start, budget)

@@ -49,9 +49,10 @@ class Reduction:
 
 def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
                   cutoff: float | None, tie: float, levels: dict[Any, tuple[int, int, int]],
-                  deadline: float | None = None) -> tuple[Program, list]:
+                  deadline: float | None = None, cycles: bool = True) -> tuple[Program, list]:
     """The 0/1 program over ``cols`` (then one level column per e-class in ``levels``, see
-    :func:`level_columns`); its rows are returned as lists too, so cycle cuts can be appended."""
+    :func:`level_columns`); its rows are returned as lists too, so cycle cuts can be appended.
+    ``cycles=False``: the candidates close no cycle (the cycle filter cut them), none is looked for."""
     col = {i: k for k, i in enumerate(cols)}
     rows: list[Row] = []
     for r in roots:
@@ -77,7 +78,7 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
                     readers.setdefault(d, []).append(col[i])
         for d, ks in readers.items():
             rows.append(([(lc, 1.0), (levels[d][0], -1.0)] + [(k, -float(size)) for k in ks], 1.0 - size, np.inf))
-    for cycle in short_cycles(view, red.candidates):  # the commonest cycles (an op and its inverse): cut up front
+    for cycle in short_cycles(view, red.candidates) if cycles else ():  # the commonest (an op and its inverse)
         rows.append(cycle_cut(view, col, cycle))
     n = len(cols) + len(levels)
     cost = np.zeros(n)

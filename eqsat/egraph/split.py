@@ -165,9 +165,10 @@ class _Built:
 
 def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, parts: list[Part],
                 tie: float, greedy: dict[Any, int], solve: Solve, deadline: float, budget: int | None,
-                memory_gb: float, helper: PartHelper | None = None) -> SplitAnswer:
+                memory_gb: float, helper: PartHelper | None = None, cycles: bool = True) -> SplitAnswer:
     """Each part's program (as :func:`build_program` states the whole one) solved deepest first,
-    every cut priced in the part above at its own part's objective.
+    every cut priced in the part above at its own part's objective (``cycles=False``: the
+    candidates close no cycle, the cycle filter cut them: no part looks for one).
 
     With a ``helper`` and a start that uses every cut, the parts are solved two at a time: each
     cut is priced first at what the start pays below it, every program is built at once, and the
@@ -187,9 +188,9 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in usable})
         reduction = Reduction(cand, red.forced, red.replacement, {})
         cols = [i for ns in cand.values() for i in ns]
-        levels = level_columns(cycle_components(sub, cand), len(cols))
+        levels = level_columns(cycle_components(sub, cand), len(cols)) if cycles else {}
         proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
-        program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline)
+        program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline, cycles)
         start = None if part.root is not None and part.root not in greedy else \
             start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in usable}, greedy), cols, levels)
         return _Built(part, program, cols, start, price, usable)

@@ -20,8 +20,8 @@ two-cycle up front and each cycle in the solver's answer, then solves again. ``"
 ``"filter"`` with a warm start are solved in parts where an e-class alone joins what it reaches to
 the rest (:mod:`.split`): per-layer programs instead of one whose root relaxation HiGHS must close
 across every layer, two at a time with a helper (the merge judges' too, from
-:data:`FILTER_SPLIT_COLUMNS`: NasRNN's three took 0.20, 0.28 and 0.36 s whole, 0.13, 0.20 and
-0.25 s in parts).
+:data:`FILTER_SPLIT_COLUMNS`: NasRNN's three took 0.14, 0.21 and 0.31 s whole, 0.11, 0.17 and
+0.21 s in parts, in fresh processes).
 """
 from __future__ import annotations
 

@@ -81,3 +81,21 @@ def test_a_graphs_compiled_rules_come_back_the_same_from_the_cache(tmp_path, mon
     relevant_compiled(rules, build("lora", rank=8))  # the same rules, but a graph of other shapes
     COMPILED.save()
     assert len(list(tmp_path.glob("compiled-rules-*-graph-*.json"))) == 2
+
+
+def test_a_rule_files_copies_share_one_parsed_entry(tmp_path, monkeypatch):
+    """A rule file's parse is cached by its content: a checkout, a CI clone and the installed
+    copy of one file read one entry, and the cache file does not grow with each."""
+    from eqsat.rules import rulesets
+
+    monkeypatch.setenv("EQSAT_LAB_CACHE", str(tmp_path / "cache"))
+    text = rulesets.RULE_SETS["epilogue"].path.read_bytes()
+    sizes = []
+    for k in range(3):
+        copy = tmp_path / f"copy{k}" / "epilogue.rules"
+        copy.parent.mkdir()
+        copy.write_bytes(text)
+        rulesets._load.cache_clear()
+        assert rulesets.load_rule_file(copy) == rulesets.load_rule_file(rulesets.RULE_SETS["epilogue"].path)
+        sizes.append(sum(f.stat().st_size for f in (tmp_path / "cache").glob("parsed-rules-*.json")))
+    assert sizes[0] == sizes[1] == sizes[2] > 0

@@ -219,3 +219,18 @@ def test_what_the_cycle_filter_keeps_closes_no_cycle(case: tuple) -> None:
     removed = filter_cycles(view, greedy, roots, costs)
     cand = reduce(view, costs, roots, removed).candidates
     assert not short_cycles(view, cand) and not cycle_components(view, cand)
+
+
+def test_the_helper_gets_its_first_part_before_the_last_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts the helper solves are sent as they are built, not after every program is."""
+    view, costs = _cyclic_chain()
+    helper = _InlineHelper(False)
+    built: list[int] = []
+    real = split.build_program
+    monkeypatch.setattr(split, "build_program", lambda *a, **k: built.append(1) or real(*a, **k))
+    submit = helper.submit
+    at_submit: list[int] = []
+    monkeypatch.setattr(helper, "submit", lambda *a: at_submit.append(len(built)) or submit(*a))
+    monkeypatch.setattr(split, "HELPER_MIN_COLUMNS", 0)
+    paired = _solve(view, costs, [6], parts=True, prune=False, helper=helper)
+    assert paired.stats["split_parts"] == 3 and at_submit and at_submit[0] < 3

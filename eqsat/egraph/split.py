@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import ChainMap, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -201,12 +201,16 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
     earlier: dict[Any, tuple[_Built, Solution]] = {}  # the parts solved two at a time, by cut
     if helper is not None and len(parts) > 1 and all(p.root in greedy for p in parts if p.root is not None):
         assumed: dict[Any, float] = {}
-        together = []
-        for part in parts:  # deepest first: a part's leaves are priced already
-            check(None, memory_gb)
-            together.append(build(part, assumed))
-            assumed[part.root] = paid(together[-1], together[-1].start)
-        for built, sol in zip(together, _solve_two_at_a_time(together, solve, helper, deadline, budget)):
+
+        def built_in_order() -> Iterator[_Built]:
+            for part in parts:  # deepest first: a part's leaves are priced already
+                check(None, memory_gb)
+                done = build(part, assumed)
+                assumed[part.root] = paid(done, done.start)
+                yield done
+
+        sizes = [sum(len(red.candidates[c]) for c in part.classes) + len(part.leaves) for part in parts]
+        for built, sol in _solve_two_at_a_time(built_in_order(), sizes, solve, helper, deadline, budget):
             earlier[built.part.root] = (built, sol)
     value: dict[Any, float] = {}
     low: dict[Any, float] = {}  # a lower bound on that part's optimum
@@ -268,30 +272,34 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
     return drop
 
 
-def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper, deadline: float,
-                         budget: int | None) -> list[Solution]:
-    """Every program's answer, in order. Longest first, each program goes to the side with less
-    work so far (by columns; a tie stays here, where solving starts at once); only programs of
-    :data:`HELPER_MIN_COLUMNS` or more travel. The helper's are queued first, then this process
-    solves its own, then it reads the helper's answers (solving any that did not come)."""
-    here: list[int] = []
-    away: list[int] = []
+def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solve, helper: PartHelper,
+                         deadline: float, budget: int | None) -> list[tuple[_Built, Solution]]:
+    """Every program, as ``builds`` yields them, with its answer, in order. Longest first (by
+    ``sizes``, their columns), each program goes to the side with less work so far, a tie to the
+    helper (this process builds them all first); only programs of :data:`HELPER_MIN_COLUMNS` or
+    more travel. Each of the helper's is sent as soon as it is built (NasRNN's proof: its first
+    cell 0.1 s before the last is built), then this process solves its own and reads the
+    helper's answers (solving any that did not come)."""
+    away_sides: set[int] = set()
     work = {"here": 0, "away": 0}
-    for k in sorted(range(len(builds)), key=lambda k: -builds[k].program.cost.size):
-        size = builds[k].program.cost.size
-        side = "away" if size >= HELPER_MIN_COLUMNS and work["away"] < work["here"] else "here"
-        work[side] += size
-        (away if side == "away" else here).append(k)
-    out: list[Solution | None] = [None] * len(builds)
+    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
+        side = "away" if sizes[k] >= HELPER_MIN_COLUMNS and work["away"] <= work["here"] else "here"
+        work[side] += sizes[k]
+        if side == "away":
+            away_sides.add(k)
+    built: list[_Built] = []
+    out: list[Solution | None] = []
+    here: list[int] = []
+    sent: list[int] = []
 
     def local(k: int) -> None:
-        out[k] = solve(builds[k].program, deadline - time.perf_counter(), builds[k].start, budget)
+        out[k] = solve(built[k].program, deadline - time.perf_counter(), built[k].start, budget)
 
-    sent: list[int] = []
     try:
-        for k in away:
-            b = builds[k]
-            if helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
+        for k, b in enumerate(builds):
+            built.append(b)
+            out.append(None)
+            if k in away_sides and helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
                 sent.append(k)
             else:
                 here.append(k)
@@ -308,4 +316,4 @@ def _solve_two_at_a_time(builds: list[_Built], solve: Solve, helper: PartHelper,
             helper.result(0.0)
         raise
     assert all(sol is not None for sol in out)
-    return out  # type: ignore[return-value]
+    return list(zip(built, out))  # type: ignore[arg-type]

@@ -436,3 +436,30 @@ def test_a_judges_parts_go_to_the_worker_waiting_for_its_answer(monkeypatch):
     helped = optimize(build("bert"), default_rules(), "h100", limits)
     assert helped.work.report.judges >= 2 and len(sent) >= helped.work.report.judges
     assert (helped.best_us, helped.best) == (alone.best_us, alone.best)
+
+
+def test_a_worker_that_stops_answering_a_judges_part_leaves_a_replayed_answer(monkeypatch):
+    """A judge's part helper that gets no answer closes the worker (a late answer would come when
+    the run expects an iteration) and solves the part itself; the run then ends as a killed
+    worker's does: the iterations the worker finished replayed here, no merge round, a verified
+    answer (BERT: the saturated e-graph's 281.68 µs where merges by need reach 249.36)."""
+    from eqsat.egraph import ilp
+    from eqsat.egraph.part_helper import WorkerHelper
+
+    monkeypatch.setattr(ilp, "FILTER_SPLIT_COLUMNS", 0)
+    limits = Limits(ilp_nodes=0)
+    alone = optimize(build("bert"), default_rules(), "h100", limits, isolate=False)
+    result = WorkerHelper.result
+
+    def silent(self, seconds):  # the first answer never comes
+        if self.worker.alive:
+            self.worker.close()
+            self.pending = 0
+            return None
+        return result(self, seconds)
+
+    monkeypatch.setattr(WorkerHelper, "result", silent)
+    helped = optimize(build("bert"), default_rules(), "h100", limits)
+    report = helped.work.report
+    assert "replayed" in report.stop
+    assert alone.best_us < helped.best_us < helped.original_us

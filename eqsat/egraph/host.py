@@ -185,7 +185,8 @@ class HostPool:
         if any(all(rule in h.rulesets for rule in rules) for h in self.hosts):
             return  # (its triggers may be fewer: those a run loaded after a save were popped; a few ms)
         host = self._new_host()
-        host.preload(declarations, rules, triggers, stop)  # kept only once loaded: a failure leaves no half host
+        host.preload(declarations, rules, triggers, stop)  # an error leaves no host; a job's arrival a
+        # partial one, kept (the job takes it: what it holds need not load again)
         self._keep(host)
 
     def drop(self, host: RuleHost | None) -> None:

@@ -258,7 +258,7 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
     A merge judge's start (the last judge's graph) is no optimum of the e-graph it judges, so
     without this every part above NasRNN's first cell was solved again, one after another."""
     built, sol = found
-    at = {i: k for k, i in enumerate(built.cols)}
+    at: dict[int, int] | None = None  # a column's position, needed only where a price dropped
     drop = 0.0
     for c in built.usable:
         if c not in value:
@@ -266,7 +266,10 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
         assumed, now = built.price[leaf_id[c]], value[c] - tie
         if now == assumed:
             continue
-        if now > assumed or not sol.optimal or sol.x is None or sol.x[at[leaf_id[c]]] < 0.5:
+        if now > assumed or not sol.optimal or sol.x is None:
+            return None
+        at = at if at is not None else {i: k for k, i in enumerate(built.cols)}
+        if sol.x[at[leaf_id[c]]] < 0.5:
             return None
         drop += assumed - now
     return drop
@@ -275,7 +278,8 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
 def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solve, helper: PartHelper,
                          deadline: float, budget: int | None) -> list[tuple[_Built, Solution]]:
     """Every program, as ``builds`` yields them, with its answer, in order. Longest first (by
-    ``sizes``, their columns), each program goes to the side with less work so far, a tie to the
+    ``sizes``: each part's node and leaf columns, known before its program is built; its level
+    columns are not counted), each program goes to the side with less work so far, a tie to the
     helper (this process builds them all first); only programs of :data:`HELPER_MIN_COLUMNS` or
     more travel. Each of the helper's is sent as soon as it is built (NasRNN's proof: its first
     cell 0.1 s before the last is built), then this process solves its own and reads the

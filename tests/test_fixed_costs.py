@@ -154,3 +154,15 @@ def test_the_worker_is_forked_with_the_heap_frozen_and_this_process_unfrozen(mon
         assert frozen and frozen[0] > 0 and gc.get_freeze_count() == 0
     finally:
         worker.close()
+
+
+def test_extraction_modules_load_while_the_worker_loads_rules():
+    # networkx took 0.15-0.2 s of every command's start-up, before the saturation worker was
+    # started; the e-graph search's prepare imports it while the worker loads the graph's rules
+    code = ("import json, sys; import experiments.commands.optimize, experiments.commands.compare; "
+            "before = 'networkx' in sys.modules; from eqsat import pipeline; from eqsat.models import build; "
+            "from eqsat.search import prepare; from eqsat.searches import get_search; e = get_search('eqsat'); "
+            "e.warm(); prepare(e, build('vgg19'), pipeline.search_limits(e, 'vgg19', None, {}, {})); "
+            "print(json.dumps([before, 'networkx' in sys.modules, 'highspy' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True, True]

@@ -9,10 +9,11 @@ host is put back) under a key of the graph's signature (:func:`remember`, :func:
 the next ``optimize`` of that graph sends the key as soon as the model is built
 (``EGraphSearch.prepare``), and the worker, once its imports are done, loads those rules and
 triggers into a host (:func:`preload`), rule by rule, until the job comes: a preload never holds
-a job back by more than one rule's load. The gap is short (the parent parses and compiles the
-rules in 0.03 s while the worker imports egglog): measured, a fresh run's rule loading fell from
-0.018 to 0.004 s on BERT, 0.042 to 0.025 s on ResNeXt-50, 0.056 to 0.020 s on NasRNN, 0.095 to
-0.060 s on NASNet-A, 0.047 to 0.030 s on SqueezeNet, 0.026 to 0.010 s on VGG-19. Which rules are
+a job back by more than one rule's load. The parent imports the extraction's modules meanwhile
+(``EGraphSearch.prepare``: 0.14-0.16 s, once at start-up), so the preload is done before the
+job comes: a fresh run's rule loading (two runs each, both times) went 0.044 → 0.010 s on
+SqueezeNet, 0.038 → 0.012 s on ResNeXt-50, 0.098 → 0.030 s on NASNet-A, 0.063 → 0.034 s on
+NasRNN, 0.077 → 0.015 s on Inception-v3, 0.018 → 0.008 s on VGG-19. Which rules are
 loaded changes no result: a rule's loading is invisible to the matches (see :mod:`.loading`),
 and an entry for another rule set only leaves rules the run does not read.
 """

@@ -234,3 +234,36 @@ def test_the_helper_gets_its_first_part_before_the_last_is_built(monkeypatch: py
     monkeypatch.setattr(split, "HELPER_MIN_COLUMNS", 0)
     paired = _solve(view, costs, [6], parts=True, prune=False, helper=helper)
     assert paired.stats["split_parts"] == 3 and at_submit and at_submit[0] < 3
+
+
+def test_a_part_is_sent_without_waiting_for_the_worker_to_read_it() -> None:
+    """The worker reads a part only after solving the one before; a socket holds about 200 KB, so
+    a larger part's write would hold this process from its own parts: the write is a thread's."""
+    import multiprocessing
+    import threading
+
+    import numpy as np
+
+    from eqsat.egraph.part_helper import WorkerHelper
+    from eqsat.egraph.program import as_program
+
+    here, there = multiprocessing.Pipe(duplex=True)
+
+    class Worker:  # an optimize.SaturationWorker that reads nothing until told
+        conn, alive = here, True
+
+        def close(self) -> None:
+            self.alive = False
+
+    n = 200_000  # columns: a pickled program of several MB
+    program = as_program([([(k, 1.0) for k in range(0, n, 7)], 1.0, np.inf)], np.ones(n), np.zeros(n, dtype=bool))
+    helper = WorkerHelper(Worker(), "highs")
+    done = threading.Event()
+    threading.Thread(target=lambda: [helper.submit(program, 1.0, None, None) for _ in range(2)] and done.set(),
+                     daemon=True).start()
+    assert done.wait(30), "submit waited for the worker to read"
+    for _ in range(2):  # whole and in order
+        kind, _, got, *_ = there.recv()
+        assert kind == "solve" and np.array_equal(got.cost, program.cost)
+        there.send(("solved", None))
+    assert helper.result(5.0) is None and helper.result(5.0) is None and helper.writing is None

@@ -56,14 +56,14 @@ def split_parts(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any],
     g.add_nodes_from(cand)
     g.add_edges_from((_TOP, r) for r in roots if r in cand)
     g.add_edges_from((c, d) for c, ds in kids.items() for d in ds)
-    points = set(nx.articulation_points(g)) - {_TOP} - set(roots)
-    if not points:
-        return []
-    blocks = [set(b) for b in nx.biconnected_components(g)]
-    member: dict[Any, list[int]] = {}
+    blocks = [set(b) for b in nx.biconnected_components(g)]  # one depth-first walk: the cut vertices
+    member: dict[Any, list[int]] = {}  # are those in two blocks or more (articulation_points walks again)
     for k, b in enumerate(blocks):
         for v in b:
             member.setdefault(v, []).append(k)
+    points = {v for v, ks in member.items() if len(ks) > 1} - {_TOP} - set(roots)
+    if not points:
+        return []
     owner: dict[Any, Any] = {_TOP: None}  # the part (its cut, None: the top) whose variables v's nodes are
     above: dict[Any, Any] = {}  # a cut -> the part that reads it as a leaf
     cuts: list[Any] = []  # outer before inner

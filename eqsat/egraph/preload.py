@@ -10,7 +10,7 @@ the next ``optimize`` of that graph sends the key as soon as the model is built
 (``EGraphSearch.prepare``), and the worker, once its imports are done, loads those rules and
 triggers into a host (:func:`preload`), rule by rule, until the job comes: a preload never holds
 a job back by more than one rule's load. The parent imports the extraction's modules meanwhile
-(``EGraphSearch.prepare``: 0.14-0.16 s, once at start-up), so the preload is done before the
+(``EGraphSearch.prepare``: 0.12-0.16 s, once a process), so the preload is done before the
 job comes: a fresh run's rule loading (medians of two runs, twice, before → after) went 0.046 →
 0.011 s on SqueezeNet, 0.038 → 0.012 s on ResNeXt-50, 0.098 → 0.030 s on NASNet-A, 0.063 →
 0.034 s on NasRNN, 0.077 → 0.015 s on Inception-v3, 0.018 → 0.008 s on VGG-19. Which rules are

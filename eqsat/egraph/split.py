@@ -10,20 +10,24 @@ that avoids ``c``. Cuts are nested or disjoint, so one pass over networkx's bico
 components finds them all. The parts are solved deepest first with the whole program's settings
 (rows, tie-break, warm start, node budget per solve); the answer is optimal only when every part
 is, and its bound is each part's bound less what its leaves' prices may exceed their optima by.
+Parts alike (an RNN's unrolled steps) state one program up to the order of its rows and columns
+once each part's forced nodes are found from its own root and a leaf every answer reads is set
+aside; such a program is solved once (see :class:`_Twins`).
 """
 from __future__ import annotations
 
 import time
 from collections import ChainMap, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
+from eqsat.egraph.canonical import Form, canonical_form, relabel, signature
 from eqsat.egraph.cycles import cycle_components
 from eqsat.egraph.program import Reduction, build_program, check, level_columns, start_vector
-from eqsat.egraph.solvers import Program, Solution
+from eqsat.egraph.solvers import REL_GAP, Program, Solution
 from eqsat.egraph.view import EGraphView
 
 MIN_PART = 64  # e-classes: a smaller part joins the part above it (a HiGHS call costs about 10 ms)
@@ -161,6 +165,7 @@ class _Built:
     start: np.ndarray | None
     price: _Extended
     usable: list[Any]
+    needed: frozenset = frozenset()  # the columns of the leaves every term of the part reads
 
 
 def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, parts: list[Part],
@@ -186,19 +191,21 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         cand = {c: red.candidates[c] for c in part.classes} | {c: [leaf_id[c]] if c in value else []
                                                                for c in part.leaves}
         price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in usable})
-        reduction = Reduction(cand, red.forced, red.replacement, {})
+        proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
+        needed = frozenset(leaf_id[c] for c in usable if not _derivable(sub, cand, proots, leaf_id[c]))
+        reduction = Reduction(cand, _forced(sub, cand, proots), red.replacement, {})  # from this part's roots
         cols = [i for ns in cand.values() for i in ns]
         levels = level_columns(cycle_components(sub, cand), len(cols)) if cycles else {}
-        proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline, cycles)
         start = None if part.root is not None and part.root not in greedy else \
             start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in usable}, greedy), cols, levels)
-        return _Built(part, program, cols, start, price, usable)
+        return _Built(part, program, cols, start, price, usable, needed)
 
     def paid(built: _Built, x: np.ndarray) -> float:  # a part's objective (its cut's price above), tie-break included
         return float(sum(built.price[i] + tie for k, i in enumerate(built.cols) if x[k] > 0.5))
 
     earlier: dict[Any, tuple[_Built, Solution]] = {}  # the parts solved two at a time, by cut
+    twins = _Twins(view)
     if helper is not None and len(parts) > 1 and all(p.root in greedy for p in parts if p.root is not None):
         assumed: dict[Any, float] = {}
 
@@ -210,7 +217,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                 yield done
 
         sizes = [sum(len(red.candidates[c]) for c in part.classes) + len(part.leaves) for part in parts]
-        for built, sol in _solve_two_at_a_time(built_in_order(), sizes, solve, helper, deadline, budget):
+        for built, sol in _solve_two_at_a_time(built_in_order(), sizes, solve, helper, deadline, budget, twins):
             earlier[built.part.root] = (built, sol)
     value: dict[Any, float] = {}
     low: dict[Any, float] = {}  # a lower bound on that part's optimum
@@ -226,8 +233,11 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         if found is not None and drop is not None and len(found[0].usable) == sum(c in value for c in part.leaves):
             built, sol = found  # priced as assumed, or dearer at leaves its optimum reads: still optimal
         else:
-            built, sol, drop = build(part, value), None, 0.0
-            sol = solve(built.program, remaining, built.start, budget)
+            built, drop = build(part, value), 0.0
+            sol = twins.answer(built)
+            if sol is None:
+                sol = solve(built.program, remaining, built.start, budget)
+                twins.solved(built, sol)
         nodes += sol.nodes
         clock |= sol.clock
         if sol.x is None and part.root is not None and not sol.clock and "infeasible" in sol.status.lower():
@@ -266,6 +276,9 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
         assumed, now = built.price[leaf_id[c]], value[c] - tie
         if now == assumed:
             continue
+        if leaf_id[c] in built.needed:  # every answer pays it: its price moves them all alike
+            drop += assumed - now
+            continue
         if now > assumed or not sol.optimal or sol.x is None:
             return None
         at = at if at is not None else {i: k for k, i in enumerate(built.cols)}
@@ -276,37 +289,49 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
 
 
 def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solve, helper: PartHelper,
-                         deadline: float, budget: int | None) -> list[tuple[_Built, Solution]]:
+                         deadline: float, budget: int | None, twins: _Twins) -> list[tuple[_Built, Solution]]:
     """Every program, as ``builds`` yields them, with its answer, in order. Longest first (by
     ``sizes``: each part's node and leaf columns, known before its program is built; its level
     columns are not counted), each program goes to the side with less work so far, a tie to the
     helper (this process builds them all first); only programs of :data:`HELPER_MIN_COLUMNS` or
     more travel. Each of the helper's is sent as soon as it is built (NasRNN's proof: its first
     cell 0.1 s before the last is built), then this process solves its own and reads the
-    helper's answers (solving any that did not come)."""
-    away_sides: set[int] = set()
-    work = {"here": 0, "away": 0}
-    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
-        side = "away" if sizes[k] >= HELPER_MIN_COLUMNS and work["away"] <= work["here"] else "here"
-        work[side] += sizes[k]
-        if side == "away":
-            away_sides.add(k)
+    helper's answers (solving any that did not come). A program that is an earlier one's
+    relabelled (see :class:`_Twins`) is solved by neither: the parts not built yet are shared out again."""
     built: list[_Built] = []
     out: list[Solution | None] = []
     here: list[int] = []
     sent: list[int] = []
+    copies: set[int] = set()  # the twins of earlier programs
+    work = {"here": 0, "away": 0}  # of the programs built and kept
+
+    def plan() -> set[int]:  # the sides of the programs not built yet, longest first
+        planned, away = dict(work), set()
+        for k in sorted(range(len(built), len(sizes)), key=lambda k: -sizes[k]):
+            side = "away" if sizes[k] >= HELPER_MIN_COLUMNS and planned["away"] <= planned["here"] else "here"
+            planned[side] += sizes[k]
+            if side == "away":
+                away.add(k)
+        return away
 
     def local(k: int) -> None:
         out[k] = solve(built[k].program, deadline - time.perf_counter(), built[k].start, budget)
 
     try:
+        away_sides = plan()
         for k, b in enumerate(builds):
             built.append(b)
             out.append(None)
-            if k in away_sides and helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
+            twin = twins.twin(b)
+            if twin is not None:
+                copies.add(k)
+                away_sides = plan()  # its side's share goes to the parts still to come
+            elif k in away_sides and helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
                 sent.append(k)
+                work["away"] += sizes[k]
             else:
                 here.append(k)
+                work["here"] += sizes[k]
         for k in here:
             local(k)
         while sent:
@@ -319,5 +344,140 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
         for _ in sent:
             helper.result(0.0)
         raise
+    for k, sol in enumerate(out):
+        if k not in copies:
+            twins.solved(built[k], sol)  # type: ignore[arg-type]
+    for k in copies:
+        out[k] = twins.answer(built[k])
+        if out[k] is None:  # its gap at this objective is wider than the solver's
+            local(k)
     assert all(sol is not None for sol in out)
     return list(zip(built, out))  # type: ignore[arg-type]
+
+
+_LABEL_BITS = (1 << 64) - 1  # ``hash`` differs between processes: forms are compared within one
+
+
+class _Twins:
+    """The programs of one extraction's parts by content up to order: a part whose program is an
+    earlier one relabelled takes that one's answer, relabelled, without a solve (NasRNN's steps:
+    its proof's four cells of 1,421 columns, 0.1 s each, and its judges' alike). A leaf every term
+    of a part reads is in every answer, so its price only moves the objective: forms are taken
+    with it priced 0, and a carried answer's objective and bound move by the difference (kept
+    only where the gap stays within the solver's). Only programs with equal :func:`signature` are
+    put in canonical form (1-6 ms each); columns are labelled by their e-node's op, attributes and
+    shape, which the costs alone do not tell apart (relu, sigmoid and tanh of one shape cost the same)."""
+
+    def __init__(self, view: EGraphView) -> None:
+        self.view = view
+        self.groups: dict[bytes, list[_Built]] = {}  # by signature, each program once
+        self.forms: dict[int, Form] = {}  # by id of the program
+        self.answers: dict[int, Solution] = {}  # by id of the program
+        self.same: dict[int, _Built] = {}  # a program -> the earlier one it repeats
+        self.labels: dict[int, int] = {}  # by e-node
+
+    def twin(self, built: _Built) -> _Built | None:
+        """The earlier program ``built``'s is (relabelled), or None; ``built`` is kept either way."""
+        group = self.groups.setdefault(signature(self._unpriced(built)), [])
+        found = None
+        if group:
+            key = self._form(built).key
+            found = next((b for b in group if self._form(b).key == key), None)
+        if found is None:
+            group.append(built)
+        else:
+            self.same[id(built.program)] = found
+        return found
+
+    def solved(self, built: _Built, sol: Solution) -> None:
+        self.answers[id(built.program)] = sol
+
+    def answer(self, built: _Built) -> Solution | None:
+        """The answer of the program ``built``'s repeats, relabelled (it costs no solver nodes), or
+        None (none, or its gap at this program's objective is wider than the solver's)."""
+        twin = self.same.get(id(built.program)) or self.twin(built)
+        sol = self.answers.get(id(twin.program)) if twin is not None else None
+        if sol is None or twin is None:
+            return None
+        if sol.x is None:
+            return replace(sol, nodes=0)
+        shift = float(built.program.cost[self._needed(built)].sum() - twin.program.cost[self._needed(twin)].sum())
+        objective, bound = sol.objective + shift, sol.bound + shift
+        if sol.optimal and objective - bound > REL_GAP * max(abs(objective), 1.0):
+            return None
+        return replace(sol, x=relabel(sol.x, self._form(twin), self._form(built)), objective=objective,
+                       bound=bound, nodes=0)
+
+    def _needed(self, built: _Built) -> list[int]:
+        return [k for k, i in enumerate(built.cols) if i in built.needed]
+
+    def _unpriced(self, built: _Built) -> Program:
+        """``built``'s program with the leaves every answer reads priced 0."""
+        if not built.needed:
+            return built.program
+        cost = built.program.cost.copy()
+        cost[self._needed(built)] = 0.0
+        return replace(built.program, cost=cost)
+
+    def _form(self, built: _Built) -> Form:
+        form = self.forms.get(id(built.program))
+        if form is None:
+            labels = np.zeros(built.program.cost.size, dtype=np.uint64)
+            labels[:len(built.cols)] = [self._label(i) for i in built.cols]
+            form = self.forms[id(built.program)] = canonical_form(self._unpriced(built), labels)
+        return form
+
+    def _label(self, i: int) -> int:
+        got = self.labels.get(i)
+        if got is None:
+            nodes = self.view.nodes
+            if i < len(nodes):
+                n = nodes[i]
+                got = hash((n.op, n.attrs, n.sizes, self.view.shapes.get(n.eclass))) & _LABEL_BITS
+            else:
+                got = hash("priced leaf") & _LABEL_BITS
+            self.labels[i] = got
+        return got
+
+
+def _derivable(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any], without: int) -> bool:
+    """Whether every root has a term (an acyclic one) through ``cand`` that does not use e-node
+    ``without``: bottom-up, an e-class is made once one of its nodes has every child e-class made."""
+    owner: dict[int, Any] = {}
+    readers: dict[Any, list[int]] = {}
+    missing: dict[int, int] = {}
+    ready: list[int] = []
+    for c, ns in cand.items():
+        for i in ns:
+            if i == without:
+                continue
+            owner[i], kids = c, view.kids[i]
+            missing[i] = len(kids)
+            if not kids:
+                ready.append(i)
+            for d in kids:
+                readers.setdefault(d, []).append(i)
+    made: set = set()
+    while ready:
+        c = owner[ready.pop()]
+        if c in made:
+            continue
+        made.add(c)
+        for i in readers.get(c, ()):
+            missing[i] -= 1
+            if not missing[i]:
+                ready.append(i)
+    return all(r in made for r in roots)
+
+
+def _forced(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any]) -> frozenset[int]:
+    """The e-nodes every answer of a part picks: from its roots down, each e-class's only candidate
+    (the same for parts alike, wherever the whole problem's roots are)."""
+    forced: set[int] = set()
+    stack = [r for r in roots if len(cand.get(r, ())) == 1]
+    while stack:
+        i = cand[stack.pop()][0]
+        if i not in forced:
+            forced.add(i)
+            stack.extend(d for d in view.kids[i] if len(cand.get(d, ())) == 1)
+    return frozenset(forced)

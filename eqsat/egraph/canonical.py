@@ -1,0 +1,115 @@
+"""Programs that are one program with its rows and columns in another order, found without a solver.
+
+Repeated structure (an RNN's unrolled steps, a network's identical blocks) gives the exact
+extraction parts whose programs differ only in the order egglog numbered their e-nodes. A
+program's :class:`Form` is its arrays in a canonical order: each column colored by its data (cost,
+bounds, integrality, whether it is fixed, a caller's label) and each row by its bounds, then
+both refined by their neighbours' colors (one-dimensional Weisfeiler-Leman on the row-column
+graph) until no class splits; columns and rows are sorted by color, ties in the order given.
+Two programs with equal forms are the same program relabelled, so one's answer, relabelled, is
+the other's; where symmetric columns came in different orders the forms may differ (a miss, never
+a wrong answer: the keys are the whole arrays, compared exactly).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from eqsat.egraph.solvers import Program
+
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+@dataclass(frozen=True)
+class Form:
+    """A program's arrays in canonical order (``key``, compared exactly) and that order:
+    ``order[p]`` is the column at canonical position ``p``."""
+
+    key: bytes
+    order: np.ndarray
+
+
+def signature(program: Program) -> bytes:
+    """What every relabelling of ``program`` shares, cheap to compute: sizes and sorted data.
+    Programs with different signatures have different forms; only equal ones need one."""
+    m = program.matrix
+    return b"".join((np.array([*m.shape, len(m.indices)], dtype=np.int64).tobytes(),
+                     np.sort(program.cost).tobytes(), np.sort(program.lower).tobytes(),
+                     np.sort(program.upper).tobytes(), np.sort(m.data).tobytes()))
+
+
+def canonical_form(program: Program, labels: np.ndarray) -> Form:
+    """``program``'s :class:`Form`, its columns first colored by ``labels`` (one unsigned 64-bit
+    integer each) besides their data."""
+    m = program.matrix
+    rows, cols = m.shape
+    indptr, indices, data = np.asarray(m.indptr), np.asarray(m.indices), np.asarray(m.data, dtype=float)
+    row_of = np.repeat(np.arange(rows), np.diff(indptr))
+    by_col = np.argsort(indices, kind="stable")
+    col_ptr = np.concatenate(([0], np.cumsum(np.bincount(indices, minlength=cols))))
+    coef = _mix(_bits(data))
+    coef_by_col, row_by_col = coef[by_col] ^ np.uint64(0x5555), row_of[by_col]
+    with np.errstate(over="ignore"):
+        col = _mix(labels.astype(np.uint64) ^ _mix(_bits(program.cost)) ^ _mix(_bits(program.ub) + np.uint64(1))
+                   ^ (program.is_int.astype(np.uint64) << np.uint64(1)) ^ program.fixed.astype(np.uint64))
+        row = _mix(_bits(program.lower) ^ _mix(_bits(program.upper) + np.uint64(7)))
+        kinds = (_distinct(row), _distinct(col))
+        while True:  # each round splits a class or ends: at most rows + columns rounds, a handful in practice
+            row = _mix(row * np.uint64(3) + _sums(_mix(col[indices] ^ coef), indptr))
+            col = _mix(col * np.uint64(5) + _sums(_mix(row[row_by_col] ^ coef_by_col), col_ptr))
+            now = (_distinct(row), _distinct(col))
+            if now == kinds:
+                break
+            kinds = now
+    order, row_order = np.argsort(col, kind="stable"), np.argsort(row, kind="stable")
+    position, row_position = np.empty(cols, dtype=np.int64), np.empty(rows, dtype=np.int64)
+    position[order], row_position[row_order] = np.arange(cols), np.arange(rows)
+    entries = np.lexsort((data, row_position[row_of] * cols + position[indices]))
+    key = b"".join((np.array([rows, cols], dtype=np.int64).tobytes(),
+                    program.cost[order].tobytes(), program.ub[order].tobytes(),
+                    program.is_int[order].tobytes(), program.fixed[order].tobytes(),
+                    program.lower[row_order].tobytes(), program.upper[row_order].tobytes(),
+                    np.diff(indptr)[row_order].astype(np.int64).tobytes(),
+                    position[indices][entries].tobytes(), data[entries].tobytes()))
+    return Form(key, order)
+
+
+def relabel(x: np.ndarray, source: Form, target: Form) -> np.ndarray:
+    """A solution of the program with form ``source``, as the columns of ``target``'s program
+    (the same form, another order) number them."""
+    out = np.empty_like(x)
+    out[target.order] = x[source.order]
+    return out
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise: nearby inputs, unrelated outputs."""
+    x = x.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= _M1
+        x ^= x >> np.uint64(27)
+        x *= _M2
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def _sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """Per segment of ``indptr``, the sum of ``values`` modulo 2**64 (a multiset's hash: order-free)."""
+    out = np.zeros(len(indptr) - 1, dtype=np.uint64)
+    full = np.flatnonzero(np.diff(indptr))
+    if len(full):
+        with np.errstate(over="ignore"):
+            out[full] = np.add.reduceat(values, indptr[:-1][full])
+    return out
+
+
+def _distinct(a: np.ndarray) -> int:
+    """How many different values: by sorting (``np.unique`` costs 30 ms the first time in a process)."""
+    s = np.sort(a)
+    return int(np.count_nonzero(s[1:] != s[:-1])) + 1 if len(s) else 0

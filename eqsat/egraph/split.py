@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections import ChainMap, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -165,7 +165,16 @@ class _Built:
     start: np.ndarray | None
     price: _Extended
     usable: list[Any]
-    needed: frozenset = frozenset()  # the columns of the leaves every term of the part reads
+    reads: Callable[[int], bool] = lambda leaf: False  # whether every term of the part reads that leaf
+    _needed: dict = field(default_factory=dict)
+
+    def needs(self, leaf: int) -> bool:
+        """Whether every answer picks ``leaf`` (a priced cut's column id), found once when first asked
+        (a walk over the part, 1-2 ms: only twins and a changed price ask)."""
+        got = self._needed.get(leaf)
+        if got is None:
+            got = self._needed[leaf] = self.reads(leaf)
+        return got
 
 
 def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, parts: list[Part],
@@ -192,14 +201,14 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                                                                for c in part.leaves}
         price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in usable})
         proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
-        needed = frozenset(leaf_id[c] for c in usable if not _derivable(sub, cand, proots, leaf_id[c]))
         reduction = Reduction(cand, _forced(sub, cand, proots), red.replacement, {})  # from this part's roots
         cols = [i for ns in cand.values() for i in ns]
         levels = level_columns(cycle_components(sub, cand), len(cols)) if cycles else {}
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline, cycles)
         start = None if part.root is not None and part.root not in greedy else \
             start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in usable}, greedy), cols, levels)
-        return _Built(part, program, cols, start, price, usable, needed)
+        return _Built(part, program, cols, start, price, usable,
+                      lambda leaf: not _derivable(sub, cand, proots, leaf))
 
     def paid(built: _Built, x: np.ndarray) -> float:  # a part's objective (its cut's price above), tie-break included
         return float(sum(built.price[i] + tie for k, i in enumerate(built.cols) if x[k] > 0.5))
@@ -276,7 +285,7 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
         assumed, now = built.price[leaf_id[c]], value[c] - tie
         if now == assumed:
             continue
-        if leaf_id[c] in built.needed:  # every answer pays it: its price moves them all alike
+        if built.needs(leaf_id[c]):  # every answer pays it: its price moves them all alike
             drop += assumed - now
             continue
         if now > assumed or not sol.optimal or sol.x is None:
@@ -296,8 +305,11 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
     helper (this process builds them all first); only programs of :data:`HELPER_MIN_COLUMNS` or
     more travel. Each of the helper's is sent as soon as it is built (NasRNN's proof: its first
     cell 0.1 s before the last is built), then this process solves its own and reads the
-    helper's answers (solving any that did not come). A program that is an earlier one's
-    relabelled (see :class:`_Twins`) is solved by neither: the parts not built yet are shared out again."""
+    helper's answers (solving any that did not come). The sides are planned again at each
+    program, from the work the built ones gave each side: a program that is an earlier one's
+    relabelled (see :class:`_Twins`) is solved by neither, and its planned share goes to the rest
+    (NasRNN's proof: planned with its four cells, its first part and first cell had both gone
+    to the helper, 0.2 s one after the other, while this process waited)."""
     built: list[_Built] = []
     out: list[Solution | None] = []
     here: list[int] = []
@@ -305,9 +317,9 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
     copies: set[int] = set()  # the twins of earlier programs
     work = {"here": 0, "away": 0}  # of the programs built and kept
 
-    def plan() -> set[int]:  # the sides of the programs not built yet, longest first
+    def plan(first: int) -> set[int]:  # the sides of programs first, first + 1, ..., longest first
         planned, away = dict(work), set()
-        for k in sorted(range(len(built), len(sizes)), key=lambda k: -sizes[k]):
+        for k in sorted(range(first, len(sizes)), key=lambda k: -sizes[k]):
             side = "away" if sizes[k] >= HELPER_MIN_COLUMNS and planned["away"] <= planned["here"] else "here"
             planned[side] += sizes[k]
             if side == "away":
@@ -318,15 +330,12 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
         out[k] = solve(built[k].program, deadline - time.perf_counter(), built[k].start, budget)
 
     try:
-        away_sides = plan()
         for k, b in enumerate(builds):
             built.append(b)
             out.append(None)
-            twin = twins.twin(b)
-            if twin is not None:
+            if twins.twin(b) is not None:
                 copies.add(k)
-                away_sides = plan()  # its side's share goes to the parts still to come
-            elif k in away_sides and helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
+            elif k in plan(k) and helper.submit(b.program, deadline - time.perf_counter(), b.start, budget):
                 sent.append(k)
                 work["away"] += sizes[k]
             else:
@@ -369,7 +378,7 @@ class _Twins:
     shape, which the costs alone do not tell apart (relu, sigmoid and tanh of one shape cost the same)."""
 
     def __init__(self, view: EGraphView) -> None:
-        self.view = view
+        self.view, self.base = view, len(view.nodes)  # a column from base on is a priced leaf
         self.groups: dict[bytes, list[_Built]] = {}  # by signature, each program once
         self.forms: dict[int, Form] = {}  # by id of the program
         self.answers: dict[int, Solution] = {}  # by id of the program
@@ -378,7 +387,7 @@ class _Twins:
 
     def twin(self, built: _Built) -> _Built | None:
         """The earlier program ``built``'s is (relabelled), or None; ``built`` is kept either way."""
-        group = self.groups.setdefault(signature(self._unpriced(built)), [])
+        group = self.groups.setdefault(signature(self._unpriced(built, every_leaf=True)), [])
         found = None
         if group:
             key = self._form(built).key
@@ -409,14 +418,16 @@ class _Twins:
                        bound=bound, nodes=0)
 
     def _needed(self, built: _Built) -> list[int]:
-        return [k for k, i in enumerate(built.cols) if i in built.needed]
+        return [k for k, i in enumerate(built.cols) if i >= self.base and built.needs(i)]
 
-    def _unpriced(self, built: _Built) -> Program:
-        """``built``'s program with the leaves every answer reads priced 0."""
-        if not built.needed:
+    def _unpriced(self, built: _Built, every_leaf: bool = False) -> Program:
+        """``built``'s program with the leaves every answer reads priced 0 (``every_leaf``: all
+        its priced leaves, for a signature that asks no walk)."""
+        leaves = [k for k, i in enumerate(built.cols) if i >= self.base] if every_leaf else self._needed(built)
+        if not leaves:
             return built.program
         cost = built.program.cost.copy()
-        cost[self._needed(built)] = 0.0
+        cost[leaves] = 0.0
         return replace(built.program, cost=cost)
 
     def _form(self, built: _Built) -> Form:

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_extract import _has_term, make_view
 
-from eqsat.egraph import ilp, split
+from eqsat.egraph import ilp, split, twins
 from eqsat.egraph.extract import check_choice, greedy_dag
 from eqsat.egraph.ilp import ILPSettings, find_cycles, ilp_extract
 from eqsat.egraph.view import EGraphView, selection_cost
@@ -297,7 +297,7 @@ def repeated_blocks(draw: st.DrawFn) -> tuple[EGraphView, list[float], list[int]
 @given(repeated_blocks(), st.booleans())
 def test_repeated_parts_are_solved_once_and_keep_the_optimum(case: tuple, paired: bool) -> None:
     """Copies of one block whose every term reads the copy below state one program once that cut
-    is priced 0 (see ``split._Twins``): it is solved once, and the answer, choice included, is the
+    is priced 0 (see ``eqsat.egraph.twins``): it is solved once, and the answer, choice included, is the
     one solving each copy gives."""
     from eqsat.egraph import solvers
 
@@ -317,7 +317,7 @@ def test_repeated_parts_are_solved_once_and_keep_the_optimum(case: tuple, paired
     once = each(_InlineHelper(False) if paired else None)
     solved = len(runs)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(split._Twins, "twin", lambda self, built: None)
+        mp.setattr(twins.Twins, "twin", lambda self, built: None)
         apart = each(_InlineHelper(False) if paired else None)
     assert once.optimal and once.cost == pytest.approx(whole.cost, abs=1e-6)
     assert (once.choice, once.cost) == (apart.choice, apart.cost)

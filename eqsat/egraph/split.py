@@ -12,22 +12,22 @@ components finds them all. The parts are solved deepest first with the whole pro
 is, and its bound is each part's bound less what its leaves' prices may exceed their optima by.
 Parts alike (an RNN's unrolled steps) state one program up to the order of its rows and columns
 once each part's forced nodes are found from its own root and a leaf every answer reads is set
-aside; such a program is solved once (see :class:`_Twins`).
+aside; such a program is solved once (see :mod:`.twins`).
 """
 from __future__ import annotations
 
 import time
 from collections import ChainMap, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from eqsat.egraph.canonical import Form, canonical_form, relabel, signature
 from eqsat.egraph.cycles import cycle_components
 from eqsat.egraph.program import Reduction, build_program, check, level_columns, start_vector
-from eqsat.egraph.solvers import REL_GAP, Program, Solution
+from eqsat.egraph.solvers import Program, Solution
+from eqsat.egraph.twins import Twins
 from eqsat.egraph.view import EGraphView
 
 MIN_PART = 64  # e-classes: a smaller part joins the part above it (a HiGHS call costs about 10 ms)
@@ -214,7 +214,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         return float(sum(built.price[i] + tie for k, i in enumerate(built.cols) if x[k] > 0.5))
 
     earlier: dict[Any, tuple[_Built, Solution]] = {}  # the parts solved two at a time, by cut
-    twins = _Twins(view)
+    twins = Twins(view)
     if helper is not None and len(parts) > 1 and all(p.root in greedy for p in parts if p.root is not None):
         assumed: dict[Any, float] = {}
 
@@ -298,7 +298,7 @@ def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: fl
 
 
 def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solve, helper: PartHelper,
-                         deadline: float, budget: int | None, twins: _Twins) -> list[tuple[_Built, Solution]]:
+                         deadline: float, budget: int | None, twins: Twins) -> list[tuple[_Built, Solution]]:
     """Every program, as ``builds`` yields them, with its answer, in order. Longest first (by
     ``sizes``: each part's node and leaf columns, known before its program is built; its level
     columns are not counted), each program goes to the side with less work so far, a tie to the
@@ -307,7 +307,7 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
     cell 0.1 s before the last is built), then this process solves its own and reads the
     helper's answers (solving any that did not come). The sides are planned again at each
     program, from the work the built ones gave each side: a program that is an earlier one's
-    relabelled (see :class:`_Twins`) is solved by neither, and its planned share goes to the rest
+    relabelled (see :class:`~eqsat.egraph.twins.Twins`) is solved by neither, and its planned share goes to the rest
     (NasRNN's proof: planned with its four cells, its first part and first cell had both gone
     to the helper, 0.2 s one after the other, while this process waited)."""
     built: list[_Built] = []
@@ -362,93 +362,6 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
             local(k)
     assert all(sol is not None for sol in out)
     return list(zip(built, out))  # type: ignore[arg-type]
-
-
-_LABEL_BITS = (1 << 64) - 1  # ``hash`` differs between processes: forms are compared within one
-
-
-class _Twins:
-    """The programs of one extraction's parts by content up to order: a part whose program is an
-    earlier one relabelled takes that one's answer, relabelled, without a solve (NasRNN's steps:
-    its proof's four cells of 1,421 columns, 0.1 s each, and its judges' alike). A leaf every term
-    of a part reads is in every answer, so its price only moves the objective: forms are taken
-    with it priced 0, and a carried answer's objective and bound move by the difference (kept
-    only where the gap stays within the solver's). Only programs with equal :func:`signature` are
-    put in canonical form (1-6 ms each); columns are labelled by their e-node's op, attributes and
-    shape, which the costs alone do not tell apart (relu, sigmoid and tanh of one shape cost the same)."""
-
-    def __init__(self, view: EGraphView) -> None:
-        self.view, self.base = view, len(view.nodes)  # a column from base on is a priced leaf
-        self.groups: dict[bytes, list[_Built]] = {}  # by signature, each program once
-        self.forms: dict[int, Form] = {}  # by id of the program
-        self.answers: dict[int, Solution] = {}  # by id of the program
-        self.same: dict[int, _Built] = {}  # a program -> the earlier one it repeats
-        self.labels: dict[int, int] = {}  # by e-node
-
-    def twin(self, built: _Built) -> _Built | None:
-        """The earlier program ``built``'s is (relabelled), or None; ``built`` is kept either way."""
-        group = self.groups.setdefault(signature(self._unpriced(built, every_leaf=True)), [])
-        found = None
-        if group:
-            key = self._form(built).key
-            found = next((b for b in group if self._form(b).key == key), None)
-        if found is None:
-            group.append(built)
-        else:
-            self.same[id(built.program)] = found
-        return found
-
-    def solved(self, built: _Built, sol: Solution) -> None:
-        self.answers[id(built.program)] = sol
-
-    def answer(self, built: _Built) -> Solution | None:
-        """The answer of the program ``built``'s repeats, relabelled (it costs no solver nodes), or
-        None (none, or its gap at this program's objective is wider than the solver's)."""
-        twin = self.same.get(id(built.program)) or self.twin(built)
-        sol = self.answers.get(id(twin.program)) if twin is not None else None
-        if sol is None or twin is None:
-            return None
-        if sol.x is None:
-            return replace(sol, nodes=0)
-        shift = float(built.program.cost[self._needed(built)].sum() - twin.program.cost[self._needed(twin)].sum())
-        objective, bound = sol.objective + shift, sol.bound + shift
-        if sol.optimal and objective - bound > REL_GAP * max(abs(objective), 1.0):
-            return None
-        return replace(sol, x=relabel(sol.x, self._form(twin), self._form(built)), objective=objective,
-                       bound=bound, nodes=0)
-
-    def _needed(self, built: _Built) -> list[int]:
-        return [k for k, i in enumerate(built.cols) if i >= self.base and built.needs(i)]
-
-    def _unpriced(self, built: _Built, every_leaf: bool = False) -> Program:
-        """``built``'s program with the leaves every answer reads priced 0 (``every_leaf``: all
-        its priced leaves, for a signature that asks no walk)."""
-        leaves = [k for k, i in enumerate(built.cols) if i >= self.base] if every_leaf else self._needed(built)
-        if not leaves:
-            return built.program
-        cost = built.program.cost.copy()
-        cost[leaves] = 0.0
-        return replace(built.program, cost=cost)
-
-    def _form(self, built: _Built) -> Form:
-        form = self.forms.get(id(built.program))
-        if form is None:
-            labels = np.zeros(built.program.cost.size, dtype=np.uint64)
-            labels[:len(built.cols)] = [self._label(i) for i in built.cols]
-            form = self.forms[id(built.program)] = canonical_form(self._unpriced(built), labels)
-        return form
-
-    def _label(self, i: int) -> int:
-        got = self.labels.get(i)
-        if got is None:
-            nodes = self.view.nodes
-            if i < len(nodes):
-                n = nodes[i]
-                got = hash((n.op, n.attrs, n.sizes, self.view.shapes.get(n.eclass))) & _LABEL_BITS
-            else:
-                got = hash("priced leaf") & _LABEL_BITS
-            self.labels[i] = got
-        return got
 
 
 def _derivable(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any], without: int) -> bool:

@@ -7,6 +7,7 @@ from eqsat.cost.roofline import RooflineCost
 from eqsat.egraph import Limits
 from eqsat.egraph import optimize as _optimize
 from eqsat.egraph.extract import read_egraph
+from eqsat.egraph.language import REF
 from eqsat.egraph.runner import NODE_SLACK, EGraphRunner
 from eqsat.errors import ShapeError
 from eqsat.ir.ops import get_op
@@ -247,6 +248,19 @@ def test_marking_an_extracted_graph_adds_no_enode_and_marks_its_classes():
     assert runner.size() == before
     marked = len(runner.egraph.freeze().functions["chosen"].rows)
     assert marked == sum(not n.is_leaf and n.op != "split" for n in best.nodes())  # splits live as projections
+    sent: list[str] = []
+    send = runner._send
+    runner._send = lambda text: sent.append(text) or send(text)  # type: ignore[method-assign]
+    runner.mark_best(best)  # marked already: no term nor mark is sent again (only its outputs' new names)
+    assert sent and not any(f"(set ({REF} " in t or "(chosen" in t for t in sent), sent
+    runner._push()
+    runner.marked = {}  # as if none were marked: this mark is sent at push level 1
+    runner.mark_best(best)
+    runner._pop()  # takes that mark back: the next one is sent again
+    sent.clear()
+    runner.mark_best(best)
+    assert any("(chosen" in t for t in sent) and len(runner.egraph.freeze().functions["chosen"].rows) == marked
+    runner._send = send  # type: ignore[method-assign]
     from eqsat.models.builder import ModelBuilder
 
     b = ModelBuilder("other", graph.dtype)  # leaves of its own: every term is new

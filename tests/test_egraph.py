@@ -477,3 +477,31 @@ def test_a_worker_that_stops_answering_a_judges_part_leaves_a_replayed_answer(mo
     report = helped.work.report
     assert "replayed" in report.stop
     assert alone.best_us < helped.best_us < helped.original_us
+
+
+def test_a_judges_references_mark_the_best_graph_without_its_terms():
+    """The judge's answer gives each node's e-class; the worker's read of the e-graph gives the
+    reference the runner named each e-class by: a mark names those e-classes by them, sends no
+    term for them, and marks the same e-classes as naming every term does."""
+    from eqsat.egraph.extract import extract, node_costs, to_graph
+    from eqsat.egraph.judging import known_refs
+
+    graph = build("qkv")
+    for by_class in (False, True):
+        runner, _, _ = _saturated_qkv(Limits(iterations=2, k_multi=1))
+        refs: dict[int, str] = {}
+        view = read_egraph(runner.egraph, runner.lang, refs=refs)
+        lets = [view.lets[r] for r in runner.roots]
+        found = extract(view, node_costs(view, RooflineCost("h100"), graph.dtype), lets, "ilp", 10.0)
+        classes: dict = {}
+        best = to_graph(view, found.choice, lets, {n.attr("name"): n for n in graph.leaves()}, graph, classes)
+        known = known_refs(best, [classes.get(n) for n in best.nodes()], refs) if by_class else None
+        sent: list[str] = []
+        send = runner._send
+        runner._send = lambda text, send=send, sent=sent: sent.append(text) or send(text)  # type: ignore[method-assign]
+        runner.mark_best(best, known)
+        chosen = runner.egraph.freeze().functions["chosen"].rows
+        terms = sum(t.count(f"(set ({REF} ") for t in sent)
+        if not by_class:
+            plain_terms, plain_rows = terms, len(chosen)
+    assert known and len(chosen) == plain_rows and terms < plain_terms

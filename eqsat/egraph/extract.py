@@ -24,7 +24,7 @@ from typing import Any
 from eqsat.cost.roofline import CostModel
 from eqsat.egraph.cycles import first_cycle
 from eqsat.egraph.ilp import ILPSettings, ilp_extract
-from eqsat.egraph.language import NAMED, Language, split_proj_attrs
+from eqsat.egraph.language import NAMED, REF, Language, split_proj_attrs
 from eqsat.egraph.program import OutOfMemory
 from eqsat.egraph.view import EGraphView, ENode, selection_cost
 from eqsat.errors import EqsatError
@@ -49,14 +49,17 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
+def read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None,
+                refs: dict[int, str] | None = None) -> EGraphView:
     """The frozen e-graph as plain data (e-classes numbered 0, 1, ...; picklable). ``ids``, if
-    given, receives egglog's e-class values -> those numbers (to translate other rows' e-classes)."""
+    given, receives egglog's e-class values -> those numbers (to translate other rows' e-classes);
+    ``refs`` an e-class's ``(ref K)`` where the runner named a node of it (see ``EGraphRunner._terms``)."""
     with gc_paused():
-        return _read_egraph(egraph, lang, ids)
+        return _read_egraph(egraph, lang, ids, refs)
 
 
-def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None) -> EGraphView:
+def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None,
+                 refs: dict[int, str] | None = None) -> EGraphView:
     frozen = egraph.freeze()
     view = EGraphView()
     ids = {} if ids is None else ids
@@ -71,8 +74,11 @@ def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None)
         return k
 
     dims: dict[int, dict[int, int]] = {}
+    named: list[Any] = []  # the ref table's rows: read last, so that they number no e-class
     for name, fn in frozen.functions.items():
-        if fn.is_let_binding:
+        if name == REF:
+            named = fn.rows if refs is not None else named
+        elif fn.is_let_binding:
             view.lets[name] = cls(fn.rows[0].output)
         elif name == NAMED:  # the runner's names of the outputs it sent
             for r in fn.rows:
@@ -101,6 +107,10 @@ def _read_egraph(egraph: Any, lang: Language, ids: dict[Any, int] | None = None)
                 nodes.append(ENode(cls(r.output), op, attrs, kids, tuple(map(i64, inputs[arity:]))))
     for i, n in enumerate(nodes):
         view.classes.setdefault(n.eclass, []).append(i)
+    for r in named:
+        c = known(r.output)
+        if c is not None and c not in refs:  # type: ignore[operator]
+            refs[c] = f"({REF} {i64(r.inputs[0])})"  # type: ignore[index]
     for c in view.classes:
         d = dims.get(c, {})  # a rank-0 class has no dim rows
         view.shapes[c] = tuple(d[k] for k in sorted(d))
@@ -214,9 +224,11 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
 
 # --------------------------------------------------------------------------- back to the IR
 def to_graph(
-    view: EGraphView, choice: dict[Any, int], roots: list[Any], leaves: dict[str, Node], template: Graph
+    view: EGraphView, choice: dict[Any, int], roots: list[Any], leaves: dict[str, Node], template: Graph,
+    classes: dict[Node, Any] | None = None,
 ) -> Graph:
-    """The IR graph of a choice (memoized per e-class, so the result is a DAG with sharing)."""
+    """The IR graph of a choice (memoized per e-class, so the result is a DAG with sharing);
+    ``classes``, if given, receives each node's e-class (a split's projections only)."""
     built: dict[Any, Node] = {}
     order: list[Any] = []
     seen: set = set()
@@ -241,6 +253,8 @@ def to_graph(
             built[c] = node("proj", parts, index=a["index"])
         else:
             built[c] = node(n.op, *(built[d] for d in n.children), **dict(n.attrs))
+    if classes is not None:
+        classes.update((n, c) for c, n in built.items())
     return Graph(tuple(built[r] for r in roots), template.dtype, template.name)
 
 

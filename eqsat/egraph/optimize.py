@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +22,7 @@ from eqsat.cost.registry import cost_model
 from eqsat.cost.roofline import CostModel
 from eqsat.egraph.extract import EGraphView, Extraction, extract, gc_paused, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
+from eqsat.egraph.judging import Optimum, judged_here, known_refs
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.part_helper import WorkerHelper, solve_one
@@ -35,14 +36,10 @@ from eqsat.egraph.work import EGraphWork
 from eqsat.errors import EqsatError
 from eqsat.graph_rewrite import RewritesUsed, offered
 from eqsat.guards import Kept
-from eqsat.ir.graph import Graph
+from eqsat.ir.graph import Graph, Node
 from eqsat.rules.rulefile import Rule
 from eqsat.rules.rulesets import DEFAULT_RULE_SETS
 from eqsat.search import SearchResult
-
-Optimum = Callable[[EGraphView, list[str]], tuple[float, Graph]]
-"""The exact extracted cost of an e-graph (its view and root lets) and the graph that has it:
-what merges by need are judged by, and whose ops they pair."""
 
 
 def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any = None,
@@ -53,7 +50,7 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
     runner = EGraphRunner(rules, memory_gb=limits.memory_gb)
     roots = runner.insert(graph, alternatives)
     t0 = time.perf_counter()
-    judge = None if optimum is None else (lambda: optimum(read_egraph(runner.egraph, runner.lang), roots))
+    judge = None if optimum is None else (lambda: judged_here(runner, optimum, roots))
     loaded_s = runner.report.load_s
     report = runner.run(limits, on_iteration, judge)
     return final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report)
@@ -179,13 +176,14 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
                 snapshot()
             conn.send(("iteration", it))
 
-        def judge() -> tuple[float, Graph]:  # the parent extracts; this process waits for its answer
-            conn.send(("judge", (read_egraph(runner.egraph, runner.lang), roots)))
+        def judge() -> tuple[float, Graph, dict[Node, str]]:  # the parent extracts; this process waits
+            refs: dict[int, str] = {}
+            conn.send(("judge", (read_egraph(runner.egraph, runner.lang, refs=refs), roots)))
             _import_all(("highspy",))  # for the parts (part_helper): now, while it waits
             while True:  # it solves the judge's parts it is sent until the answer comes
                 message = conn.recv()
                 if message[0] != "solve":
-                    return message
+                    return message[0], message[1], known_refs(message[1], message[2], refs)
                 solve_one(conn, *message[1:])
 
         report = runner.run(limits, on_iteration, judge)
@@ -316,7 +314,7 @@ class SaturationWorker:
                 elif kind == "snapshot":
                     snapshot = payload
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
-                    self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph))
+                    self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph, []))
                 elif kind == "done":
                     return payload  # the worker waits for the next job
                 elif kind == "user error":
@@ -388,7 +386,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     clocks: list[str] = []  # what the clock decided in the judges' extractions
     hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
 
-    def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph]:
+    def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph, list[Any]]:
         # a judge compares optima: the cycle filter's is exact on what it keeps, and the whole-e-graph
         # proof is left to the final extraction, which runs once
         helper = WorkerHelper(worker, limits.ilp_solver) if worker is not None else None  # waits for the answer
@@ -400,9 +398,10 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
                         hint[0] if hint else None)
         if found.clock:
             clocks.append(f"{found.clock} (judging a merge round)")
-        hint[:] = [to_graph(view, found.choice, roots, leaves, graph)]
+        classes: dict[Node, Any] = {}
+        hint[:] = [to_graph(view, found.choice, roots, leaves, graph, classes)]
         seen.append((view, found, hint[0], costs))
-        return found.cost, hint[0]
+        return found.cost, hint[0], [classes.get(n) for n in hint[0].nodes()]
 
     if worker is not None:
         view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum, pairs)

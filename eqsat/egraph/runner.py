@@ -281,17 +281,19 @@ class EGraphRunner:
         for k in range(0, len(lines), CHUNK):
             self._send("\n".join(lines[k : k + CHUNK]))
 
-    def mark_best(self, graph: Graph) -> None:
-        """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``; a node
-        an earlier mark sent is not sent again (``chosen`` is never cleared; a command costs 30-90 µs)."""
+    def mark_best(self, graph: Graph, known: dict[Node, str] | None = None) -> None:
+        """Mark the e-classes of ``graph`` (a graph extracted from this e-graph) ``chosen``. A node
+        with a reference to its e-class (``known``, an earlier mark's, the inserted graph's) is not
+        sent again, nor an e-class marked twice (``chosen`` is never cleared; a command costs 30-90 µs)."""
         self.marks += 1
         self.marked = self.marked if self.low >= self.marked_depth else {}  # a pop took back a mark
-        before, known = self.size(), self.inserted | self.marked  # nodes with rows already (interned)
+        before, known = self.size(), self.inserted | self.marked | (known or {})  # nodes with rows already
         refs, _ = self._terms(graph, f"$b{self.marks}_", facts=False, known=known)
         if self.size() != before:  # not all of it was in the e-graph: give the new terms their facts
             refs, _ = self._terms(graph, f"$b{self.marks}f_", known=known)
-        fresh = {n: refs[n] for n in graph.nodes() if not n.is_leaf and n in refs and n not in self.marked}
-        self._send_lines([f"(chosen {ref})" for ref in fresh.values()])
+        done = set(self.marked.values())
+        fresh = {n: refs[n] for n in graph.nodes() if not n.is_leaf and n in refs and refs[n] not in done}
+        self._send_lines(list(dict.fromkeys(f"(chosen {ref})" for ref in fresh.values())))
         self.marked, self.marked_depth, self.low = self.marked | fresh, self.depth, self.depth
 
     # ------------------------------------------------------------------ running
@@ -313,8 +315,7 @@ class EGraphRunner:
 
     def _schedule(self, sets: list[str], limits: Limits, analysis: bool = True) -> list[Any]:
         """Run ``sets`` (ruleset names) once, then (``analysis``) the constness analysis to saturation. The
-        by-need merge sets (``best``) run under a back-off scheduler at ``multi_match_limit``: a
-        merge rule matching that often is banned, never applied."""
+        by-need merge sets (``best``) run under back-off at ``multi_match_limit`` (a rule matching more: banned)."""
         lets, runs = [], []
         if limits.match_limit is not None:
             lets.append(f"(let-scheduler bo (back-off :match-limit {limits.match_limit}))")
@@ -374,23 +375,21 @@ class EGraphRunner:
         return out, cap
 
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None,
-            judge: Callable[[], tuple[float, Graph]] | None = None) -> RunReport:
-        """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends.
-
-        Merges by need: when the rules saturate, ``judge`` gives the exact extracted cost of the
-        e-graph and the graph that has it; while it improves (at most ``multi_by_need`` times),
-        that graph's e-classes are marked ``chosen``, and one more multi-pattern iteration runs
-        on pairs of marked ops only (TASO's step: merge two ops of the current best graph; a rule
-        matching more than ``multi_match_limit`` times is still banned). The rewrite rules do not
-        run in it (``round_rewrites`` runs them once after the merges): on the ten benchmark
-        models they changed no best cost and only cost time. The round is judged
-        right after that iteration: one whose optimum is no better, or that breaks a cap, ends
-        the run and is discarded (the answer is the e-graph the judge before it saw; it is not
-        popped, which would cost a copy of the e-graph for nothing); one that pays is followed at once
-        by the next round on the graph it found. Merge rounds are TASO's greedy steps on top of
-        the saturated e-graph, and the rewrite rules are not saturated again after them: on the
-        ten benchmark models every round's gain showed in its merge iteration, and saturating
-        after each round cost seconds on the large models for no better graph."""
+            judge: Callable[[], tuple[float, Graph, dict[Node, str]]] | None = None) -> RunReport:
+        """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends. Merges
+        by need: when the rules saturate, ``judge`` gives the exact extracted cost of the e-graph, the graph
+        that has it and a reference to some of its nodes' e-classes; while it improves (at most
+        ``multi_by_need`` times), that graph's e-classes are marked ``chosen``, and one more multi-pattern
+        iteration runs on pairs of marked ops only (TASO's step: merge two ops of the current best graph; a
+        rule matching more than ``multi_match_limit`` times is still banned). The rewrite rules do not run in
+        it (``round_rewrites`` runs them once after the merges): on the ten benchmark models they changed no
+        best cost and only cost time. The round is judged right after that iteration: one whose optimum is no
+        better, or that breaks a cap, ends the run and is discarded (the answer is the e-graph the judge before
+        it saw; it is not popped, which would cost a copy of the e-graph for nothing); one that pays is
+        followed at once by the next round on the graph it found. Merge rounds are TASO's greedy steps on top
+        of the saturated e-graph, and the rewrite rules are not saturated again after them: on the ten
+        benchmark models every round's gain showed in its merge iteration, and saturating after each round cost
+        seconds on the large models for no better graph."""
         self._load_rules()  # no graph was inserted: the rules load into the e-graph as it is
         start = time.perf_counter()
         self.analyse()
@@ -401,14 +400,15 @@ class EGraphRunner:
         best_cost, open_round, pending = math.inf, False, False  # open_round: a merge round not yet judged
         first_round = True  # no merge round has paid yet
         seen, base = None, None  # the judge that saw the e-graph as it is now; the one before a round
-        judged_sizes: list[int] = []  # the e-graph's size at each judge
+        judged_sizes: list[int] = []  # the e-graph's size at each judge (and below: the last one's references)
+        known: dict[Node, str] = {}
 
         def judged() -> tuple[float, Graph]:
-            nonlocal seen
-            answer = judge()
+            nonlocal seen, known
+            cost, graph, known = judge()
             seen, self.report.judges = self.report.judges, self.report.judges + 1
             judged_sizes.append(self.size())
-            return answer
+            return cost, graph
         for i in range(limits.iterations):
             t0 = time.perf_counter()
             by_need, pending = pending, False
@@ -477,7 +477,7 @@ class EGraphRunner:
                     stop = "saturated, then merged by need"
                     break
                 base, seen = seen, None
-                self.mark_best(best)
+                self.mark_best(best, known)
                 open_round, pending, by_need_left, first_round = True, True, by_need_left - 1, False
                 continue
             if not updated and not (i + 1 < limits.k_multi):
@@ -487,7 +487,7 @@ class EGraphRunner:
                 cost, best = judged()  # merges by need: the best graph so far, whose ops the next round pairs
                 best_cost = min(best_cost, cost)
                 base, seen = seen, None
-                self.mark_best(best)
+                self.mark_best(best, known)
                 open_round, pending, by_need_left = True, True, by_need_left - 1
         if open_round:  # the last merge round broke a cap before it was judged: discard it
             self.report.undone, seen = True, base

@@ -319,7 +319,10 @@ def _solve_two_at_a_time(builds: Iterator[_Built], sizes: list[int], solve: Solv
 
     def plan(first: int) -> set[int]:  # the sides of programs first, first + 1, ..., longest first
         planned, away = dict(work), set()
-        for k in sorted(range(first, len(sizes)), key=lambda k: -sizes[k]):
+        # one after the first of its size is likely a twin (parts alike are alike in size): it is
+        # planned as no work until built, so that a repeated part's first copy goes where it should
+        likely = {k for k in range(first + 1, len(sizes)) if sizes[k] in sizes[:k]}
+        for k in sorted(set(range(first, len(sizes))) - likely, key=lambda k: (-sizes[k], k)):
             side = "away" if sizes[k] >= HELPER_MIN_COLUMNS and planned["away"] <= planned["here"] else "here"
             planned[side] += sizes[k]
             if side == "away":

@@ -7,11 +7,12 @@ the ``limits`` in a worker process, on egglog's compiled ``bindings`` alone, its
 ``host`` e-graph, where ``loading`` loads each rule once its trigger matches (and ``preload``, in a
 new worker, the rules the graph's last run needed, before its job comes); ``extract``,
 ``ilp`` (with ``cycles``, ``program``: its rows, ``split``: the exact program solved in parts at
-cut e-classes, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
+cut e-classes, ``twins``: a part whose program repeats another's, by its ``canonical`` form, not
+solved again, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
 first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by any
 ``CostModel``; ``serialize``, ``view`` and ``infer`` read and write e-graphs; ``optimize`` is the
-entry point, its idle saturation worker solving half of the exact program's parts (``part_helper``),
-and ``work`` the record of what a run did.
+entry point, its idle saturation worker solving half of the exact program's parts (``part_helper``)
+and marking what a merge judge (``judging``) found, and ``work`` the record of what a run did.
 """
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.optimize import EGraphSearch, optimize

@@ -85,3 +85,33 @@ def test_symmetric_columns_in_another_order_have_the_same_form() -> None:
     x = np.array([1.0, 0.0, 0.0, 1.0, 1.0])
     y = relabel(x, a, b)
     assert float(q.cost @ y) == float(p.cost @ x)
+
+
+def test_twins_keep_every_program_they_met_so_ids_stay_unique() -> None:
+    """Twins keys programs by ``id``: a repeat it met must stay alive while it lives, or a later
+    program could take its id and be given the repeat's twin and form (a wrong answer)."""
+    import gc
+    import weakref
+    from dataclasses import dataclass
+
+    from eqsat.egraph.twins import Twins
+    from eqsat.egraph.view import EGraphView
+
+    @dataclass
+    class Part:
+        program: Program
+        cols: list[int]
+
+        def needs(self, leaf: int) -> bool:
+            return False
+
+    rng = np.random.default_rng(3)
+    p = _program(rng, 6, 5)
+    twins = Twins(EGraphView())
+    assert twins.twin(Part(p, [])) is None
+    copy = Part(_permuted(p, np.arange(5)[::-1].copy(), np.arange(6)), [])
+    gone = weakref.ref(copy.program)
+    twins.twin(copy)
+    del copy
+    gc.collect()
+    assert gone() is not None

@@ -48,9 +48,11 @@ class Twins:
         self.answers: dict[int, Solution] = {}  # by id of the program
         self.same: dict[int, Candidate] = {}  # a program -> the earlier one it repeats
         self.labels: dict[int, int] = {}  # by e-node
+        self.alive: list[Candidate] = []  # every program met: an id is never reused while this lives
 
     def twin(self, built: Candidate) -> Candidate | None:
         """The earlier program ``built``'s is (relabelled), or None; ``built`` is kept either way."""
+        self.alive.append(built)
         group = self.groups.setdefault(signature(self._unpriced(built, every_leaf=True)), [])
         found = None
         if group:

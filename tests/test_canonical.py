@@ -7,31 +7,33 @@ import numpy as np
 import pytest
 
 from eqsat.egraph.canonical import canonical_form, relabel, signature
+from eqsat.egraph.program import as_program
 from eqsat.egraph.solvers import Program, Rows
+
+
+def _from_dense(dense: np.ndarray, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                fixed: np.ndarray) -> Program:
+    """A program from a dense matrix, built as extraction builds one (``program.as_program``)."""
+    rows = [([(int(k), float(r[k])) for k in np.flatnonzero(r)], lo, up) for r, lo, up in zip(dense, lower, upper)]
+    return as_program(rows, np.asarray(cost, dtype=float), np.asarray(fixed, dtype=bool))
+
+
+def _dense(p: Program) -> np.ndarray:
+    m, out = p.matrix, np.zeros(p.matrix.shape)
+    for r in range(m.shape[0]):
+        out[r, m.indices[m.indptr[r]:m.indptr[r + 1]]] = m.data[m.indptr[r]:m.indptr[r + 1]]
+    return out
 
 
 def _program(rng: np.random.Generator, rows: int, cols: int) -> Program:
     dense = (rng.random((rows, cols)) < 0.3) * rng.choice([-1.0, 1.0, 2.0], size=(rows, cols))
-    indptr = np.concatenate(([0], np.cumsum((dense != 0).sum(axis=1)))).astype(np.int32)
-    indices = np.concatenate([np.flatnonzero(r) for r in dense]).astype(np.int32)
-    matrix = Rows(indptr, indices, dense[dense != 0], (rows, cols))
-    return Program(rng.choice([0.0, 1.0, 2.5], size=cols), matrix, rng.choice([-np.inf, 0.0], size=rows),
-                   rng.choice([1.0, np.inf], size=rows), rng.random(cols) < 0.1)
+    return _from_dense(dense, rng.choice([0.0, 1.0, 2.5], size=cols), rng.choice([-np.inf, 0.0], size=rows),
+                       rng.choice([1.0, np.inf], size=rows), rng.random(cols) < 0.1)
 
 
 def _permuted(p: Program, cols: np.ndarray, rows: np.ndarray) -> Program:
     """``p`` with column ``cols[k]`` as its k-th and row ``rows[k]`` as its k-th."""
-    where = np.empty_like(cols)
-    where[cols] = np.arange(len(cols))
-    m = p.matrix
-    dense = np.zeros(m.shape)
-    for r in range(m.shape[0]):
-        dense[r, m.indices[m.indptr[r]:m.indptr[r + 1]]] = m.data[m.indptr[r]:m.indptr[r + 1]]
-    dense = dense[rows][:, cols]
-    indptr = np.concatenate(([0], np.cumsum((dense != 0).sum(axis=1)))).astype(np.int32)
-    indices = np.concatenate([np.flatnonzero(r) for r in dense]).astype(np.int32)
-    return Program(p.cost[cols], Rows(indptr, indices, dense[dense != 0], m.shape), p.lower[rows], p.upper[rows],
-                   p.fixed[cols])
+    return _from_dense(_dense(p)[rows][:, cols], p.cost[cols], p.lower[rows], p.upper[rows], p.fixed[cols])
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -72,11 +74,7 @@ def test_symmetric_columns_in_another_order_have_the_same_form() -> None:
     """Two copies of one column pair (same costs, each pair's own rows) look alike to the
     refinement; one is set apart, and either order gives one form."""
     rows = [[(0, 1.0), (1, 1.0)], [(2, 1.0), (3, 1.0)], [(0, -1.0), (4, 1.0)], [(2, -1.0), (4, 1.0)]]
-    indptr = np.cumsum([0] + [len(r) for r in rows]).astype(np.int32)
-    indices = np.array([k for r in rows for k, _ in r], dtype=np.int32)
-    data = np.array([v for r in rows for _, v in r])
-    p = Program(np.array([1.0, 2.0, 1.0, 2.0, 0.5]), Rows(indptr, indices, data, (4, 5)), np.zeros(4),
-                np.full(4, np.inf), np.zeros(5, dtype=bool))
+    p = as_program([(r, 0.0, np.inf) for r in rows], np.array([1.0, 2.0, 1.0, 2.0, 0.5]), np.zeros(5, dtype=bool))
     cols = np.array([0, 3, 2, 1, 4])  # in the given order the first of each kind no longer pair up
     q = _permuted(p, cols, np.array([1, 0, 3, 2]))
     labels = np.zeros(5, dtype=np.uint64)

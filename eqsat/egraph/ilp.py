@@ -40,6 +40,7 @@ from eqsat.egraph.program import (
     build_program,
     check,
     cycle_cut,
+    forced_nodes,
     level_columns,
     start_vector,
 )
@@ -165,19 +166,11 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
             cand[c] = kept
     reach = reachable(view, roots, cand, deadline)
     cand = {c: ns for c, ns in cand.items() if c in reach}
-    forced: set[int] = set()
-    stack = [r for r in roots if r in cand and len(cand[r]) == 1]
-    while stack:
-        c = stack.pop()
-        i = cand[c][0]
-        if i in forced:
-            continue
-        forced.add(i)
-        stack.extend(d for d in view.kids[i] if len(cand[d]) == 1)
+    forced = forced_nodes(view, cand, roots)
     stats = {"enodes_before": sum(len(view.classes[c]) for c in before), "eclasses_before": len(before),
              "enodes_after": sum(len(ns) for ns in cand.values()), "eclasses_after": len(cand),
              "forced": len(forced)}
-    return Reduction(cand, frozenset(forced), replacement, stats)
+    return Reduction(cand, forced, replacement, stats)
 
 
 

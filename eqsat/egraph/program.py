@@ -47,6 +47,19 @@ class Reduction:
     stats: dict[str, int]
 
 
+def forced_nodes(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any]) -> frozenset[int]:
+    """The e-nodes every answer picks: from the roots down, each e-class's only candidate. A part
+    of the exact program (:mod:`.split`) finds its own from its root, so parts alike fix the same."""
+    forced: set[int] = set()
+    stack = [r for r in roots if len(cand.get(r, ())) == 1]
+    while stack:
+        i = cand[stack.pop()][0]
+        if i not in forced:
+            forced.add(i)
+            stack.extend(d for d in view.kids[i] if len(cand.get(d, ())) == 1)
+    return frozenset(forced)
+
+
 def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: Reduction, cols: list[int],
                   cutoff: float | None, tie: float, levels: dict[Any, tuple[int, int, int]],
                   deadline: float | None = None, cycles: bool = True) -> tuple[Program, list]:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from eqsat.egraph.cycles import cycle_components
-from eqsat.egraph.program import Reduction, build_program, check, level_columns, start_vector
+from eqsat.egraph.program import Reduction, build_program, check, forced_nodes, level_columns, start_vector
 from eqsat.egraph.solvers import Program, Solution
 from eqsat.egraph.twins import Twins
 from eqsat.egraph.view import EGraphView
@@ -201,7 +201,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                                                                for c in part.leaves}
         price = _Extended(costs, {leaf_id[c]: value[c] - tie for c in usable})
         proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
-        reduction = Reduction(cand, _forced(sub, cand, proots), red.replacement, {})  # from this part's roots
+        reduction = Reduction(cand, forced_nodes(sub, cand, proots), red.replacement, {})  # from this part's roots
         cols = [i for ns in cand.values() for i in ns]
         levels = level_columns(cycle_components(sub, cand), len(cols)) if cycles else {}
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline, cycles)
@@ -395,16 +395,3 @@ def _derivable(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any], w
             if not missing[i]:
                 ready.append(i)
     return all(r in made for r in roots)
-
-
-def _forced(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any]) -> frozenset[int]:
-    """The e-nodes every answer of a part picks: from its roots down, each e-class's only candidate
-    (the same for parts alike, wherever the whole problem's roots are)."""
-    forced: set[int] = set()
-    stack = [r for r in roots if len(cand.get(r, ())) == 1]
-    while stack:
-        i = cand[stack.pop()][0]
-        if i not in forced:
-            forced.add(i)
-            stack.extend(d for d in view.kids[i] if len(cand.get(d, ())) == 1)
-    return frozenset(forced)

@@ -186,6 +186,18 @@ def test_a_warm_started_answer_is_the_values_that_cost_its_objective() -> None:
     assert warm.objective == pytest.approx(cold.objective)
 
 
+@pytest.mark.skipif(not available("highs"), reason="highspy is not installed")
+def test_the_heuristics_a_start_turns_off_are_options_of_this_highs() -> None:
+    """A renamed option is refused, not raised: the warm starts would silently pay the heuristics again."""
+    import highspy
+
+    from eqsat.egraph.solvers import START_HEURISTICS_OFF
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    assert all(h.setOptionValue(name, False) == highspy.HighsStatus.kOk for name in START_HEURISTICS_OFF)
+
+
 def test_an_unknown_solver_is_named() -> None:
     view = make_view([(0, ())])
     with pytest.raises(ValueError, match="unknown ILP solver 'gurobi'"):

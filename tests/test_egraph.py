@@ -92,6 +92,29 @@ def test_marking_a_graph_adds_no_term_of_another_let():
     assert ill_typed(view) == [] and len(view.nodes) == len(graph.nodes())
 
 
+def test_a_graphs_shape_facts_arrive_as_tables_not_commands(monkeypatch):
+    """Each rank, dimension and weight fact was a command of its own (30 µs each in egglog 13.2,
+    five of six commands of an insertion); they now go as rows of three tables, read by egglog's
+    ``input``: every e-class still has its node's shape, and exactly the weights are constant."""
+    graph = build("lora", tokens=8, d_model=12, rank=3)
+    runner = EGraphRunner([])
+    commands: list[str] = []
+    send = runner._send
+    monkeypatch.setattr(runner, "_send", lambda text: commands.extend(text.splitlines()) or send(text))
+    runner.insert(graph)
+    view = read_egraph(runner.egraph, runner.lang)
+    sets = [c for c in commands if c.startswith(("(set ", "(const "))]  # a term, an output's name or a fact
+    assert len(sets) == len(graph.nodes()) + len(graph.outputs)  # no fact among them
+    assert sum(c.startswith("(input ") for c in commands) == 3
+    classes = {view.lets[name]: o for name, o in zip(runner.roots, graph.outputs)}
+    assert classes and all(view.shapes[c] == o.shape for c, o in classes.items())
+    inserted = [n for n in view.nodes if n.op not in ("leaf", "splitproj")]
+    assert inserted and ill_typed(view) == []
+    weights = {n.eclass for n in view.nodes if n.op == "leaf" and n.leaf in {w.attr("name") for w in graph.leaves()
+                                                                            if w.op == "weight"}}
+    assert weights and view.const == weights
+
+
 def test_a_size_condition_filters_matches():
     """``ewmul -> matmul`` (unsound, for the test) is well typed only on square operands: its
     compiled condition compares two sizes (as a difference, see rewrites._as_comparison) and

@@ -1,6 +1,7 @@
 """TENSAT-style equality saturation on egglog, one implementation of the ``Search`` interface.
 
-``language`` generates the egglog language from the op table; ``rewrites`` compiles rule files
+``language`` generates the egglog language from the op table (``facts``: a graph's shape facts sent
+as tables, not one command each); ``rewrites`` compiles rule files
 into egglog rules whose shape conditions come from the op table's shape rules on symbolic sizes,
 and ``relevance`` keeps only the rules that can match a graph; ``runner`` drives iterations under
 the ``limits`` in a worker process, on egglog's compiled ``bindings`` alone, its rules in a

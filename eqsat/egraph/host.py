@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from eqsat.egraph.bindings import load_bindings
+from eqsat.egraph.facts import DECLARATIONS as FACT_TABLES
 from eqsat.egraph.language import HEADER
 from eqsat.egraph.limits import MemoryLimitError, rss_gb
 from eqsat.egraph.rewrites import Compiled
@@ -34,7 +35,7 @@ class RuleHost:
 
     def __init__(self) -> None:
         self.egraph = egglog.EGraph()
-        self._send(HEADER)
+        self._send(HEADER + FACT_TABLES)
         self.lines: set[str] = set()  # declarations sent
         self.rulesets: dict[str, str] = {}  # rule text (with ``:ruleset KIND``) -> its own ruleset
         self.triggers: dict[str, str] = {}  # trigger query -> its own ruleset (and rule name)

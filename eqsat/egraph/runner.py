@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from eqsat.egraph.bindings import load_bindings
+from eqsat.egraph.facts import Facts, fact_lines
 from eqsat.egraph.host import RuleHost
 from eqsat.egraph.language import NAMED, REF, alternative_prefix, egg_string, let_name, split_proj_attrs
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth, over_memory
@@ -194,15 +195,6 @@ class EGraphRunner:
         ctor = self.lang.ctor(n.op, n.attrs, len(n.inputs), rank=len(n.shape) if len(n.shapes) == 1 else None)
         return f"({ctor.name} {' '.join(ref[x] for x in n.inputs)})"
 
-    @staticmethod
-    def _facts(n: Node, ref: str) -> list[str]:
-        """The shape and constness facts of ``n``, referred to as ``ref``."""
-        lines = [f"(set (rank {ref}) {len(n.shape)})"]
-        lines.extend(f"(set (dim {ref} {k}) {d})" for k, d in enumerate(n.shape))
-        if n.op == "weight":
-            lines.append(f"(const {ref})")
-        return lines
-
     def _terms(self, graph: Graph, prefix: str, facts: bool = True,
                known: dict[Node, str] | None = None) -> tuple[dict[Node, str], list[str]]:
         """Send ``graph``'s nodes as rows ``(ref K)`` of one table, K counting up over the run, with
@@ -218,6 +210,7 @@ class EGraphRunner:
         refs: dict[Node, str] = dict(known or {})
         lines: list[str] = []
         index: dict[Node, int] = {}
+        rows = Facts()  # sent as tables (see eqsat.egraph.facts)
         for i, n in enumerate(graph.nodes()):
             index[n] = i
             if n in refs:
@@ -225,15 +218,16 @@ class EGraphRunner:
             expr = self._expr(n, refs)
             if expr is None:
                 continue
-            ref = refs[n] = f"({REF} {self.refs})"
-            self.refs += 1
-            lines.append(f"(set {ref} {expr})")
+            refs[n] = f"({REF} {self.refs})"
+            lines.append(f"(set {refs[n]} {expr})")
             if facts:
-                lines.extend(self._facts(n, ref))
+                rows.add(self.refs, n)
+            self.refs += 1
         names = [let_name(prefix, index[o]) for o in graph.outputs]
         lines.extend(f"(set {self.named(name)} {refs[o]})" for name, o in zip(names, graph.outputs) if o in refs)
         self._send(self._undeclared(self.lang.take_pending()))
         self._send_lines(lines)
+        rows.send(self._send)
         return refs, names
 
     def _undeclared(self, text: str) -> str:
@@ -261,7 +255,7 @@ class EGraphRunner:
             k = ids[n] = offset + len(ids)
             ref[n] = f"(term {k})"
             lines.append(f"(set {ref[n]} {expr})")
-            lines.extend(self._facts(n, ref[n]))
+            lines.extend(fact_lines(n, ref[n]))
         self._send(self._undeclared(self.lang.take_pending()))
         for k in range(0, len(lines), chunk):
             self._send("\n".join(lines[k : k + chunk]))

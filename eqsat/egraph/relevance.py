@@ -55,7 +55,7 @@ def rule_signatures(rule: Rule, rewrite_constants: bool = False
                     ) -> tuple[tuple[tuple[frozenset[Signature], ...], tuple[frozenset[Signature], ...]], ...]:
     """Per direction of ``rule`` (constant-only ones left out unless ``rewrite_constants``): the
     signatures each source and each target pattern holds (memoized on disk with the compiled rules)."""
-    return COMPILED.get_or_compute(("signatures", format_rule(rule), rewrite_constants),
+    return COMPILED.get_or_compute(("signatures", rule_text(rule), rewrite_constants),
                                    lambda: _rule_signatures(rule, rewrite_constants))
 
 
@@ -177,6 +177,21 @@ def _short(v: Any) -> str:
     return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
+_TEXTS: dict[int, tuple[Rule, str]] = {}  # id(rule) -> the rule (alive, so its id is not reused) and its text
+_TEXTS_MOST = 200_000
+
+
+def rule_text(rule: Rule) -> str:
+    """``format_rule(rule)``, once per rule object: every search of a process passes the same
+    parsed rules, and formatting 334 of them was 3-8 ms of each run's key (VGG-19's whole search: 60 ms)."""
+    hit = _TEXTS.get(id(rule))
+    if hit is None or hit[0] is not rule:
+        if len(_TEXTS) >= _TEXTS_MOST:
+            _TEXTS.clear()
+        hit = _TEXTS[id(rule)] = (rule, format_rule(rule))
+    return hit[1]
+
+
 def graph_signature(graph: Graph) -> list[str]:
     """What of ``graph`` decides which rules are relevant: each distinct operator node's op,
     attributes and input and output shapes, sorted (names and weights do not count)."""
@@ -190,7 +205,7 @@ def relevant_compiled(rules: Sequence[Rule], graph: Graph, multi: bool = True, r
     memoized on disk by what the two read: the rules' texts and each operator node's op,
     attributes and input and output shapes. A fresh process's first model then reads one small
     cache file instead of every rule's signatures and compiled directions (VGG-19: 33 ms -> 6 ms)."""
-    text = "\n".join([repr((multi, rewrite_constants)), *map(format_rule, rules), "", *graph_signature(graph)])
+    text = "\n".join([repr((multi, rewrite_constants)), *map(rule_text, rules), "", *graph_signature(graph)])
     key = ("relevant", hashlib.sha256(text.encode()).hexdigest())
     found = COMPILED.get(key)
     if found is not None:

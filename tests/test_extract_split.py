@@ -323,3 +323,22 @@ def test_repeated_parts_are_solved_once_and_keep_the_optimum(case: tuple, paired
     assert once.bound == pytest.approx(apart.bound, rel=1e-3, abs=1e-6)  # (the choice may differ where optima tie)
     if apart.stats.get("split_parts", 0) >= 3 and not shortcut:
         assert solved < len(runs), "a copy's program was solved again"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 24), st.integers(0, 24)), max_size=60), st.integers(1, 25))
+def test_the_biconnected_components_are_networkxs_in_its_order(edges, n) -> None:
+    """The split's own walk gives networkx's blocks in networkx's order (the parts, their
+    classes' order and so every program's columns depend on it)."""
+    import networkx as nx
+
+    from eqsat.egraph.split import biconnected_components
+
+    edges = [(a % n, b % n) for a, b in edges if a % n != b % n]
+    g = nx.Graph()
+    g.add_nodes_from(range(n - 1, -1, -1))
+    g.add_edges_from(edges)
+    adjacent: dict = {v: {} for v in range(n - 1, -1, -1)}
+    for a, b in edges:
+        adjacent[a][b] = adjacent[b][a] = None
+    assert biconnected_components(adjacent) == [set(b) for b in nx.biconnected_components(g)]

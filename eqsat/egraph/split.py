@@ -51,16 +51,14 @@ def split_parts(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any],
                 min_part: int | None = None) -> list[Part]:
     """The parts of the candidates' e-class graph, deepest first (the top part last); [] when
     no cut leaves a part below it of ``min_part`` (default :data:`MIN_PART`) e-classes or more."""
-    import networkx as nx
-
     min_part = MIN_PART if min_part is None else min_part
 
     kids = {c: set().union(*(view.kids[i] for i in ns)) - {c} for c, ns in cand.items()}
-    g = nx.Graph()
-    g.add_nodes_from(cand)
-    g.add_edges_from((_TOP, r) for r in roots if r in cand)
-    g.add_edges_from((c, d) for c, ds in kids.items() for d in ds)
-    blocks = [set(b) for b in nx.biconnected_components(g)]  # one depth-first walk: the cut vertices
+    adjacent: dict[Any, dict[Any, None]] = {c: {} for c in cand}
+    for c, d in [*((_TOP, r) for r in roots if r in cand), *((c, d) for c, ds in kids.items() for d in ds)]:
+        adjacent.setdefault(c, {})[d] = None
+        adjacent.setdefault(d, {})[c] = None
+    blocks = [set(b) for b in biconnected_components(adjacent)]  # one depth-first walk: the cut vertices
     member: dict[Any, list[int]] = {}  # are those in two blocks or more (articulation_points walks again)
     for k, b in enumerate(blocks):
         for v in b:
@@ -115,6 +113,55 @@ def split_parts(view: EGraphView, cand: dict[Any, list[int]], roots: list[Any],
     for c in kept:
         leaves.setdefault(part_of(above[c]), []).append(c)
     return [Part(p, tuple(classes[p]), tuple(leaves.get(p, ()))) for p in [*reversed(kept), None]]
+
+
+def biconnected_components(adjacent: dict[Any, dict[Any, None]]) -> list[set]:
+    """The vertex sets of the biconnected components of an undirected graph given as adjacency
+    dicts, in the order ``networkx.biconnected_components`` yields them for a ``networkx.Graph``
+    built with the same vertices and edges in the same order (the same depth-first walk, Hopcroft
+    and Tarjan's), without its views: a third of the split's time on NasRNN's e-graphs."""
+    out: list[set] = []
+    discovery: dict[Any, int] = {}
+    for start in adjacent:
+        if start in discovery:
+            continue
+        discovery[start] = len(discovery)  # numbered over the whole walk: within a component, in the same order
+        low = {start: discovery[start]}
+        edge_stack: list[tuple[Any, Any]] = []
+        edge_index: dict[tuple[Any, Any], int] = {}
+        stack = [(start, start, iter(adjacent[start]))]
+        while stack:
+            grandparent, parent, children = stack[-1]
+            child = next(children, _DONE)
+            if child is not _DONE:
+                if grandparent == child:
+                    continue
+                if child in discovery:
+                    if discovery[child] <= discovery[parent]:  # a back edge
+                        low[parent] = min(low[parent], discovery[child])
+                        edge_index[parent, child] = len(edge_stack)
+                        edge_stack.append((parent, child))
+                else:
+                    low[child] = discovery[child] = len(discovery)
+                    stack.append((parent, child, iter(adjacent[child])))
+                    edge_index[parent, child] = len(edge_stack)
+                    edge_stack.append((parent, child))
+                continue
+            stack.pop()
+            if len(stack) > 1:
+                if low[parent] >= discovery[grandparent]:
+                    at = edge_index[grandparent, parent]
+                    out.append({v for edge in edge_stack[at:] for v in edge})
+                    del edge_stack[at:]
+                low[grandparent] = min(low[parent], low[grandparent])
+            elif stack:  # the root's child
+                at = edge_index[grandparent, parent]
+                out.append({v for edge in edge_stack[at:] for v in edge})
+                del edge_stack[at:]
+    return out
+
+
+_DONE = object()
 
 
 class _Extended(Sequence):

@@ -342,3 +342,19 @@ def test_the_biconnected_components_are_networkxs_in_its_order(edges, n) -> None
     for a, b in edges:
         adjacent[a][b] = adjacent[b][a] = None
     assert biconnected_components(adjacent) == [set(b) for b in nx.biconnected_components(g)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 24), st.integers(0, 24)), max_size=80), st.integers(1, 25))
+def test_the_strong_components_are_networkxs(edges, n) -> None:
+    """The cycle components' own Tarjan walk finds networkx's strongly connected components."""
+    import networkx as nx
+
+    from eqsat.egraph.cycles import strong_components
+
+    edges = [(a % n, b % n) for a, b in edges]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(edges)
+    got = sorted(sorted(c) for c in strong_components(n, edges))
+    assert got == sorted(sorted(c) for c in nx.strongly_connected_components(g))

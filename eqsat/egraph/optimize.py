@@ -481,7 +481,7 @@ class EGraphSearch:
     def prepare(self, graph: Graph, limits: Limits) -> None:
         """Start the fixed work for ``graph`` before the caller parses the rules: the worker loads
         the rules its last run needed (:mod:`eqsat.egraph.preload`) while this process imports
-        what its extractions will (networkx, the solver's binding: 0.12-0.16 s). A fresh worker
+        what its extractions will (the solver's binding). A fresh worker
         imports egglog (0.04 s) before it can load a rule, so the parse and compile alone (0.03 s)
         left it time for a part: SqueezeNet's 37 rules took 0.04 s of its run's loading, ResNeXt-50's
         45 0.03 s, and none, loaded before the job came, 0.01 s."""

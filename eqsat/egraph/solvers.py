@@ -298,7 +298,9 @@ class SolverRow:
     module: str = ""  # what its solve imports, when not ``package`` itself
 
 
-EXTRACTION_MODULES = ("networkx",)  # what every exact extraction imports (scipy only for the largest: cycles.py)
+EXTRACTION_MODULES: tuple[str, ...] = ()  # what every exact extraction imports besides its solver: nothing
+# (its parts and cycle components are walks of its own; networkx only where an answer has a cycle,
+# scipy only for the largest e-graphs: cycles.py)
 
 
 def solver_modules(name: str) -> tuple[str, ...]:

@@ -84,6 +84,9 @@ def test_a_chain_with_cycles_splits_at_each_join_and_keeps_the_optimum() -> None
     cut = _solve(view, costs, [6], parts=True, prune=False)
     assert cut.stats["split_parts"] == 3 and "split_parts" not in whole.stats
     assert cut.optimal and cut.cost == pytest.approx(whole.cost) == pytest.approx(3 * 4.0)
+    # in parts, the whole's components are not found; the parts' own add up to them (a pair a block)
+    assert (cut.stats["cycle_classes"], cut.stats["cycle_components"]) == \
+        (whole.stats["cycle_classes"], whole.stats["cycle_components"]) == (6, 3)
 
 
 def test_a_part_that_avoids_its_cut_pays_nothing_for_what_is_below() -> None:

@@ -278,14 +278,16 @@ def _build(view: EGraphView, costs: list[float], roots: list[Any], greedy: dict[
     red = reduce(view, costs, roots, removed, dominance=settings.reduce, deadline=deadline)
     cols = [i for ns in red.candidates.values() for i in ns]
     check(deadline, settings.memory_gb)
-    comps = cycle_components(view, red.candidates) if settings.acyclic == "exact" else []
-    levels = level_columns(comps, len(cols))
     # the tie-break any solution pays is at most `tie` per e-class: TIE_BREAK of the greedy cost in all
     tie = TIE_BREAK * greedy_cost / max(len(red.candidates), 1)
     warm = settings.warm_start and get_solver(settings.solver).takes_start
     cutoff = None if warm else greedy_cost + tie * (len(red.candidates) + 1) + 1e-3
     in_parts = settings.acyclic == "exact" or (settings.acyclic == "filter" and len(cols) >= FILTER_SPLIT_COLUMNS)
     parts = split_parts(view, red.candidates, roots) if warm and in_parts else []
+    # in parts, each part finds its own components (a cycle never crosses a cut): the whole's would
+    # only be counted (NasRNN's proof: 9 ms before its first part could go to the helper)
+    comps = cycle_components(view, red.candidates) if settings.acyclic == "exact" and not parts else []
+    levels = level_columns(comps, len(cols))
     program, rows = build_program(view, costs, roots, red, cols, cutoff, tie, levels, deadline,
                                   settings.acyclic != "filter") if not parts \
         else (None, None)  # the parts' programs are built as they are solved
@@ -320,6 +322,9 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
     stats = red.stats | {"cycle_classes": len(levels), "cycle_components": len(comps)} | \
         ({"split_parts": len(parts)} if parts else {})
     if chain >= greedy_cost - REL_GAP * abs(greedy_cost):  # the start is proved optimal: nothing to solve
+        if parts and settings.acyclic == "exact":  # counted here, where no part is built
+            found = cycle_components(view, red.candidates)
+            stats |= {"cycle_classes": sum(map(len, found)), "cycle_components": len(found)}
         cost = selection_cost(view, costs, greedy, roots)
         low = min(chain, cost)
         return ILPResult(greedy, cost, low, max(cost - low, 0.0) / cost if cost > 0 else 0.0, True,
@@ -342,6 +347,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
             split = solve_parts(view, costs, roots, red, parts, tie, greedy, solver.solve, began + seconds, budget,
                                 settings.memory_gb, settings.helper, settings.acyclic != "filter")
             sol = split.solution
+            stats |= {"cycle_classes": split.cycle_classes, "cycle_components": split.cycle_components}
         else:
             sol = solver.solve(program, remaining, start, budget)
         rounds += 1

@@ -185,6 +185,8 @@ class SplitAnswer:
     choice: dict[Any, int] | None
     solution: Solution
     parts: int
+    cycle_classes: int = 0  # in the parts' cycle components (levels), summed over the programs answered
+    cycle_components: int = 0
 
 
 Solve = Callable[[Program, float, np.ndarray | None, int | None], Solution]
@@ -213,6 +215,7 @@ class _Built:
     price: _Extended
     usable: list[Any]
     reads: Callable[[int], bool] = lambda leaf: False  # whether every term of the part reads that leaf
+    cycles: tuple[int, int] = (0, 0)  # e-classes in its cycle components, and the components
     _needed: dict = field(default_factory=dict)
 
     def needs(self, leaf: int) -> bool:
@@ -250,12 +253,13 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         proots = [part.root] if part.root is not None else [r for r in roots if r in red.candidates]
         reduction = Reduction(cand, forced_nodes(sub, cand, proots), red.replacement, {})  # from this part's roots
         cols = [i for ns in cand.values() for i in ns]
-        levels = level_columns(cycle_components(sub, cand), len(cols)) if cycles else {}
+        comps = cycle_components(sub, cand) if cycles else []
+        levels = level_columns(comps, len(cols))
         program, _ = build_program(sub, price, proots, reduction, cols, None, tie, levels, deadline, cycles)
         start = None if part.root is not None and part.root not in greedy else \
             start_vector(sub, proots, reduction, ChainMap({c: leaf_id[c] for c in usable}, greedy), cols, levels)
         return _Built(part, program, cols, start, price, usable,
-                      lambda leaf: not _derivable(sub, cand, proots, leaf))
+                      lambda leaf: not _derivable(sub, cand, proots, leaf), (len(levels), len(comps)))
 
     def paid(built: _Built, x: np.ndarray) -> float:  # a part's objective (its cut's price above), tie-break included
         return float(sum(built.price[i] + tie for k, i in enumerate(built.cols) if x[k] > 0.5))
@@ -279,6 +283,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
     low: dict[Any, float] = {}  # a lower bound on that part's optimum
     choice: dict[Any, int] = {c: i for c, i in greedy.items() if c in view.const}
     optimal, clock, nodes, status = True, False, 0, "Optimal"
+    cycle_classes = cycle_count = 0
     for part in parts:
         check(None, memory_gb)
         remaining = deadline - time.perf_counter()
@@ -296,6 +301,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                 twins.solved(built, sol)
         nodes += sol.nodes
         clock |= sol.clock
+        cycle_classes, cycle_count = cycle_classes + built.cycles[0], cycle_count + built.cycles[1]
         if sol.x is None and part.root is not None and not sol.clock and "infeasible" in sol.status.lower():
             continue  # no acyclic term below this cut: the part above may not read it
         if sol.x is None:
@@ -310,7 +316,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
             if i < base:
                 choice.setdefault(view.nodes[i].eclass, i)
     summary = Solution(None, value[None], low[None], optimal, status, 0.0, clock, nodes)
-    return SplitAnswer(choice, summary, len(parts))
+    return SplitAnswer(choice, summary, len(parts), cycle_classes, cycle_count)
 
 
 def _price_drop(found: tuple[_Built, Solution], value: dict[Any, float], tie: float,

@@ -115,6 +115,22 @@ def test_a_graphs_shape_facts_arrive_as_tables_not_commands(monkeypatch):
     assert weights and view.const == weights
 
 
+def test_with_no_temporary_folder_the_facts_go_as_commands(monkeypatch):
+    """A temporary folder that cannot be made (a read-only /tmp) costs the facts' speed, not them."""
+    import tempfile
+
+    def refuse(*a, **k):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    graph = build("lora", tokens=8, d_model=12, rank=3)
+    runner = EGraphRunner([])
+    runner.insert(graph)
+    view = read_egraph(runner.egraph, runner.lang)
+    assert [view.shapes[view.lets[n]] for n in runner.roots] == [o.shape for o in graph.outputs]
+    assert ill_typed(view) == [] and len(view.const) == sum(n.op == "weight" for n in graph.nodes())
+
+
 def test_a_size_condition_filters_matches():
     """``ewmul -> matmul`` (unsound, for the test) is well typed only on square operands: its
     compiled condition compares two sizes (as a difference, see rewrites._as_comparison) and

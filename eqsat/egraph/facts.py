@@ -11,6 +11,7 @@ onto the e-classes ``(ref K)`` names: the same ``rank``, ``dim`` and ``const`` r
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from eqsat.egraph.language import REF, egg_string
 from eqsat.ir.graph import Node
 
 RULESET = "ref_facts"
+COMMANDS_PER_PROGRAM = 32  # as the runner sends its lines (see EGraphRunner._send_lines)
 
 DECLARATIONS = f"""
 (function refrank (i64) i64 :merge old)
@@ -47,10 +49,18 @@ class Facts:
 
     def send(self, send: Callable[[str], Any]) -> None:
         """Read the rows into their tables and copy them onto the e-classes (``send`` runs a
-        program); the files live only while egglog reads them."""
+        program); the files live only while egglog reads them. Where no temporary folder can be
+        written, the facts go as commands, as before."""
         if not self.rows["refrank"]:
             return
-        with tempfile.TemporaryDirectory(prefix="eqsat-facts-") as folder:
+        try:
+            folder = tempfile.mkdtemp(prefix="eqsat-facts-")
+        except OSError:
+            lines = self.commands()
+            for k in range(0, len(lines), COMMANDS_PER_PROGRAM):
+                send("\n".join(lines[k : k + COMMANDS_PER_PROGRAM]))
+            return
+        try:
             lines = []
             for table, rows in self.rows.items():
                 if rows:
@@ -59,6 +69,14 @@ class Facts:
                         f.write("\n".join(rows) + "\n")
                     lines.append(f"(input {table} {egg_string(path)})")
             send("\n".join([*lines, f"(run {RULESET} 1)"]))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def commands(self) -> list[str]:
+        """The rows as the commands they stand for (:func:`fact_lines`'s)."""
+        lines = [f"(set (rank ({REF} {k})) {r})" for k, r in (row.split("\t") for row in self.rows["refrank"])]
+        lines += [f"(set (dim ({REF} {k}) {j}) {d})" for k, j, d in (row.split("\t") for row in self.rows["refdim"])]
+        return lines + [f"(const ({REF} {k}))" for k in self.rows["refconst"]]
 
 
 def fact_lines(n: Node, ref: str) -> list[str]:

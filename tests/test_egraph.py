@@ -115,14 +115,24 @@ def test_a_graphs_shape_facts_arrive_as_tables_not_commands(monkeypatch):
     assert weights and view.const == weights
 
 
-def test_with_no_temporary_folder_the_facts_go_as_commands(monkeypatch):
-    """A temporary folder that cannot be made (a read-only /tmp) costs the facts' speed, not them."""
+@pytest.mark.parametrize("refused", ["mkdtemp", "open"])
+def test_with_no_writable_temporary_folder_the_facts_go_as_commands(monkeypatch, refused):
+    """A temporary folder that cannot be made (a read-only /tmp) or written (a full disk) costs
+    the facts' speed, not them."""
+    import builtins
     import tempfile
 
-    def refuse(*a, **k):
-        raise PermissionError("read-only")
+    import eqsat.egraph.facts as facts
 
-    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    def refuse(*a, **k):
+        raise PermissionError("read-only") if refused == "mkdtemp" else OSError(28, "No space left on device")
+
+    if refused == "mkdtemp":
+        monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    else:
+        real_open = builtins.open
+        monkeypatch.setattr(facts, "open", lambda path, *a, **k: refuse() if str(path).endswith(".tsv")
+                            else real_open(path, *a, **k), raising=False)
     graph = build("lora", tokens=8, d_model=12, rank=3)
     runner = EGraphRunner([])
     runner.insert(graph)

@@ -49,18 +49,13 @@ class Facts:
 
     def send(self, send: Callable[[str], Any]) -> None:
         """Read the rows into their tables and copy them onto the e-classes (``send`` runs a
-        program); the files live only while egglog reads them. Where no temporary folder can be
-        written, the facts go as commands, as before."""
+        program); the files live only while egglog reads them. Where the files cannot be
+        written (no writable temporary folder, a full disk), the facts go as commands, as before."""
         if not self.rows["refrank"]:
             return
+        folder = None
         try:
             folder = tempfile.mkdtemp(prefix="eqsat-facts-")
-        except OSError:
-            lines = self.commands()
-            for k in range(0, len(lines), COMMANDS_PER_PROGRAM):
-                send("\n".join(lines[k : k + COMMANDS_PER_PROGRAM]))
-            return
-        try:
             lines = []
             for table, rows in self.rows.items():
                 if rows:
@@ -68,9 +63,18 @@ class Facts:
                     with open(path, "w", encoding="utf-8") as f:
                         f.write("\n".join(rows) + "\n")
                     lines.append(f"(input {table} {egg_string(path)})")
-            send("\n".join([*lines, f"(run {RULESET} 1)"]))
+        except OSError:
+            lines = None
+        try:
+            if lines is not None:
+                send("\n".join([*lines, f"(run {RULESET} 1)"]))
+                return
+            commands = self.commands()
+            for k in range(0, len(commands), COMMANDS_PER_PROGRAM):
+                send("\n".join(commands[k : k + COMMANDS_PER_PROGRAM]))
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def commands(self) -> list[str]:
         """The rows as the commands they stand for (:func:`fact_lines`'s)."""

@@ -36,28 +36,35 @@ DECLARATIONS = f"""
 
 @dataclass
 class Facts:
-    """The fact rows of some nodes, by reference number, as lines of the three tables' files."""
+    """Some nodes' facts, each node by the reference number it was sent as."""
 
-    rows: dict[str, list[str]] = field(default_factory=lambda: {"refrank": [], "refdim": [], "refconst": []})
+    nodes: list[tuple[int, Node]] = field(default_factory=list)
 
     def add(self, k: int, n: Node) -> None:
         """The rank, dimensions and (for a weight) constness of ``n``, sent as ``(ref k)``."""
-        self.rows["refrank"].append(f"{k}\t{len(n.shape)}")
-        self.rows["refdim"].extend(f"{k}\t{j}\t{d}" for j, d in enumerate(n.shape))
-        if n.op == "weight":
-            self.rows["refconst"].append(str(k))
+        self.nodes.append((k, n))
+
+    def rows(self) -> dict[str, list[str]]:
+        """The three tables' rows, as lines of their files."""
+        out: dict[str, list[str]] = {"refrank": [], "refdim": [], "refconst": []}
+        for k, n in self.nodes:
+            out["refrank"].append(f"{k}\t{len(n.shape)}")
+            out["refdim"].extend(f"{k}\t{j}\t{d}" for j, d in enumerate(n.shape))
+            if n.op == "weight":
+                out["refconst"].append(str(k))
+        return out
 
     def send(self, send: Callable[[str], Any]) -> None:
         """Read the rows into their tables and copy them onto the e-classes (``send`` runs a
         program); the files live only while egglog reads them. Where the files cannot be
         written (no writable temporary folder, a full disk), the facts go as commands, as before."""
-        if not self.rows["refrank"]:
+        if not self.nodes:
             return
         folder = None
         try:
             folder = tempfile.mkdtemp(prefix="eqsat-facts-")
             lines = []
-            for table, rows in self.rows.items():
+            for table, rows in self.rows().items():
                 if rows:
                     path = os.path.join(folder, f"{table}.tsv")
                     with open(path, "w", encoding="utf-8") as f:
@@ -69,23 +76,18 @@ class Facts:
             if lines is not None:
                 send("\n".join([*lines, f"(run {RULESET} 1)"]))
                 return
-            commands = self.commands()
+            commands = [line for k, n in self.nodes for line in fact_lines(n, f"({REF} {k})")]
             for k in range(0, len(commands), COMMANDS_PER_PROGRAM):
                 send("\n".join(commands[k : k + COMMANDS_PER_PROGRAM]))
         finally:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
 
-    def commands(self) -> list[str]:
-        """The rows as the commands they stand for (:func:`fact_lines`'s)."""
-        lines = [f"(set (rank ({REF} {k})) {r})" for k, r in (row.split("\t") for row in self.rows["refrank"])]
-        lines += [f"(set (dim ({REF} {k}) {j}) {d})" for k, j, d in (row.split("\t") for row in self.rows["refdim"])]
-        return lines + [f"(const ({REF} {k}))" for k in self.rows["refconst"]]
-
 
 def fact_lines(n: Node, ref: str) -> list[str]:
     """The facts of ``n``, referred to as ``ref``, as commands: for terms of another table
-    (:meth:`~eqsat.egraph.runner.EGraphRunner.insert_terms`' ``(term K)``)."""
+    (:meth:`~eqsat.egraph.runner.EGraphRunner.insert_terms`' ``(term K)``), and where the
+    tables' files cannot be written."""
     lines = [f"(set (rank {ref}) {len(n.shape)})"]
     lines.extend(f"(set (dim {ref} {k}) {d})" for k, d in enumerate(n.shape))
     if n.op == "weight":

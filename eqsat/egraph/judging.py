@@ -21,11 +21,11 @@ the e-class of each of its nodes (in ``nodes()`` order; None: a split): what mer
 judged by, and whose ops they pair."""
 
 
-def judged_here(runner: Any, optimum: Optimum, roots: list[str]) -> tuple[float, Graph, dict[Node, str]]:
-    """A judge's answer in this process, with a reference to each of its graph's e-classes the
-    runner named."""
+def judged(runner: Any, ask: Optimum, roots: list[str]) -> tuple[float, Graph, dict[Node, str]]:
+    """A judge's answer (``ask``: :data:`Optimum` here, or a question to the parent process), with
+    a reference to each of its graph's e-classes the runner named."""
     refs: dict[int, str] = {}
-    cost, best, classes = optimum(read_egraph(runner.egraph, runner.lang, refs=refs), roots)
+    cost, best, classes = ask(read_egraph(runner.egraph, runner.lang, refs=refs), roots)
     return cost, best, known_refs(best, classes, refs)
 
 

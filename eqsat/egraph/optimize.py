@@ -22,7 +22,7 @@ from eqsat.cost.registry import cost_model
 from eqsat.cost.roofline import CostModel
 from eqsat.egraph.extract import EGraphView, Extraction, extract, gc_paused, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
-from eqsat.egraph.judging import Optimum, judged_here, known_refs
+from eqsat.egraph.judging import Optimum, judged
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.part_helper import WorkerHelper, solve_one
@@ -50,7 +50,7 @@ def _saturate(rules: Compiled, graph: Graph, limits: Limits, on_iteration: Any =
     runner = EGraphRunner(rules, memory_gb=limits.memory_gb)
     roots = runner.insert(graph, alternatives)
     t0 = time.perf_counter()
-    judge = None if optimum is None else (lambda: judged_here(runner, optimum, roots))
+    judge = None if optimum is None else (lambda: judged(runner, optimum, roots))
     loaded_s = runner.report.load_s
     report = runner.run(limits, on_iteration, judge)
     return final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report)
@@ -176,15 +176,17 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
                 snapshot()
             conn.send(("iteration", it))
 
-        def judge() -> tuple[float, Graph, dict[Node, str]]:  # the parent extracts; this process waits
-            refs: dict[int, str] = {}
-            conn.send(("judge", (read_egraph(runner.egraph, runner.lang, refs=refs), roots)))
+        def ask_parent(view: EGraphView, lets: list[str]) -> tuple[float, Graph, list[Any]]:
+            conn.send(("judge", (view, lets)))  # the parent extracts; this process waits
             _import_all(("highspy",))  # for the parts (part_helper): now, while it waits
             while True:  # it solves the judge's parts it is sent until the answer comes
                 message = conn.recv()
                 if message[0] != "solve":
-                    return message[0], message[1], known_refs(message[1], message[2], refs)
+                    return message
                 solve_one(conn, *message[1:])
+
+        def judge() -> tuple[float, Graph, dict[Node, str]]:
+            return judged(runner, ask_parent, roots)
 
         report = runner.run(limits, on_iteration, judge)
         done = (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report))

@@ -129,7 +129,8 @@ class Search(Protocol):
 
     # optional: ``prepare(graph, limits)``, called once the model is built and before the rules
     # are parsed, starts the fixed work ``run`` will do for that graph (the e-graph search's
-    # worker loads the rules the graph's last run needed)
+    # worker loads the rules the graph's last run needed); ``ready()`` waits until what ``warm``
+    # started can take a run (an experiment timing many runs calls it once, untimed)
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult: ...
 
@@ -158,6 +159,9 @@ class WithGraphRewrites:
     def prepare(self, graph: Graph, limits: Any) -> None:
         prepare(self.search, graph, self._with(limits))
 
+    def ready(self) -> None:
+        ready(self.search)
+
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Any) -> SearchResult:
         result = self.search.run(graph, rules, cost_model, self._with(limits))
         return replace(result, search=self.name)
@@ -168,6 +172,13 @@ def prepare(search: Search, graph: Graph, limits: Any) -> None:
     hook = getattr(search, "prepare", None)
     if hook is not None:
         hook(graph, limits)
+
+
+def ready(search: Search) -> None:
+    """Call ``search``'s optional ``ready()`` (see :class:`Search`), if it has one."""
+    hook = getattr(search, "ready", None)
+    if hook is not None:
+        hook()
 
 
 def verify(graph: Graph, result: SearchResult, seed: int = 0) -> SearchResult:

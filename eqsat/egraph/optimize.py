@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
-import importlib
 import math
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -27,6 +24,7 @@ from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.part_helper import WorkerHelper, solve_one
 from eqsat.egraph.preload import preload, preload_key, remember
+from eqsat.egraph.process import PARENT_POLL_S, die_with_parent, import_all, start_method
 from eqsat.egraph.relevance import relevant_compiled
 from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
@@ -73,23 +71,6 @@ JUDGE_SECONDS = 10.0  # its safety net (a judge the clock stops marks the run as
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
 REPLAY_SHARE = 0.05  # a graph whose insertion takes this share of the time limit is snapshotted as inserted
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-PARENT_POLL_S = 1.0  # an idle worker checks this often that its parent still lives
-
-
-def die_with_parent(parent: int) -> None:
-    """Have the kernel kill this process when ``parent`` dies (Linux's PR_SET_PDEATHSIG): a
-    parent killed by its pid alone (not its group) left the worker waiting in ``recv`` for
-    minutes. Elsewhere the idle loop's ``os.getppid()`` check does it."""
-    if sys.platform == "linux":
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):  # pragma: no cover - no libc symbol: the poll still works
-            pass
-    if os.getppid() != parent:  # it died before the request took effect
-        os._exit(0)
-
-
 def _worker(conn: Any, parent: int | None = None) -> None:
     """The saturation process: import everything, then run jobs as they come (one warm process
     serves every model of a run; a small graph's run keeps its rules loaded in a host for later
@@ -106,7 +87,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
     from eqsat.egraph.host import HostPool  # egglog loads now, while the parent prepares the first job
 
     hosts = HostPool()  # small graphs' rules stay loaded for later jobs that need them
-    _import_all(("eqsat.egraph.runner",))  # now, not in the first job (5 ms)
+    import_all(("eqsat.egraph.runner",))  # now, not in the first job (5 ms)
     while True:
         if not conn.poll(0):  # nothing waits: the next host's e-graph now (a job makes its own)
             hosts.prepare()
@@ -117,6 +98,9 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             message = conn.recv()
         except (EOFError, OSError):  # the parent is gone, or gave up before sending a job
             return
+        if message[0] == "ready":  # the parent waits until this process can take a job
+            conn.send(("ready",))
+            continue
         if message[0] == "solve":  # a part of the parent's exact extraction
             solve_one(conn, *message[1:])
             continue
@@ -130,7 +114,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             ok = _run_job(conn, rules, graph, limits, host, alternatives, key)
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
-        _import_all(("highspy",))  # for part_helper, once: after the first job (or its first judge), not before it
+        import_all(("highspy",))  # for part_helper, once: after the first job (or its first judge), not before it
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
@@ -178,7 +162,7 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
 
         def ask_parent(view: EGraphView, lets: list[str]) -> tuple[float, Graph, list[Any]]:
             conn.send(("judge", (view, lets)))  # the parent extracts; this process waits
-            _import_all(("highspy",))  # for the parts (part_helper): now, while it waits
+            import_all(("highspy",))  # for the parts (part_helper): now, while it waits
             while True:  # it solves the judge's parts it is sent until the answer comes
                 message = conn.recv()
                 if message[0] != "solve":
@@ -205,25 +189,6 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     except Exception:  # the answer is sent: nothing more goes to the parent, and the host is dropped
         return False
     return True
-
-
-def _import_all(modules: Sequence[str]) -> None:
-    for name in modules:  # an optional solver missing: its own error comes when it is used
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-
-
-def start_method() -> str:
-    """``fork`` where it is safe, else ``spawn``. A forked worker inherits this process's imports
-    and is ready sooner than a spawned one, which re-imports everything (a visible share of a small
-    model's run). It is safe only on Linux, before egglog is loaded here (a copy of its worker threads' locks could
-    hang the child) and while no other Python thread runs (one could hold the import lock). The
-    one native thread NumPy's BLAS keeps is idle, and OpenBLAS resets its pool in a forked child.
-    The two processes share their pages until one writes a page, and a garbage collection writes
-    to every object it walks, so the fork happens with the heap frozen (``gc.freeze``): the
-    child's imports took 62-70 ms, now 36-41 ms, and this process's rule parse 0.08 s, now 0.02 s."""
-    lone = threading.active_count() == 1 and not {"egglog", "egglog.bindings"} & sys.modules.keys()
-    return "fork" if sys.platform == "linux" and lone else "spawn"
 
 
 class SaturationWorker:
@@ -258,6 +223,20 @@ class SaturationWorker:
                 gc.unfreeze()
         child.close()
         self.prepared: tuple[Graph, str] | None = None  # the graph :meth:`prepare` was told of, its key
+
+    def ready(self, timeout: float = 60.0) -> bool:
+        """Wait until the worker has imported egglog and can take a job; False (and the worker
+        closed) if it cannot say so in ``timeout`` seconds. An experiment that times each search
+        waits here once, so its first cell does not pay the worker's start-up (BERT's in
+        ``compare``: 0.40 s against 0.20 s for the same search warm)."""
+        try:
+            self.conn.send(("ready",))
+            if self.conn.poll(timeout) and self.conn.recv() == ("ready",):
+                return True
+        except (EOFError, OSError):
+            pass
+        self.close()
+        return False
 
     def prepare(self, graph: Graph, multi: bool) -> None:
         """Have the worker load the rules that ``graph``'s last run left in its host (see
@@ -295,7 +274,7 @@ class SaturationWorker:
             return setup_s + last_at - began if started else 0.0
 
         # the extractor's modules load while this process would only wait for the worker
-        threading.Thread(target=_import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
+        threading.Thread(target=import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
         try:
             key = self.prepared[1] if self.prepared is not None and self.prepared[0] is graph else None
             self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives), key))
@@ -480,6 +459,10 @@ class EGraphSearch:
     def warm(self) -> None:
         SaturationWorker.shared()  # it spawns and imports egglog while the caller builds the graph
 
+    def ready(self) -> None:
+        """Wait until the worker :meth:`warm` started can take a job (see :meth:`SaturationWorker.ready`)."""
+        SaturationWorker.shared().ready()
+
     def prepare(self, graph: Graph, limits: Limits) -> None:
         """Start the fixed work for ``graph`` before the caller parses the rules: the worker loads
         the rules its last run needed (:mod:`eqsat.egraph.preload`) while this process imports
@@ -488,7 +471,7 @@ class EGraphSearch:
         left it time for a part: SqueezeNet's 37 rules took 0.04 s of its run's loading, ResNeXt-50's
         45 0.03 s, and none, loaded before the job came, 0.01 s."""
         SaturationWorker.shared().prepare(graph, limits.k_multi > 0)
-        _import_all(solver_modules(limits.ilp_solver))
+        import_all(solver_modules(limits.ilp_solver))
 
     def run(self, graph: Graph, rules: Sequence[Rule], cost_model: CostModel, limits: Limits) -> SearchResult:
         return optimize(graph, rules, cost_model, limits)

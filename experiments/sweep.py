@@ -27,6 +27,10 @@ from eqsat.files import write_atomic
 from eqsat.refs import resolve
 
 EXECUTORS = ("local", "ray")
+# tqdm's monitor thread made every cell's e-graph worker start by spawn, not fork (a worker forks
+# only from a lone thread, see eqsat.egraph.process.start_method): 0.3 s of start-up and imports
+# again, and half its pages unshared. Bars here are updated by each finished cell; none needs it.
+tqdm.monitor_interval = 0
 
 
 @dataclass(frozen=True)

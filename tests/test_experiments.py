@@ -107,6 +107,17 @@ def test_finished_cells_are_read_back_not_recomputed(tmp_path, monkeypatch):
     assert ran == [cells[1], cells[2]]
 
 
+def test_a_progress_bar_leaves_the_e_graph_worker_free_to_fork(tmp_path):
+    """tqdm's monitor thread, started by the cells' bar, made ``compare``'s e-graph worker start by
+    spawn (a worker forks only from a lone thread): 0.3 s more start-up, the imports done again."""
+    from eqsat.egraph.process import start_method
+
+    if start_method() != "fork":
+        pytest.skip("this platform or test process cannot fork the worker anyway")
+    run_cells(_cells(2), tmp_path, options=RunOptions(progress=True))
+    assert start_method() == "fork"
+
+
 def test_a_changed_cell_is_not_confused_with_a_saved_one(tmp_path):
     a, b = Cell.of("toy", "builtins:dict", x=1), Cell.of("toy", "builtins:dict", x=2)
     assert a.path(tmp_path) != b.path(tmp_path)

@@ -28,6 +28,20 @@ merge-pair: (matmul ?A ?B) (matmul ?A ?C) => (proj :index 0 (split :axis 1 :size
 """)
 
 
+def test_a_term_both_outputs_of_a_pair_rule_build_is_built_once():
+    """merge-pair's two projections read the same merged matmul (and its concat): each is one
+    ``let`` with one set of shape facts, not two (a tenth of SqueezeNet's rule loading)."""
+    import re
+
+    from eqsat.egraph.rewrites import compile_rules
+
+    rule = next(r for r in compile_rules(MERGE).rules if "merge-pair" in r)
+    lets = re.findall(r"\(let (\?\w+) (\([^()]*\))\)", rule)
+    assert len(lets) == 4  # concat, matmul, two projections
+    assert len({expr for _, expr in lets}) == len(lets)
+    assert len(re.findall(r"\(set \(rank ", rule)) == len(lets)
+
+
 def test_sharing_decides_the_merge_ilp_pays_split_outputs_once():
     """Each projection of the merged matmul alone costs more than its own matmul (greedy keeps the
     input); the ILP pays the merged matmul once for all three outputs and finds 34.2 µs."""

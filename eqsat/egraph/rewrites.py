@@ -105,6 +105,7 @@ class RuleBuilder:
         self.actions: list[str] = []
         self.constraints: list[tuple[Sym, Sym]] = []
         self.count = 0
+        self.emitted: dict[str, tuple[str, SymShape]] = {}  # a term built before: its variable and shape
 
     def var_shape(self, name: str) -> SymShape:
         dims = self.var_dims.get(name)
@@ -191,12 +192,18 @@ class RuleBuilder:
         return self.emit(f"({ctor.name} {' '.join(v for v, _ in kids)})", out[0])
 
     def emit(self, expr: str, shape: SymShape) -> tuple[str, SymShape]:
+        """A ``let`` for ``expr`` and its shape facts, once: a term both sides of a pair rule build
+        (the merged convolution of ``conv-*-pair``) is one e-node either way, and its repeated
+        actions were a tenth of the rules' egglog loading on SqueezeNet."""
+        if expr in self.emitted:
+            return self.emitted[expr]
         name = f"?{self.prefix}{self.count}"
         self.count += 1
         self.actions.append(f"(let {name} {expr})")
         self.actions.append(f"(set (rank {name}) {len(shape)})")
         for k, d in enumerate(shape):
             self.actions.append(f"(set (dim {name} {k}) {Sym.lift(d).egg()})")
+        self.emitted[expr] = (name, shape)
         return name, shape
 
 

@@ -12,8 +12,9 @@ cut e-classes, ``twins``: a part whose program repeats another's, by its ``canon
 solved again, and ``prune``: the e-nodes whose lower bound exceeds a known term's cost, dropped
 first) and ``solvers`` pick the cheapest graph (DAG-aware greedy, exact ILP) by any
 ``CostModel``; ``serialize``, ``view`` and ``infer`` read and write e-graphs; ``optimize`` is the
-entry point, its idle saturation worker solving half of the exact program's parts (``part_helper``)
-and marking what a merge judge (``judging``) found, and ``work`` the record of what a run did.
+entry point; its saturation worker (a process forked when safe, see ``process``) solves half of
+the exact program's parts while idle (``part_helper``) and marks what a merge judge (``judging``)
+found; ``work`` is the record of what a run did.
 """
 from eqsat.egraph.limits import Limits
 from eqsat.egraph.optimize import EGraphSearch, optimize

@@ -468,6 +468,29 @@ def test_the_host_pool_starts_a_new_host_when_reuse_would_not_pay():
     assert pool.pick(big, HOST_MAX_NODES + 1) is None and len(pool.hosts) == 2
 
 
+def test_a_run_takes_the_host_preloaded_under_its_key():
+    """A preload under a graph's key makes a host of its own when every host that holds its rules
+    holds others too, and the run under that key takes it, though another host holds more of the
+    run's relevant rules (``compare``'s VGG-19 took SqueezeNet's host and loaded its rules again).
+    A host the pool forgets is forgotten under its key too."""
+    from eqsat.egraph.host import HostPool
+    from eqsat.egraph.rewrites import compile_rules
+
+    pool = HostPool(size=2)
+    big, small = compile_rules(default_rules()), compile_rules(MERGE)
+    other = pool.pick(big, 100)
+    other.load(big, only=[0])
+    other.load(small)  # holds all of small's rules, and one more
+    pool.preload(small.declarations, small.rules[:1], [], key="k")
+    mine = pool.preloaded["k"]
+    assert mine is not other and set(mine.rulesets) == set(small.rules[:1])
+    assert HostPool.saving_ms(other, small) > HostPool.saving_ms(mine, small)
+    assert pool.pick(small, 100, key="k") is mine and pool.pick(small, 100) is other
+    pool.pick(big, 100, key="new")  # the pool keeps two: mine, least recently used, goes
+    pool._keep(pool._new_host())
+    assert mine not in pool.hosts and "k" not in pool.preloaded
+
+
 def test_the_ilp_starts_from_the_graph_the_last_judge_found():
     """Each merge round only adds to the e-graph, so the last judge's graph lies in the next one:
     found there node by node (egg's lookup), it is the ILP's start where it beats greedy. A graph

@@ -109,7 +109,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
                 preload(message[1], hosts, lambda: conn.poll(0))  # until the job comes
             continue
         rules, graph, limits, alternatives, key = message
-        host = hosts.pick(rules, len(graph.nodes()))  # None: a large graph, its own e-graph (see HostPool)
+        host = hosts.pick(rules, len(graph.nodes()), key)  # None: a large graph, its own e-graph (see HostPool)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
             ok = _run_job(conn, rules, graph, limits, host, alternatives, key)
         if not ok:

@@ -51,4 +51,4 @@ def preload(key: str, hosts: Any, stop: Callable[[], bool] = lambda: False) -> N
     entry = HOST_RULES.get(key)
     if entry is not None:
         declarations, rules, triggers = entry
-        hosts.preload(declarations, rules, triggers, stop)
+        hosts.preload(declarations, rules, triggers, stop, key)

@@ -125,8 +125,6 @@ def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int 
     settings (``time_limit``: seconds for the α search, ``"paper"`` for the preset's cap, None for none;
     ``rules``: comma-separated rule sets or files for the search instead of its own; ``preset``: the
     α search's named preset, default its paper preset). The row names the preset it ran."""
-    from eqsat.models import build
-
     engine = get_search(search)
     named = None
     if SEARCHES[search].target == SEARCHES[ALPHA].target:
@@ -137,6 +135,43 @@ def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int 
     else:
         limits = limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi)
     rule_sets = tuple(rules.split(",")) if rules else None
-    row, _ = search_graph(build(model, **(params or {})), model, search, device, seed, quick, limits, rule_sets)
+    graph = _PREFETCHED.pop(_graph_key(model, params), None) or _build(model, params)
+    row, _ = search_graph(graph, model, search, device, seed, quick, limits, rule_sets)
     row |= {} if named is None else {"preset": named}
     return row if rules is None else row | {"rules": rules}
+
+
+_PREFETCHED: dict[str, Graph] = {}  # graphs a prefetch built, by model and parameters, until their cell takes them
+
+
+def _graph_key(model: str, params: Mapping[str, Any] | None) -> str:
+    return repr((model, sorted((params or {}).items())))
+
+
+def _build(model: str, params: Mapping[str, Any] | None) -> Graph:
+    from eqsat.models import build
+
+    return build(model, **(params or {}))
+
+
+def prefetch_search(params: Mapping[str, Any], running: Mapping[str, Any]) -> None:
+    """:func:`run_search`'s prefetch (see :func:`experiments.sweep.prefetch`): the cell's search's
+    ``prepare(graph, limits)`` on the graph the cell will search, while a cell of another search
+    runs (the e-graph's worker loads the rules this graph's last run left in its host, see
+    :mod:`eqsat.egraph.preload`, instead of loading them inside the cell's timed search). Not while
+    a cell of the same search runs: its worker is busy with that one."""
+    from eqsat.search import prepare
+
+    search, model = params["search"], params["model"]
+    engine = get_search(search)
+    if params.get("quick") or running.get("search") == search or getattr(engine, "prepare", None) is None:
+        return
+    rules = params.get("rules")
+    prepare_rules(search, tuple(rules.split(",")) if rules else None)
+    graph = _PREFETCHED[_graph_key(model, params.get("params"))] = _build(model, params.get("params"))
+    limits = limits_for(engine, model, False, iterations=params.get("iterations"), nodes=params.get("nodes"),
+                        k_multi=params.get("k_multi"))
+    prepare(engine, graph, limits)
+
+
+run_search.prefetch = prefetch_search  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ cells are run (processes, Ray, a progress bar) is one :class:`RunOptions` value,
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -111,6 +112,17 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     return resolve(cell.fn)(**cell.kwargs)
 
 
+def prefetch(cell: Cell, running: Cell) -> None:
+    """Let ``cell``'s function start that cell's fixed work while ``running`` runs in this process,
+    through its optional ``prefetch(params, running_params)`` attribute (``compare``: the e-graph's
+    worker loads a model's rules while the α search of that model runs). It never raises: a
+    prefetch that fails costs the work it would have saved, and the cell reports its own errors."""
+    with contextlib.suppress(Exception):
+        hook = getattr(resolve(cell.fn), "prefetch", None)
+        if hook is not None:
+            hook(cell.kwargs, running.kwargs)
+
+
 def load_finished(cell: Cell, out: Path, damaged: list[str] | None = None) -> dict[str, Any] | None:
     """The saved result of ``cell`` if its file exists and holds this exact cell, else None. A
     damaged file is recomputed (never deleted): a warning, or a line appended to ``damaged`` for
@@ -175,7 +187,9 @@ def _execute(cells: Sequence[Cell], options: RunOptions) -> Iterable[tuple[Cell,
     if options.executor == "ray":
         yield from _execute_ray(cells)
     elif options.workers == 1:
-        for cell in cells:
+        for k, cell in enumerate(cells):
+            if k + 1 < len(cells):
+                prefetch(cells[k + 1], cell)
             yield cell, run_cell(cell)
     else:
         with ProcessPoolExecutor(max_workers=options.workers, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -118,6 +118,47 @@ def test_a_progress_bar_leaves_the_e_graph_worker_free_to_fork(tmp_path):
     assert start_method() == "fork"
 
 
+def test_the_next_cell_starts_its_fixed_work_while_one_runs(tmp_path, monkeypatch):
+    """A cell function's ``prefetch`` hears of the next cell (and the one running) before the
+    running one starts; one that raises changes nothing but the time it would have saved."""
+    heard = []
+
+    def toy(**params):
+        heard.append(("run", params["index"]))
+        return params
+
+    def hook(params, running):
+        heard.append(("prefetch", params["index"], running["index"]))
+        if params["index"] == 2:
+            raise RuntimeError("a failed prefetch")
+
+    toy.prefetch = hook
+    monkeypatch.setattr(sweep, "resolve", lambda name: toy)
+    got = run_cells(_cells(3), tmp_path, options=RunOptions(progress=False))
+    assert got == [{"index": i, "seed": 7} for i in range(3)]
+    assert heard == [("prefetch", 1, 0), ("run", 0), ("prefetch", 2, 1), ("run", 1), ("run", 2)]
+
+
+def test_compare_prepares_the_e_graph_cell_while_the_alpha_cell_runs(monkeypatch):
+    """``compare``'s e-graph cell follows the α cell of the same model: its prefetch builds the
+    graph and sends the worker the graph's preload key then, and the cell searches that very graph
+    (so its run is recorded under the key for the next one)."""
+    from eqsat.egraph.optimize import SaturationWorker
+    from experiments import searches
+
+    eqsat_cell = {"model": "lora", "search": "eqsat", "device": "h100", "seed": 0, "quick": False}
+    searches.prefetch_search(eqsat_cell, {"model": "qkv", "search": "eqsat"})  # its worker is busy: nothing
+    assert not searches._PREFETCHED
+    searches.prefetch_search(eqsat_cell, {"model": "lora", "search": "taso"})
+    prepared = SaturationWorker.shared().prepared
+    assert prepared is not None and searches._PREFETCHED == {searches._graph_key("lora", None): prepared[0]}
+    used = []
+    real = searches.search_graph
+    monkeypatch.setattr(searches, "search_graph", lambda graph, *a, **k: used.append(graph) or real(graph, *a, **k))
+    row = searches.run_search(**eqsat_cell)
+    assert used == [prepared[0]] and not searches._PREFETCHED and row["verified"]
+
+
 def test_a_changed_cell_is_not_confused_with_a_saved_one(tmp_path):
     a, b = Cell.of("toy", "builtins:dict", x=1), Cell.of("toy", "builtins:dict", x=2)
     assert a.path(tmp_path) != b.path(tmp_path)

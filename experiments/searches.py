@@ -135,17 +135,19 @@ def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int 
     else:
         limits = limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi)
     rule_sets = tuple(rules.split(",")) if rules else None
-    graph = _PREFETCHED.pop(_graph_key(model, params), None) or _build(model, params)
+    graph = _PREFETCHED.pop(_graph_key(model, search, params), None) or _build(model, params)
     row, _ = search_graph(graph, model, search, device, seed, quick, limits, rule_sets)
     row |= {} if named is None else {"preset": named}
     return row if rules is None else row | {"rules": rules}
 
 
-_PREFETCHED: dict[str, Graph] = {}  # graphs a prefetch built, by model and parameters, until their cell takes them
+_PREFETCHED: dict[str, Graph] = {}  # graphs a prefetch built (see _graph_key), until their cell takes them
 
 
-def _graph_key(model: str, params: Mapping[str, Any] | None) -> str:
-    return repr((model, sorted((params or {}).items())))
+def _graph_key(model: str, search: str, params: Mapping[str, Any] | None) -> str:
+    """The search is part of it: ``compare``'s α cell of the same model, run between the prefetch
+    and the e-graph cell, took the e-graph's graph, and the e-graph cell's run was not recorded."""
+    return repr((model, search, sorted((params or {}).items())))
 
 
 def _build(model: str, params: Mapping[str, Any] | None) -> Graph:
@@ -168,7 +170,7 @@ def prefetch_search(params: Mapping[str, Any], running: Mapping[str, Any]) -> No
         return
     rules = params.get("rules")
     prepare_rules(search, tuple(rules.split(",")) if rules else None)
-    graph = _PREFETCHED[_graph_key(model, params.get("params"))] = _build(model, params.get("params"))
+    graph = _PREFETCHED[_graph_key(model, search, params.get("params"))] = _build(model, params.get("params"))
     limits = limits_for(engine, model, False, iterations=params.get("iterations"), nodes=params.get("nodes"),
                         k_multi=params.get("k_multi"))
     prepare(engine, graph, limits)

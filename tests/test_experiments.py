@@ -151,12 +151,13 @@ def test_compare_prepares_the_e_graph_cell_while_the_alpha_cell_runs(monkeypatch
     assert not searches._PREFETCHED
     searches.prefetch_search(eqsat_cell, {"model": "lora", "search": "taso"})
     prepared = SaturationWorker.shared().prepared
-    assert prepared is not None and searches._PREFETCHED == {searches._graph_key("lora", None): prepared[0]}
+    assert prepared is not None and searches._PREFETCHED == {searches._graph_key("lora", "eqsat", None): prepared[0]}
     used = []
     real = searches.search_graph
     monkeypatch.setattr(searches, "search_graph", lambda graph, *a, **k: used.append(graph) or real(graph, *a, **k))
+    searches.run_search(**(eqsat_cell | {"search": "taso", "quick": True}))  # the α cell between: not its graph
     row = searches.run_search(**eqsat_cell)
-    assert used == [prepared[0]] and not searches._PREFETCHED and row["verified"]
+    assert used[1] is prepared[0] and used[0] is not prepared[0] and not searches._PREFETCHED and row["verified"]
 
 
 def test_a_changed_cell_is_not_confused_with_a_saved_one(tmp_path):

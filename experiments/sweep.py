@@ -29,8 +29,8 @@ from eqsat.refs import resolve
 
 EXECUTORS = ("local", "ray")
 # tqdm's monitor thread made every cell's e-graph worker start by spawn, not fork (a worker forks
-# only from a lone thread, see eqsat.egraph.process.start_method): 0.3 s of start-up and imports
-# again, and half its pages unshared. Bars here are updated by each finished cell; none needs it.
+# only from a lone thread, see eqsat.egraph.process.start_method): 0.3 s of start-up, every import
+# done again. Bars here are updated by each finished cell; none needs the monitor.
 tqdm.monitor_interval = 0
 
 

@@ -125,20 +125,31 @@ def run_search(model: str, search: str, device: str = DEFAULT_DEVICE, seed: int 
     settings (``time_limit``: seconds for the α search, ``"paper"`` for the preset's cap, None for none;
     ``rules``: comma-separated rule sets or files for the search instead of its own; ``preset``: the
     α search's named preset, default its paper preset). The row names the preset it ran."""
-    engine = get_search(search)
-    named = None
-    if SEARCHES[search].target == SEARCHES[ALPHA].target:
-        named = "quick" if quick else preset or engine.default_preset
-        limits = limits_for(engine, model, quick, preset, alpha=alpha, budget=budget)
-        if time_limit != "paper":
-            limits = replace(limits, time_limit=time_limit)
-    else:
-        limits = limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi)
-    rule_sets = tuple(rules.split(",")) if rules else None
+    limits, named = cell_limits(search, model, quick, alpha, budget, iterations, nodes, k_multi, time_limit, preset)
+    rule_sets = cell_rule_sets(rules)
     graph = _PREFETCHED.pop(_graph_key(model, search, params), None) or _build(model, params)
     row, _ = search_graph(graph, model, search, device, seed, quick, limits, rule_sets)
     row |= {} if named is None else {"preset": named}
     return row if rules is None else row | {"rules": rules}
+
+
+def cell_limits(search: str, model: str, quick: bool = False, alpha: float | None = None,
+                budget: int | None = None, iterations: int | None = None, nodes: int | None = None,
+                k_multi: int | None = None, time_limit: float | str | None = "paper", preset: str | None = None,
+                **_: Any) -> tuple[Any, str | None]:
+    """A :func:`run_search` cell's limits and the α search's preset name (None for the others),
+    from the cell's parameters (others are ignored: a prefetch passes them all)."""
+    engine = get_search(search)
+    if SEARCHES[search].target != SEARCHES[ALPHA].target:
+        return limits_for(engine, model, quick, iterations=iterations, nodes=nodes, k_multi=k_multi), None
+    limits = limits_for(engine, model, quick, preset, alpha=alpha, budget=budget)
+    limits = limits if time_limit == "paper" else replace(limits, time_limit=time_limit)
+    return limits, "quick" if quick else preset or engine.default_preset
+
+
+def cell_rule_sets(rules: str | None) -> tuple[str, ...] | None:
+    """A cell's ``rules`` (comma-separated sets or files) as names, or None for the search's own."""
+    return tuple(rules.split(",")) if rules else None
 
 
 _PREFETCHED: dict[str, Graph] = {}  # graphs a prefetch built (see _graph_key), until their cell takes them
@@ -168,12 +179,9 @@ def prefetch_search(params: Mapping[str, Any], running: Mapping[str, Any]) -> No
     engine = get_search(search)
     if params.get("quick") or running.get("search") == search or getattr(engine, "prepare", None) is None:
         return
-    rules = params.get("rules")
-    prepare_rules(search, tuple(rules.split(",")) if rules else None)
+    prepare_rules(search, cell_rule_sets(params.get("rules")))
     graph = _PREFETCHED[_graph_key(model, search, params.get("params"))] = _build(model, params.get("params"))
-    limits = limits_for(engine, model, False, iterations=params.get("iterations"), nodes=params.get("nodes"),
-                        k_multi=params.get("k_multi"))
-    prepare(engine, graph, limits)
+    prepare(engine, graph, cell_limits(**params)[0])
 
 
 run_search.prefetch = prefetch_search  # type: ignore[attr-defined]

@@ -48,10 +48,8 @@ class Facts:
         """The three tables' rows, as lines of their files."""
         out: dict[str, list[str]] = {"refrank": [], "refdim": [], "refconst": []}
         for k, n in self.nodes:
-            out["refrank"].append(f"{k}\t{len(n.shape)}")
-            out["refdim"].extend(f"{k}\t{j}\t{d}" for j, d in enumerate(n.shape))
-            if n.op == "weight":
-                out["refconst"].append(str(k))
+            for table, values in node_facts(n):
+                out[f"ref{table}"].append("\t".join(map(str, (k, *values))))
         return out
 
     def send(self, send: Callable[[str], Any]) -> None:
@@ -84,13 +82,23 @@ class Facts:
                 shutil.rmtree(folder, ignore_errors=True)
 
 
+def node_facts(n: Node) -> list[tuple[str, tuple[int, ...]]]:
+    """The facts of ``n``, each its table (``rank``, ``dim``, ``const``) and the values after the
+    node: its rank, each dimension by axis, and constness for a weight."""
+    return [("rank", (len(n.shape),)), *(("dim", (j, d)) for j, d in enumerate(n.shape)),
+            *([("const", ())] if n.op == "weight" else [])]
+
+
 def fact_lines(n: Node, ref: str) -> list[str]:
     """The facts of ``n``, referred to as ``ref``, as commands: for terms of another table
     (:meth:`~eqsat.egraph.runner.EGraphRunner.insert_terms`' ``(term K)``), and where the
     tables' files cannot be written."""
-    lines = [f"(set (rank {ref}) {len(n.shape)})"]
-    lines.extend(f"(set (dim {ref} {k}) {d})" for k, d in enumerate(n.shape))
-    if n.op == "weight":
-        lines.append(f"(const {ref})")
-    return lines
+    out = []
+    for table, values in node_facts(n):
+        if table == "const":
+            out.append(f"(const {ref})")
+        else:
+            *at, value = values
+            out.append(f"(set ({table} {' '.join(map(str, (ref, *at)))}) {value})")
+    return out
 

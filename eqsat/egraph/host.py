@@ -163,13 +163,11 @@ class HostPool:
         relevant rules but not those it wakes, and loaded them again: 18 ms)."""
         if nodes > HOST_MAX_NODES:
             return None
-        if key is not None and self.preloaded.get(key) in self.hosts:
-            best = self.preloaded[key]
-            self._keep(best)
-            return best
-        best = max(self.hosts, key=lambda h: self.saving_ms(h, compiled), default=None)
-        if best is None or self.saving_ms(best, compiled) <= 0:
-            best = self._new_host()
+        best = self.preloaded.get(key) if key is not None else None
+        if best not in self.hosts:
+            best = max(self.hosts, key=lambda h: self.saving_ms(h, compiled), default=None)
+            if best is None or self.saving_ms(best, compiled) <= 0:
+                best = self._new_host()
         self._keep(best)
         return best
 

@@ -31,7 +31,7 @@ def die_with_parent(parent: int) -> None:
 def import_all(modules: Sequence[str]) -> None:
     """Import ``modules`` now, ahead of their first use; one missing is skipped (an optional
     solver's own error comes when it is used)."""
-    for name in modules:  # an optional solver missing: its own error comes when it is used
+    for name in modules:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 

@@ -150,15 +150,18 @@ def biconnected_components(adjacent: dict[Any, dict[Any, None]]) -> list[set]:
             stack.pop()
             if len(stack) > 1:
                 if low[parent] >= discovery[grandparent]:
-                    at = edge_index[grandparent, parent]
-                    out.append({v for edge in edge_stack[at:] for v in edge})
-                    del edge_stack[at:]
+                    out.append(_close_block(edge_stack, edge_index[grandparent, parent]))
                 low[grandparent] = min(low[parent], low[grandparent])
             elif stack:  # the root's child
-                at = edge_index[grandparent, parent]
-                out.append({v for edge in edge_stack[at:] for v in edge})
-                del edge_stack[at:]
+                out.append(_close_block(edge_stack, edge_index[grandparent, parent]))
     return out
+
+
+def _close_block(edge_stack: list[tuple[Any, Any]], at: int) -> set:
+    """The vertices of the edges pushed since position ``at``, taken off the stack: one block."""
+    block = {v for edge in edge_stack[at:] for v in edge}
+    del edge_stack[at:]
+    return block
 
 
 _DONE = object()

@@ -45,7 +45,7 @@ from eqsat.egraph.program import (
     start_vector,
 )
 from eqsat.egraph.prune import prune
-from eqsat.egraph.solvers import REL_GAP, get_solver
+from eqsat.egraph.solvers import REL_GAP, RELAXATIONS, get_solver
 from eqsat.egraph.split import PartHelper, solve_parts, split_parts
 from eqsat.egraph.view import EGraphView, selection_cost
 
@@ -350,6 +350,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
             stats |= {"cycle_classes": split.cycle_classes, "cycle_components": split.cycle_components}
         else:
             sol = solver.solve(program, remaining, start, budget)
+            if program.relaxation:
+                RELAXATIONS.note([sol])
         rounds += 1
         bound = max(bound, sol.bound)  # every round's program relaxes the whole problem (lazy, exact)
         if first is None and sol.first_incumbent_s is not None:
@@ -365,7 +367,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         for cyc in cycles:
             rows.append(cycle_cut(view, col, cyc))
             cuts += 1
-        program = as_program(rows, program.cost, program.fixed, program.col_upper, program.integral)
+        program = replace(as_program(rows, program.cost, program.fixed, program.col_upper, program.integral),
+                          relaxation=program.relaxation)
     cost = selection_cost(view, costs, choice, roots)
     whole = settings.acyclic != "filter"  # the filter's bound is only on what it keeps
     paid = tie * len(red.candidates)  # the most tie-break any solution can have paid

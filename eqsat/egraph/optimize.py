@@ -28,7 +28,7 @@ from eqsat.egraph.process import PARENT_POLL_S, die_with_parent, import_all, sta
 from eqsat.egraph.relevance import relevant_compiled
 from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
-from eqsat.egraph.solvers import solver_modules
+from eqsat.egraph.solvers import RELAXATIONS, solver_modules
 from eqsat.egraph.view import reached_classes
 from eqsat.egraph.work import EGraphWork
 from eqsat.errors import EqsatError
@@ -352,6 +352,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     original = model.graph_time_us(graph)
     start = time.perf_counter()
     worker = SaturationWorker.shared() if isolate else None  # a new one starts up while the rules are compiled
+    RELAXATIONS.reset()  # this model's programs decide whether relaxations are worth trying
     compiled = relevant_compiled(rules, graph, multi=limits.k_multi > 0, rewrite_constants=rewrite_constants)
     COMPILED.save()  # a later process compiles nothing it has seen
     compile_s = time.perf_counter() - start

@@ -1,20 +1,21 @@
 """The exact extractor's 0/1 program, as data: its rows, level columns, warm start and cycle cuts.
 
 Shared by the whole-e-graph program (:mod:`.ilp`) and its parts (:mod:`.split`): one binary per
-candidate e-node, level columns for the e-classes of each cycle component (see :mod:`.ilp`).
+candidate e-node, level columns for the e-classes of each cycle component (see :mod:`.ilp`), and
+the rows of :func:`need_rows`, which make its linear relaxation tight where alternatives meet again.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from eqsat.egraph.cycles import short_cycles
 from eqsat.egraph.limits import over_cap
-from eqsat.egraph.solvers import Program, Rows
+from eqsat.egraph.solvers import RELAXATIONS, Program, Rows
 from eqsat.egraph.view import EGraphView
 
 Row = tuple[list[tuple[int, float]], float, float]  # a constraint: (column, coefficient) pairs, lower, upper
@@ -91,6 +92,9 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
                     readers.setdefault(d, []).append(col[i])
         for d, ks in readers.items():
             rows.append(([(lc, 1.0), (levels[d][0], -1.0)] + [(k, -float(size)) for k in ks], 1.0 - size, np.inf))
+    relaxation = not levels and RELAXATIONS.worth_trying()  # the need rows serve the relaxation (solve_highs)
+    if relaxation:
+        rows.extend(need_rows(view, red.candidates, col))
     for cycle in short_cycles(view, red.candidates) if cycles else ():  # the commonest (an op and its inverse)
         rows.append(cycle_cut(view, col, cycle))
     n = len(cols) + len(levels)
@@ -103,7 +107,85 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
     upper, integral = np.ones(n), np.ones(n, dtype=bool)
     for lc, size, _ in levels.values():
         upper[lc], integral[lc] = size - 1, False
-    return as_program(rows, cost, fixed, upper if levels else None, integral if levels else None), rows
+    program = as_program(rows, cost, fixed, upper if levels else None, integral if levels else None)
+    return replace(program, relaxation=True) if relaxation else program, rows
+
+
+NEED_ROWS_MAX_CLASSES = 20_000  # past this many e-classes the bit sets cost more than they save
+
+
+def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int]) -> list[Row]:
+    """Rows ``sum(class e) - sum(class c) >= 0`` for each e-class ``c`` of several candidates and
+    each e-class ``e`` that every candidate of ``c`` needs (itself, or through the e-classes below
+    it that all their candidates need): valid for every answer, since a picked node's children are
+    picked. The program's own rows say it per node only (``x_i <= sum(child class)``), so its
+    linear relaxation splits a class's weight between alternatives whose paths meet again below
+    and pays the class they meet at once for both halves: BERT's first judge's relaxation was 42
+    against an optimum of 282, NasRNN's judges' a half. With these rows NasRNN's judge programs
+    have integral relaxations. Only the nearest such ``e`` are stated (one needed through another
+    follows by the chain). In a cycle a class needs what its candidates need below it in the
+    order the walk met them: less than all, never a wrong row."""
+    if len(cand) > NEED_ROWS_MAX_CLASSES:
+        return []
+    bit = {c: 1 << k for k, c in enumerate(cand)}
+    classes = list(cand)
+    needs: dict[Any, int] = {}  # by e-class: the bits of the e-classes every candidate needs
+    for c in _children_first(view, cand):
+        every = -1
+        for i in cand[c]:
+            one = 0
+            for d in view.kids[i]:
+                if d in bit:
+                    one |= bit[d] | needs.get(d, 0)
+            every &= one
+            if not every:
+                break
+        needs[c] = every & ~bit[c] if every != -1 else 0
+    rows: list[Row] = []
+    for c, ns in cand.items():
+        need = needs[c]
+        if len(ns) < 2 or not need:
+            continue
+        through = 0
+        for e in _bits(need):
+            through |= needs[classes[e]]
+        own = [(col[i], -1.0) for i in ns]
+        for e in _bits(need & ~through):
+            rows.append(([(col[j], 1.0) for j in cand[classes[e]]] + own, 0.0, np.inf))
+    return rows
+
+
+def _children_first(view: EGraphView, cand: dict[Any, list[int]]) -> list[Any]:
+    """The e-classes of ``cand``, each after the e-classes its candidates read (a depth-first
+    post-order; in a cycle, the class that closes it comes first)."""
+    order: list[Any] = []
+    seen: set[Any] = set()
+    for top in cand:
+        if top in seen:
+            continue
+        seen.add(top)
+        stack = [(top, iter([d for i in cand[top] for d in view.kids[i]]))]
+        while stack:
+            c, below = stack[-1]
+            for d in below:
+                if d in cand and d not in seen:
+                    seen.add(d)
+                    stack.append((d, iter([e for i in cand[d] for e in view.kids[i]])))
+                    break
+            else:
+                stack.pop()
+                order.append(c)
+    return order
+
+
+def _bits(n: int) -> list[int]:
+    """The positions of the set bits of ``n``."""
+    out = []
+    while n:
+        low = n & -n
+        out.append(low.bit_length() - 1)
+        n ^= low
+    return out
 
 
 def level_columns(components: list[set], first: int) -> dict[Any, tuple[int, int, int]]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from eqsat.egraph.cycles import cycle_components
 from eqsat.egraph.program import Reduction, build_program, check, forced_nodes, level_columns, start_vector
-from eqsat.egraph.solvers import Program, Solution
+from eqsat.egraph.solvers import RELAXATIONS, Program, Solution
 from eqsat.egraph.twins import Twins
 from eqsat.egraph.view import EGraphView
 
@@ -287,6 +287,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
     choice: dict[Any, int] = {c: i for c, i in greedy.items() if c in view.const}
     optimal, clock, nodes, status = True, False, 0, "Optimal"
     cycle_classes = cycle_count = 0
+    relaxed: list[Solution] = []  # the answers of programs that tried the relaxation, in part order
     for part in parts:
         check(None, memory_gb)
         remaining = deadline - time.perf_counter()
@@ -302,6 +303,8 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
             if sol is None:
                 sol = solve(built.program, remaining, built.start, budget)
                 twins.solved(built, sol)
+        if built.program.relaxation:
+            relaxed.append(sol)
         nodes += sol.nodes
         clock |= sol.clock
         cycle_classes, cycle_count = cycle_classes + built.cycles[0], cycle_count + built.cycles[1]
@@ -318,6 +321,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
         for i in picked:
             if i < base:
                 choice.setdefault(view.nodes[i].eclass, i)
+    RELAXATIONS.note(relaxed)
     summary = Solution(None, value[None], low[None], optimal, status, 0.0, clock, nodes)
     return SplitAnswer(choice, summary, len(parts), cycle_classes, cycle_count)
 

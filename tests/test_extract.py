@@ -425,8 +425,7 @@ def test_need_rows_make_a_reconvergent_relaxation_tight_and_keep_the_optimum() -
                for r in rows), "the class of two alternatives needs the dear class below both"
     with_rows = extract(view, costs, roots, "ilp", 30)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(solvers, "RELAXATION_FIRST", False)
-        mp.setattr(prog, "NEED_ROWS_MAX_CLASSES", 0)
+        mp.setattr(prog, "NEED_ROWS_MAX_CLASSES", 0)  # no need rows, no relaxation tried
         without = extract(view, costs, roots, "ilp", 30)
     assert with_rows.cost == pytest.approx(without.cost) == pytest.approx(10.5)
 
@@ -444,8 +443,7 @@ def test_a_relaxation_answer_is_the_optimum_branch_and_bound_finds() -> None:
         fast = extract(view, costs, roots, "ilp", 30)
         answered += solvers.RELAXATIONS.answered
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(solvers, "RELAXATION_FIRST", False)
-            mp.setattr(prog, "NEED_ROWS_MAX_CLASSES", 0)
+            mp.setattr(prog, "NEED_ROWS_MAX_CLASSES", 0)  # no need rows, no relaxation tried
             plain = extract(view, costs, roots, "ilp", 30)
         assert fast.optimal and plain.optimal and fast.cost == pytest.approx(plain.cost, rel=1e-6)
     assert answered, "the relaxation answered none of the programs: the comparison tested nothing"

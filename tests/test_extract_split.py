@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from test_extract import _has_term, make_view
 
 from eqsat.egraph import ilp, split, twins
+from eqsat.egraph import program as prog
 from eqsat.egraph.extract import check_choice, greedy_dag
 from eqsat.egraph.ilp import ILPSettings, find_cycles, ilp_extract
 from eqsat.egraph.view import EGraphView, selection_cost
@@ -189,7 +190,7 @@ def test_a_start_dearer_than_the_optimum_is_solved_two_at_a_time_once(acyclic: s
     runs: list[int] = []
     real = solvers._highs_run
     monkeypatch.setattr(solvers, "_highs_run", lambda *a: runs.append(1) or real(*a))
-    monkeypatch.setattr(solvers, "RELAXATION_FIRST", False)  # every solve is a branch and bound, counted
+    monkeypatch.setattr(prog, "NEED_ROWS_MAX_CLASSES", 0)  # no relaxation: every solve is a branch and bound
     monkeypatch.setattr(split, "MIN_PART", 1)
     monkeypatch.setattr(split, "HELPER_MIN_COLUMNS", 0)
     monkeypatch.setattr(ilp, "FILTER_SPLIT_COLUMNS", 0)
@@ -314,7 +315,7 @@ def test_repeated_parts_are_solved_once_and_keep_the_optimum(case: tuple, paired
         runs.clear()
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(solvers, "_highs_run", lambda *a: runs.append(1) or real(*a))
-            mp.setattr(solvers, "RELAXATION_FIRST", False)  # every solve is a branch and bound, counted
+            mp.setattr(prog, "NEED_ROWS_MAX_CLASSES", 0)  # no relaxation: every solve is a branch and bound
             mp.setattr(split, "HELPER_MIN_COLUMNS", 0)
             return _solve(view, costs, roots, parts=True, prune=False, helper=helper)
 

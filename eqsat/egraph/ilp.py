@@ -367,8 +367,8 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         for cyc in cycles:
             rows.append(cycle_cut(view, col, cyc))
             cuts += 1
-        program = replace(as_program(rows, program.cost, program.fixed, program.col_upper, program.integral),
-                          relaxation=program.relaxation)
+        program = as_program(rows, program.cost, program.fixed, program.col_upper, program.integral,
+                             program.relaxation)
     cost = selection_cost(view, costs, choice, roots)
     whole = settings.acyclic != "filter"  # the filter's bound is only on what it keeps
     paid = tie * len(red.candidates)  # the most tie-break any solution can have paid

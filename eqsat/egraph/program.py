@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -92,7 +92,8 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
                     readers.setdefault(d, []).append(col[i])
         for d, ks in readers.items():
             rows.append(([(lc, 1.0), (levels[d][0], -1.0)] + [(k, -float(size)) for k in ks], 1.0 - size, np.inf))
-    relaxation = not levels and RELAXATIONS.worth_trying()  # the need rows serve the relaxation (solve_highs)
+    # the need rows serve the relaxation (solve_highs); past the cap their bit sets cost more than they save
+    relaxation = not levels and len(red.candidates) <= NEED_ROWS_MAX_CLASSES and RELAXATIONS.worth_trying()
     if relaxation:
         rows.extend(need_rows(view, red.candidates, col))
     for cycle in short_cycles(view, red.candidates) if cycles else ():  # the commonest (an op and its inverse)
@@ -107,11 +108,10 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
     upper, integral = np.ones(n), np.ones(n, dtype=bool)
     for lc, size, _ in levels.values():
         upper[lc], integral[lc] = size - 1, False
-    program = as_program(rows, cost, fixed, upper if levels else None, integral if levels else None)
-    return replace(program, relaxation=True) if relaxation else program, rows
+    return as_program(rows, cost, fixed, upper if levels else None, integral if levels else None, relaxation), rows
 
 
-NEED_ROWS_MAX_CLASSES = 20_000  # past this many e-classes the bit sets cost more than they save
+NEED_ROWS_MAX_CLASSES = 20_000  # a program of more e-classes gets no need rows (0: none gets them)
 
 
 def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int]) -> list[Row]:
@@ -125,8 +125,6 @@ def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int])
     have integral relaxations. Only the nearest such ``e`` are stated (one needed through another
     follows by the chain). In a cycle a class needs what its candidates need below it in the
     order the walk met them: less than all, never a wrong row."""
-    if len(cand) > NEED_ROWS_MAX_CLASSES:
-        return []
     bit = {c: 1 << k for k, c in enumerate(cand)}
     classes = list(cand)
     needs: dict[Any, int] = {}  # by e-class: the bits of the e-classes every candidate needs
@@ -199,14 +197,14 @@ def level_columns(components: list[set], first: int) -> dict[Any, tuple[int, int
 
 
 def as_program(rows: list, cost: np.ndarray, fixed: np.ndarray, col_upper: np.ndarray | None = None,
-               integral: np.ndarray | None = None) -> Program:
+               integral: np.ndarray | None = None, relaxation: bool = False) -> Program:
     indptr = np.cumsum([0] + [len(r[0]) for r in rows]).astype(np.int32)
     flat = [e for r in rows for e in r[0]]
     indices = np.array([k for k, _ in flat], dtype=np.int32)
     data = np.array([v for _, v in flat], dtype=float)
     matrix = Rows(indptr, indices, data, (len(rows), cost.size))
     return Program(cost, matrix, np.array([r[1] for r in rows], dtype=float),
-                   np.array([r[2] for r in rows], dtype=float), fixed, col_upper, integral)
+                   np.array([r[2] for r in rows], dtype=float), fixed, col_upper, integral, relaxation)
 
 
 def start_vector(view: EGraphView, roots: list[Any], red: Reduction, choice: dict[Any, int], cols: list[int],

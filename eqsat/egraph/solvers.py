@@ -64,7 +64,7 @@ class Program:
     fixed: np.ndarray
     col_upper: np.ndarray | None = None
     integral: np.ndarray | None = None
-    relaxation: bool = False  # try its linear relaxation first (it carries need rows: program.need_rows)
+    relaxation: bool = False  # solve_highs tries its linear relaxation first (it carries program.need_rows)
 
     @property
     def ub(self) -> np.ndarray:
@@ -131,7 +131,7 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None, nodes: int
     the start's. On MobileViT's e-graph that kept an extraction 21% dearer than its own proved
     optimum. An answer whose values do not cost its objective is solved again without the start."""
     began = time.perf_counter()
-    if RELAXATION_FIRST and p.relaxation:
+    if p.relaxation:
         relaxed = _relaxation_answer(p, seconds, start)
         if relaxed is not None:
             return relaxed
@@ -146,7 +146,6 @@ def solve_highs(p: Program, seconds: float, start: np.ndarray | None, nodes: int
 
 
 INTEGRAL_TOL = 1e-6  # a relaxation's value this close to 0 or 1 is taken as that
-RELAXATION_FIRST = True  # solve_highs tries a program's linear relaxation before branch and bound
 RELAXATION_STATUS = "Optimal (linear relaxation"  # how an answer the relaxation gave begins
 
 

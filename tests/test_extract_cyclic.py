@@ -2,6 +2,7 @@
 methods find the optimum that TENSAT's cycle filter cuts away."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -9,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_extract import brute_force, egraphs
 
-from eqsat.egraph.extract import EGraphView, ENode
+from eqsat.egraph import program, solvers
+from eqsat.egraph.extract import EGraphView, ENode, extract, selection_cost
 from eqsat.egraph.ilp import find_cycles
 from eqsat.egraph.prune import chain_below, path_above, prune
 from eqsat.egraph.serialize import from_json
@@ -107,3 +109,124 @@ def test_pruning_at_the_optimum_or_above_keeps_the_optimum(case: tuple, extra: f
     kept.nodes = [n if i not in removed else ENode(n.eclass, "gone", (), (n.eclass,)) for i, n in enumerate(view.nodes)]
     kept.classes = view.classes  # a removed node now reads its own e-class: never in an acyclic term
     assert brute_force(kept, costs, roots) == pytest.approx(optimum)
+
+
+def _term_without(view: EGraphView, cand: dict, target, without) -> bool:
+    """Whether e-class ``target`` has a finite term through ``cand`` that reads no node of ``without``."""
+    made: set = set()
+    grew = True
+    while grew:
+        grew = False
+        for c, ns in cand.items():
+            if c != without and c not in made and any(all(d in made for d in view.kids[i]) for i in ns):
+                made.add(c)
+                grew = True
+    return target in made
+
+
+@settings(max_examples=150, deadline=None)
+@given(egraphs())
+def test_what_a_class_needs_every_term_of_it_reads(case: tuple) -> None:
+    """Soundness of the need rows over cycles: no term of an e-class avoids a class it is said to need."""
+    view, _, _ = case
+    cand = {c: list(ns) for c, ns in view.classes.items()}
+    needs, names = program._needs(view, cand), list(cand)
+    for c in cand:
+        for k in program._bits(needs[c]):
+            assert not _term_without(view, cand, c, names[k]), f"{c} has a term without {names[k]}"
+
+
+def _named_view(spec: list[tuple[str, tuple[str, ...]]]) -> EGraphView:
+    """E-nodes as (e-class, child e-classes), in that order; one of no children is a leaf."""
+    view = EGraphView()
+    for c, kids in spec:
+        view.nodes.append(ENode(c, "op" if kids else "leaf", (), kids, leaf="" if kids else c.lower()))
+    for i, n in enumerate(view.nodes):
+        view.classes.setdefault(n.eclass, []).append(i)
+    return view
+
+
+def _named_needs(view: EGraphView) -> dict[str, set[str]]:
+    cand = {c: list(ns) for c, ns in view.classes.items()}
+    needs, names = program._needs(view, cand), list(cand)
+    return {c: {names[k] for k in program._bits(needs[c])} for c in cand}
+
+
+def test_a_class_that_closes_a_cycle_needs_what_both_ways_read() -> None:
+    """C reads K or E, K reads C or E: every term of C reads E, which one pass down the walk
+    (C's need of K's needs unknown where the cycle closes) did not find."""
+    needs = _named_needs(_named_view([("E", ()), ("C", ("K",)), ("C", ("E",)), ("K", ("C",)), ("K", ("E",))]))
+    assert needs["C"] == {"E"} == needs["K"]
+
+
+def test_a_guess_that_comes_down_comes_down_in_every_reader() -> None:
+    """P reads A and B; A reads B and G, or E and G; B reads A, or F and G. The walk meets B with
+    A unknown and first takes B to need F and G (its other term), and P to need F through B; B's
+    term through A (E and G) does not read F, so B needs only G, and P must not keep F."""
+    view = _named_view([("E", ()), ("F", ()), ("G", ()), ("P", ("A", "B")), ("A", ("B", "G")), ("A", ("E", "G")),
+                        ("B", ("A",)), ("B", ("F", "G"))])
+    needs = _named_needs(view)
+    assert needs["B"] == {"G"} and needs["P"] == {"A", "B", "G"} and needs["A"] == {"G"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(egraphs())
+def test_every_acyclic_term_meets_the_need_and_two_cycle_rows(case: tuple) -> None:
+    view, costs, roots = case
+    cand = {c: list(ns) for c, ns in view.classes.items()}
+    col = {i: i for i in range(len(view.nodes))}
+    rows = program.need_rows(view, cand, col) + program.two_cycle_rows(view, cand, col)
+    classes = sorted(view.classes)
+    for pick in itertools.product(*(view.classes[c] for c in classes)):
+        choice = dict(zip(classes, pick))
+        if find_cycles(view, choice, roots, most=1):
+            continue
+        reached, todo = set(), list(roots)
+        while todo:
+            c = todo.pop()
+            if c not in reached:
+                reached.add(c)
+                todo.extend(view.kids[choice[c]])
+        x = [1.0 if view.nodes[i].eclass in reached and choice[view.nodes[i].eclass] == i else 0.0
+             for i in range(len(view.nodes))]
+        for entries, low, high in rows:
+            assert low - 1e-9 <= sum(v * x[k] for k, v in entries) <= high + 1e-9
+
+
+# A and B are each computed alone (10 each) or projected out of K; K is computed at once (12) or
+# as the concatenation of A and B (1). The optimum is K at once with both projections: 12. The
+# program's own rows let its relaxation take A's projection and K's concatenation at one half
+# each, carrying each other; the two-cycle rows say that A's pick may not read K where K's reads A.
+SPLIT_CONCAT = {"nodes": {
+    "x": {"op": "leaf:x", "children": [], "eclass": "X", "cost": 0.0},
+    "a": {"op": "f", "children": ["x"], "eclass": "A", "cost": 10.0},
+    "a_sp": {"op": "p0", "children": ["k"], "eclass": "A", "cost": 0.0},
+    "b": {"op": "g", "children": ["x"], "eclass": "B", "cost": 10.0},
+    "b_sp": {"op": "p1", "children": ["k"], "eclass": "B", "cost": 0.0},
+    "k": {"op": "fg", "children": ["x"], "eclass": "K", "cost": 12.0},
+    "k_cat": {"op": "cat", "children": ["a", "b"], "eclass": "K", "cost": 1.0},
+    "r": {"op": "h", "children": ["a", "b"], "eclass": "R", "cost": 0.0},
+}, "root_eclasses": ["R"]}
+
+
+@pytest.mark.parametrize("doc", [SPLIT_CONCAT, document()], ids=["split-concat", "filter-misses"])
+def test_the_proof_over_cycles_is_answered_by_its_relaxation_at_the_same_cost(doc: dict,
+                                                                             monkeypatch) -> None:
+    view, costs, roots = from_json(doc)
+    solvers.RELAXATIONS.reset()
+    fast = extract(view, costs, roots, "ilp", 20)
+    assert fast.status.startswith(solvers.RELAXATION_STATUS) and fast.stats["cycle_classes"] > 0
+    assert solvers.RELAXATIONS.answered[True] == 1, "the program with levels was answered by its relaxation"
+    monkeypatch.setattr(program, "NEED_ROWS_MAX_CLASSES", 0)  # no rows, no relaxation: branch and bound
+    plain = extract(view, costs, roots, "ilp", 20)
+    assert fast.optimal and plain.optimal and fast.cost == pytest.approx(plain.cost)
+    assert fast.cost == pytest.approx(selection_cost(view, costs, fast.choice, roots))
+
+
+def test_without_the_two_cycle_rows_the_split_concat_relaxation_answers_nothing(monkeypatch) -> None:
+    view, costs, roots = from_json(SPLIT_CONCAT)
+    solvers.RELAXATIONS.reset()
+    monkeypatch.setattr(program, "two_cycle_rows", lambda *args: [])
+    found = extract(view, costs, roots, "ilp", 20)
+    assert found.cost == pytest.approx(12.0) and found.optimal
+    assert solvers.RELAXATIONS.tried[True] == 1 and solvers.RELAXATIONS.answered[True] == 0

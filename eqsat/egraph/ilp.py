@@ -351,7 +351,7 @@ def ilp_extract(view: EGraphView, costs: list[float], roots: list[Any], greedy: 
         else:
             sol = solver.solve(program, remaining, start, budget)
             if program.relaxation:
-                RELAXATIONS.note([sol])
+                RELAXATIONS.note([(program, sol)])
         rounds += 1
         bound = max(bound, sol.bound)  # every round's program relaxes the whole problem (lazy, exact)
         if first is None and sol.first_incumbent_s is not None:

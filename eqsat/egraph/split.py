@@ -287,7 +287,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
     choice: dict[Any, int] = {c: i for c, i in greedy.items() if c in view.const}
     optimal, clock, nodes, status = True, False, 0, "Optimal"
     cycle_classes = cycle_count = 0
-    relaxed: list[Solution] = []  # the answers of programs that tried the relaxation, in part order
+    relaxed: list[tuple[Program, Solution]] = []  # the programs that tried the relaxation, in part order
     for part in parts:
         check(None, memory_gb)
         remaining = deadline - time.perf_counter()
@@ -304,7 +304,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
                 sol = solve(built.program, remaining, built.start, budget)
                 twins.solved(built, sol)
         if built.program.relaxation:
-            relaxed.append(sol)
+            relaxed.append((built.program, sol))
         nodes += sol.nodes
         clock |= sol.clock
         cycle_classes, cycle_count = cycle_classes + built.cycles[0], cycle_count + built.cycles[1]

@@ -130,10 +130,14 @@ def test_what_a_class_needs_every_term_of_it_reads(case: tuple) -> None:
     """Soundness of the need rows over cycles: no term of an e-class avoids a class it is said to need."""
     view, _, _ = case
     cand = {c: list(ns) for c, ns in view.classes.items()}
-    needs, names = program._needs(view, cand), list(cand)
-    for c in cand:
-        for k in program._bits(needs[c]):
-            assert not _term_without(view, cand, c, names[k]), f"{c} has a term without {names[k]}"
+    names = list(cand)
+    for budget in (program.NEEDS_WORKLIST, 0):  # 0: the worklist gives up at once and guesses "none"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(program, "NEEDS_WORKLIST", budget)
+            needs = program._needs(view, cand)
+        for c in cand:
+            for k in program._bits(needs[c]):
+                assert not _term_without(view, cand, c, names[k]), f"{c} has a term without {names[k]}"
 
 
 def _named_view(spec: list[tuple[str, tuple[str, ...]]]) -> EGraphView:
@@ -167,6 +171,10 @@ def test_a_guess_that_comes_down_comes_down_in_every_reader() -> None:
                         ("B", ("A",)), ("B", ("F", "G"))])
     needs = _named_needs(view)
     assert needs["B"] == {"G"} and needs["P"] == {"A", "B", "G"} and needs["A"] == {"G"}
+    with pytest.MonkeyPatch.context() as mp:  # a worklist out of budget: less, never a wrong need
+        mp.setattr(program, "NEEDS_WORKLIST", 0)
+        fallback = _named_needs(view)
+    assert fallback["P"] <= needs["P"] and fallback["B"] <= needs["B"] and "F" not in fallback["P"]
 
 
 @settings(max_examples=150, deadline=None)

@@ -95,9 +95,10 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
         for d, ks in readers.items():
             rows.append(([(lc, 1.0), (levels[d][0], -1.0)] + [(k, -float(size)) for k in ks], 1.0 - size, np.inf))
     # the need rows serve the relaxation (solve_highs); past the cap their bit sets cost more than they save
-    relaxation = len(red.candidates) <= NEED_ROWS_MAX_CLASSES and RELAXATIONS.worth_trying(bool(levels))
+    cap = min(NEED_ROWS_MAX_CLASSES, NEED_ROWS_MAX_CYCLIC) if levels else NEED_ROWS_MAX_CLASSES
+    relaxation = len(red.candidates) <= cap and RELAXATIONS.worth_trying(bool(levels))
     if relaxation:
-        rows.extend(need_rows(view, red.candidates, col))
+        rows.extend(need_rows(view, red.candidates, col, deadline))
         if levels:
             rows.extend(two_cycle_rows(view, red.candidates, col))
     for cycle in short_cycles(view, red.candidates) if cycles else ():  # the commonest (an op and its inverse)
@@ -116,9 +117,13 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
 
 
 NEED_ROWS_MAX_CLASSES = 20_000  # a program of more e-classes gets no need rows (0: none gets them)
+# a program with cycles (levels) of more gets none: _needs may take its worklist's budget and a
+# second pass (random 5,000-class e-graphs with back edges: 0.16 s; 20,000: 1.2 s)
+NEED_ROWS_MAX_CYCLIC = 5_000
 
 
-def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int]) -> list[Row]:
+def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int],
+              deadline: float | None = None) -> list[Row]:
     """Rows ``sum(class e) - sum(class c) >= 0`` for each e-class ``c`` of several candidates and
     each e-class ``e`` that every candidate of ``c`` needs (itself, or through the e-classes below
     it that all their candidates need): valid for every answer, since a picked node's children are
@@ -129,7 +134,7 @@ def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int])
     have integral relaxations. Only the nearest such ``e`` are stated (one needed through another
     follows by the chain). What a class needs is :func:`_needs`, over cycles too."""
     classes = list(cand)
-    needs = _needs(view, cand)
+    needs = _needs(view, cand, deadline)
     rows: list[Row] = []
     for c, ns in cand.items():
         need = needs[c]
@@ -144,21 +149,23 @@ def need_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int])
     return rows
 
 
-def _needs(view: EGraphView, cand: dict[Any, list[int]]) -> dict[Any, int]:
+def _needs(view: EGraphView, cand: dict[Any, list[int]], deadline: float | None = None) -> dict[Any, int]:
     """By e-class, the bits (in ``cand``'s order) of the e-classes every term of it reads: the
     greatest solution of ``needs(c) = AND over c's candidates of OR over their child classes d of
     (d and needs(d))``. Any solution holds for every finite term, by induction on its height, so
     the greatest is the most it may claim. Walked children first, one pass finds it where no class
     reads one met later (no cycle); in a cycle the class met later is guessed to need every class,
     and the guesses come down by a worklist: a class whose need fell sends its readers to be
-    taken again (NasRNN's proof cells: 7 whole passes before). A class of no candidates is taken
-    to need none."""
+    taken again (NasRNN's proof cells: 7 whole passes before). Past :data:`NEEDS_WORKLIST` times
+    the classes in recomputations (a giant cycle component), the guesses, too high to state, are
+    dropped for one pass that guesses "none" (less than the greatest, still true). A class of no
+    candidates is taken to need none."""
     bit = {c: 1 << k for k, c in enumerate(cand)}
     every_class = (1 << len(cand)) - 1
     needs: dict[Any, int] = {}
     guessed: list[Any] = []
 
-    def need_of(c: Any) -> int:
+    def need_of(c: Any, guess: int) -> int:
         every = -1
         for i in cand[c]:
             one = 0
@@ -166,7 +173,7 @@ def _needs(view: EGraphView, cand: dict[Any, list[int]]) -> dict[Any, int]:
                 if d in bit:
                     below = needs.get(d)
                     if below is None:  # met later: a cycle
-                        below = every_class
+                        below = guess
                         if not guessed or guessed[-1] != c:
                             guessed.append(c)
                     one |= bit[d] | below
@@ -175,27 +182,45 @@ def _needs(view: EGraphView, cand: dict[Any, list[int]]) -> dict[Any, int]:
                 break
         return every & ~bit[c] if every != -1 else 0
 
-    for c in _children_first(view, cand):
-        needs[c] = need_of(c)
-    if guessed:
-        readers: dict[Any, set] = {}
-        for c, ns in cand.items():
-            for i in ns:
-                for d in view.kids[i]:
-                    if d in bit:
-                        readers.setdefault(d, set()).add(c)
-        todo, queued = deque(guessed), set(guessed)
-        while todo:
-            c = todo.popleft()
-            queued.discard(c)
-            now = need_of(c)
-            if now != needs[c]:
-                needs[c] = now
-                for r in readers.get(c, ()):
-                    if r not in queued:
-                        queued.add(r)
-                        todo.append(r)
+    order = _children_first(view, cand)
+    for n, c in enumerate(order):
+        if not n & 4095:
+            check(deadline)
+        needs[c] = need_of(c, every_class)
+    if not guessed:
+        return needs
+    readers: dict[Any, set] = {}
+    for c, ns in cand.items():
+        for i in ns:
+            for d in view.kids[i]:
+                if d in bit:
+                    readers.setdefault(d, set()).add(c)
+    todo, queued = deque(guessed), set(guessed)
+    budget = NEEDS_WORKLIST * len(cand)
+    while todo:
+        budget -= 1
+        if budget < 0:  # the guesses would take too long to bring down: one pass that guesses none
+            needs.clear()
+            for n, c in enumerate(order):
+                if not n & 4095:
+                    check(deadline)
+                needs[c] = need_of(c, 0)
+            return needs
+        if not budget & 4095:
+            check(deadline)
+        c = todo.popleft()
+        queued.discard(c)
+        now = need_of(c, every_class)
+        if now != needs[c]:
+            needs[c] = now
+            for r in readers.get(c, ()):
+                if r not in queued:
+                    queued.add(r)
+                    todo.append(r)
     return needs
+
+
+NEEDS_WORKLIST = 2  # _needs recomputes at most this many times the classes before it guesses "none"
 
 
 def two_cycle_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int]) -> list[Row]:

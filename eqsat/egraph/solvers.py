@@ -163,10 +163,9 @@ class RelaxationRecord:
     are at least one in three. A model's programs of one kind are alike, the two kinds not: the
     relaxations answered all of NasRNN's, 5 of Inception-v3's 17 judge programs and 6 of its 8
     proof programs, 1 of BERT's 3 and all 4, and none of NASNet-A's, where each try cost 5-15%
-    of the solve it preceded. It is noted
-    once an extraction ends, in the order of its parts, so the process that solves a part (a
-    helper or this one) never changes what is tried, nor, where optima tie, which optimum is
-    answered."""
+    of the solve it preceded. It is noted once an extraction ends, in the order of its parts, so
+    the process that solves a part (a helper or this one) never changes what is tried, nor, where
+    optima tie, which optimum is answered."""
 
     tried: dict[bool, int] = field(default_factory=lambda: {False: 0, True: 0})  # by "has levels"
     answered: dict[bool, int] = field(default_factory=lambda: {False: 0, True: 0})

@@ -246,7 +246,7 @@ def solve_parts(view: EGraphView, costs: list[float], roots: list[Any], red: Red
     base = len(view.nodes)
     leaf_id = {p.root: base + k for k, p in enumerate(parts) if p.root is not None}
     sub = EGraphView(view.classes, view.nodes, view.shapes, view.const, view.lets)
-    # the priced leaves read nothing: a list, not an _Extended (its lookups were 9 ms of each NasRNN judge)
+    # the priced leaves read nothing: a list, not an _Extended (181,000 lookups in three NasRNN final extractions)
     sub.__dict__["kids"] = view.kids + [frozenset()] * (max(leaf_id.values(), default=base - 1) - base + 1)
 
     def build(part: Part, value: dict[Any, float]) -> _Built:

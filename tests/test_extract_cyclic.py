@@ -31,9 +31,11 @@ NODES = {  # node: (e-class, cost, children)
 OPTIMUM, GREEDY = 21.0, 36.0
 
 
-def document() -> dict:
-    return {"nodes": {n: {"op": "leaf:l" if n == "l" else "f", "children": kids, "eclass": c, "cost": cost}
-                      for n, (c, cost, kids) in NODES.items()}, "root_eclasses": ["R"]}
+def document(nodes: dict | None = None) -> dict:
+    """An e-graph document of ``nodes`` (default :data:`NODES`), rooted at R: each node its own op
+    (a node of no children a leaf)."""
+    return {"nodes": {n: {"op": f"leaf:{n}" if not kids else n, "children": kids, "eclass": c, "cost": cost}
+                      for n, (c, cost, kids) in (nodes or NODES).items()}, "root_eclasses": ["R"]}
 
 
 def _run(tmp_path, capsys, *flags: str) -> dict:
@@ -205,16 +207,10 @@ def test_every_acyclic_term_meets_the_need_and_two_cycle_rows(case: tuple) -> No
 # as the concatenation of A and B (1). The optimum is K at once with both projections: 12. The
 # program's own rows let its relaxation take A's projection and K's concatenation at one half
 # each, carrying each other; the two-cycle rows say that A's pick may not read K where K's reads A.
-SPLIT_CONCAT = {"nodes": {
-    "x": {"op": "leaf:x", "children": [], "eclass": "X", "cost": 0.0},
-    "a": {"op": "f", "children": ["x"], "eclass": "A", "cost": 10.0},
-    "a_sp": {"op": "p0", "children": ["k"], "eclass": "A", "cost": 0.0},
-    "b": {"op": "g", "children": ["x"], "eclass": "B", "cost": 10.0},
-    "b_sp": {"op": "p1", "children": ["k"], "eclass": "B", "cost": 0.0},
-    "k": {"op": "fg", "children": ["x"], "eclass": "K", "cost": 12.0},
-    "k_cat": {"op": "cat", "children": ["a", "b"], "eclass": "K", "cost": 1.0},
-    "r": {"op": "h", "children": ["a", "b"], "eclass": "R", "cost": 0.0},
-}, "root_eclasses": ["R"]}
+SPLIT_CONCAT = document({
+    "x": ("X", 0.0, []), "a": ("A", 10.0, ["x"]), "a_sp": ("A", 0.0, ["k"]), "b": ("B", 10.0, ["x"]),
+    "b_sp": ("B", 0.0, ["k"]), "k": ("K", 12.0, ["x"]), "k_cat": ("K", 1.0, ["a", "b"]), "r": ("R", 0.0, ["a", "b"]),
+})
 
 
 @pytest.mark.parametrize("doc", [SPLIT_CONCAT, document()], ids=["split-concat", "filter-misses"])

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from test_extract import brute_force, egraphs
 
 from eqsat.egraph import program, solvers
+from eqsat.egraph.cycles import class_reads
 from eqsat.egraph.extract import EGraphView, ENode, extract, selection_cost
 from eqsat.egraph.ilp import find_cycles
 from eqsat.egraph.prune import chain_below, path_above, prune
@@ -185,7 +186,7 @@ def test_every_acyclic_term_meets_the_need_and_two_cycle_rows(case: tuple) -> No
     view, costs, roots = case
     cand = {c: list(ns) for c, ns in view.classes.items()}
     col = {i: i for i in range(len(view.nodes))}
-    rows = program.need_rows(view, cand, col) + program.two_cycle_rows(view, cand, col)
+    rows = program.need_rows(view, cand, col) + program.two_cycle_rows(cand, col, class_reads(view, cand))
     classes = sorted(view.classes)
     for pick in itertools.product(*(view.classes[c] for c in classes)):
         choice = dict(zip(classes, pick))

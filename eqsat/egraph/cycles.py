@@ -116,13 +116,25 @@ def strong_components(n: int, edges: list[tuple[int, int]]) -> list[set[int]]:
     return out
 
 
-def short_cycles(view: EGraphView, cand: dict[Any, list[int]]) -> list[list[Any]]:
-    """Every e-class cycle of length two or three (each once, from its least e-class): cutting
-    them up front tightens the relaxation where solvers' answers close most of their cycles."""
-    out: dict[Any, set] = {}
+def class_reads(view: EGraphView, cand: dict[Any, list[int]]) -> dict[Any, dict[Any, list[int]]]:
+    """Per e-class of ``cand``, each other e-class of ``cand`` its candidates read, with the
+    candidates that read it: the short cycles and a program's two-cycle rows are read off it."""
+    reads: dict[Any, dict[Any, list[int]]] = {}
     for c, ns in cand.items():
+        by = reads[c] = {}
         for i in ns:
-            out.setdefault(c, set()).update(d for d in view.kids[i] if d != c and d in cand)
+            for d in view.kids[i]:
+                if d != c and d in cand:
+                    by.setdefault(d, []).append(i)
+    return reads
+
+
+def short_cycles(view: EGraphView, cand: dict[Any, list[int]],
+                 reads: dict[Any, dict[Any, list[int]]] | None = None) -> list[list[Any]]:
+    """Every e-class cycle of length two or three (each once, from its least e-class): cutting
+    them up front tightens the relaxation where solvers' answers close most of their cycles.
+    ``reads``: :func:`class_reads` of ``cand``, where the caller has it."""
+    out = class_reads(view, cand) if reads is None else reads
     key = {c: k for k, c in enumerate(cand)}
     cycles: list[list[Any]] = []
     for a, nexts in out.items():

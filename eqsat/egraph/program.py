@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from eqsat.egraph.cycles import short_cycles
+from eqsat.egraph.cycles import class_reads, short_cycles
 from eqsat.egraph.limits import over_cap
 from eqsat.egraph.solvers import RELAXATIONS, Program, Rows
 from eqsat.egraph.view import EGraphView
@@ -97,11 +97,12 @@ def build_program(view: EGraphView, costs: list[float], roots: list[Any], red: R
     # the need rows serve the relaxation (solve_highs); past the cap their bit sets cost more than they save
     cap = min(NEED_ROWS_MAX_CLASSES, NEED_ROWS_MAX_CYCLIC) if levels else NEED_ROWS_MAX_CLASSES
     relaxation = len(red.candidates) <= cap and RELAXATIONS.worth_trying(bool(levels))
+    reads = class_reads(view, red.candidates) if cycles else None  # the pairs and triples that read each other
     if relaxation:
         rows.extend(need_rows(view, red.candidates, col, deadline))
         if levels:
-            rows.extend(two_cycle_rows(view, red.candidates, col))
-    for cycle in short_cycles(view, red.candidates) if cycles else ():  # the commonest (an op and its inverse)
+            rows.extend(two_cycle_rows(red.candidates, col, reads))
+    for cycle in short_cycles(view, red.candidates, reads) if cycles else ():  # the commonest (an op and its inverse)
         rows.append(cycle_cut(view, col, cycle))
     n = len(cols) + len(levels)
     cost = np.zeros(n)
@@ -223,23 +224,18 @@ def _needs(view: EGraphView, cand: dict[Any, list[int]], deadline: float | None 
 NEEDS_WORKLIST = 2  # _needs recomputes at most this many times the classes before it guesses "none"
 
 
-def two_cycle_rows(view: EGraphView, cand: dict[Any, list[int]], col: dict[int, int]) -> list[Row]:
+def two_cycle_rows(cand: dict[Any, list[int]], col: dict[int, int],
+                   reads: dict[Any, dict[Any, list[int]]]) -> list[Row]:
     """Rows ``sum(d's candidates not reading c) - sum(c's candidates reading d) >= 0`` for each
     pair of e-classes whose candidates read each other (an op and its inverse, a concat and its
-    split): where c's pick reads d, d's pick may not read c back. The program's own rows let the
-    linear relaxation pay half of each, the two halves carrying each other: NasRNN's proof cell
-    read 128 against an optimum of 252, with these rows and the need rows 251.81, the optimum."""
-    reading: dict[Any, dict[Any, list[int]]] = {}  # c -> d -> c's candidates that read d
-    for c, ns in cand.items():
-        by = reading[c] = {}
-        for i in ns:
-            for d in set(view.kids[i]):
-                if d != c and d in cand:
-                    by.setdefault(d, []).append(i)
+    split; ``reads``: :func:`~eqsat.egraph.cycles.class_reads` of ``cand``): where c's pick reads
+    d, d's pick may not read c back. The program's own rows let the linear relaxation pay half of
+    each, the two halves carrying each other: NasRNN's proof cell read 128 against an optimum of
+    252, with these rows and the need rows 251.81, the optimum."""
     rows: list[Row] = []
-    for c, by in reading.items():
+    for c, by in reads.items():
         for d, ks in by.items():
-            back = reading[d].get(c)
+            back = reads[d].get(c)
             if back:
                 skip = set(back)
                 rows.append(([(col[j], 1.0) for j in cand[d] if j not in skip] + [(col[i], -1.0) for i in ks],

@@ -71,6 +71,11 @@ class RooflineCost:
         self.device = get_device(device)
         self._cache: dict[tuple[Node, str], OpCost] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its price cache, which the other process fills as it prices (a merge
+        judge sent to the saturation worker: NASNet-A's cache was 88 KB of its job's 309 KB)."""
+        return {**self.__dict__, "_cache": {}}
+
     # A formula tells every difference apart, but it is a model of a device, not the device: a gain
     # under 1% is inside its error, and taking one rewrites the whole file for nothing a runtime
     # shows (measured in docs/results/zoo: a tiny priced gain on GPT-2 wrote a slower file)

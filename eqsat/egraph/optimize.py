@@ -6,23 +6,25 @@ import gc
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.registry import cost_model
 from eqsat.cost.roofline import CostModel
-from eqsat.egraph.extract import EGraphView, Extraction, extract, gc_paused, node_costs, read_egraph, to_graph
+from eqsat.egraph.extract import EGraphView, extract, gc_paused, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
-from eqsat.egraph.judging import Optimum, judged
+from eqsat.egraph.judging import JUDGE_NODES, MergeJudge, Optimum, judged
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
-from eqsat.egraph.part_helper import WorkerHelper, solve_one
+from eqsat.egraph.part_helper import ParentEnd, WorkerHelper, solve_one
 from eqsat.egraph.preload import preload, preload_key, remember
 from eqsat.egraph.process import PARENT_POLL_S, die_with_parent, import_all, start_method
 from eqsat.egraph.relevance import relevant_compiled
@@ -66,8 +68,6 @@ def final_view(runner: Any, report: RunReport) -> EGraphView | None:
     return None if report.final_judged is not None else read_egraph(runner.egraph, runner.lang)
 
 
-JUDGE_NODES = 10_000  # branch-and-bound nodes of a judge's extraction and of the final one's cycle filter
-JUDGE_SECONDS = 10.0  # its safety net (a judge the clock stops marks the run as time-bounded)
 TIME_SLACK = 0.02  # the worker is killed this fraction past the time limit (stopping it takes ~0.05 s more)
 REPLAY_SHARE = 0.05  # a graph whose insertion takes this share of the time limit is snapshotted as inserted
 
@@ -104,23 +104,27 @@ def _worker(conn: Any, parent: int | None = None) -> None:
         if message[0] == "solve":  # a part of the parent's exact extraction
             solve_one(conn, *message[1:])
             continue
+        if message[0] in ("solved", "error"):  # a late answer to a part a judge here stopped waiting for
+            continue
         if message[0] == "preload":  # the rules of the parent's next job, while it parses them
             with contextlib.suppress(Exception):  # a stale record costs the loading, no more
                 preload(message[1], hosts, lambda: conn.poll(0))  # until the job comes
             continue
-        rules, graph, limits, alternatives, key = message
+        rules, graph, limits, alternatives, key, merge_judge = message
         host = hosts.pick(rules, len(graph.nodes()), key)  # None: a large graph, its own e-graph (see HostPool)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
-            ok = _run_job(conn, rules, graph, limits, host, alternatives, key)
+            ok = _run_job(conn, rules, graph, limits, host, alternatives, key, merge_judge)
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
         import_all(("highspy",))  # for part_helper, once: after the first job (or its first judge), not before it
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
-             alternatives: Sequence[Graph] = (), key: str | None = None) -> bool:
+             alternatives: Sequence[Graph] = (), key: str | None = None,
+             merge_judge: MergeJudge | None = None) -> bool:
     """Run one job, sending its progress and result; whether it ended cleanly (``host`` back as it was).
-    With a ``host`` and a ``key``, what the run leaves there is recorded under ``key`` (see
+    Merges by need are judged by ``merge_judge`` here, or else by the parent, asked. With a ``host``
+    and a ``key``, what the run leaves there is recorded under ``key`` (see
     :mod:`eqsat.egraph.preload`) as soon as the answer is sent: the parent may exit before the
     host is put back (ResNeXt-50's did)."""
     from eqsat.egraph.runner import EGraphRunner
@@ -169,12 +173,19 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
                     return message
                 solve_one(conn, *message[1:])
 
+        if merge_judge is not None:
+            # the judges' solver binding imports beside the saturation (a first job's, 20 ms)
+            threading.Thread(target=import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
+            RELAXATIONS.reset()  # this model's judges decide whether relaxations are worth trying
+            parent_end = ParentEnd(conn)
+            merge_judge.helper = lambda: WorkerHelper(parent_end, limits.ilp_solver)
+
         def judge() -> tuple[float, Graph, dict[Node, str]]:
-            return judged(runner, ask_parent, roots)
+            return judged(runner, ask_parent if merge_judge is None else merge_judge, roots)
 
         report = runner.run(limits, on_iteration, judge)
-        done = (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report))
-        conn.send(("done", done))
+        back = merge_judge.sent_back(report) if merge_judge is not None else None  # the final judge's e-graph
+        conn.send(("done", (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report), back)))
         if host is not None and key is not None:
             with contextlib.suppress(Exception):  # after the answer nothing may reach the parent: a
                 remember(key, rules.declarations, *runner.run_rules.left())  # record that fails is none
@@ -189,6 +200,16 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     except Exception:  # the answer is sent: nothing more goes to the parent, and the host is dropped
         return False
     return True
+
+
+def _job_bytes(job: tuple, optimum: Optimum | None) -> bytes:
+    """A saturation job pickled with its judge, for the worker to judge its own e-graph (see
+    :mod:`eqsat.egraph.judging`), or without one (the worker then asks this process) where the
+    judge does not pickle: a cost model that holds a module (``torch-cpu``'s) does not."""
+    if isinstance(optimum, MergeJudge):
+        with contextlib.suppress(TypeError, AttributeError, pickle.PicklingError):
+            return bytes(ForkingPickler.dumps(job + (optimum,)))
+    return bytes(ForkingPickler.dumps(job + (None,)))
 
 
 class SaturationWorker:
@@ -250,7 +271,10 @@ class SaturationWorker:
                  ) -> tuple[EGraphView, list[str], RunReport, float]:
         """Saturate in the worker, which is killed ``TIME_SLACK`` past ``limits.seconds`` after it
         has loaded the rules (loading may take up to ``grace_s``); ``alternatives`` as
-        :meth:`EGraphRunner.insert` takes them.
+        :meth:`EGraphRunner.insert` takes them. ``optimum`` judges merges by need: a
+        :class:`~eqsat.egraph.judging.MergeJudge` that pickles goes with the job and judges in the
+        worker (this process solving half its parts, and adopting what it saw of the final
+        e-graph), any other judges here when the worker asks.
 
         egglog cannot interrupt an iteration, so one exploding iteration could run (and grow)
         without bound. On a kill the result is the worker's last snapshot (see :func:`_worker`)
@@ -277,15 +301,19 @@ class SaturationWorker:
         threading.Thread(target=import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
         try:
             key = self.prepared[1] if self.prepared is not None and self.prepared[0] is graph else None
-            self.conn.send((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives), key))
+            self.conn.send_bytes(_job_bytes((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives),
+                                             key), optimum))
             while True:
                 # killed early enough that the answer (a replay, where no snapshot holds the last
                 # iteration) is ready by the hard time limit
                 left = (deadline - replay_s() if started else deadline) - time.perf_counter()
                 if left <= 0 or not self.conn.poll(left):
                     break
-                kind, payload = self.conn.recv()
-                if kind == "started":
+                message = self.conn.recv()
+                kind, payload = message[0], message[-1]
+                if kind == "solve":  # a part of the worker's merge judge (see part_helper.ParentEnd)
+                    solve_one(self.conn, *message[1:])
+                elif kind == "started":
                     began = last_at = time.perf_counter()
                     started, (setup_s, *setup) = True, payload
                     deadline = began + limits.seconds * (1 + TIME_SLACK)
@@ -296,8 +324,11 @@ class SaturationWorker:
                     snapshot = payload
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
                     self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph, []))
-                elif kind == "done":
-                    return payload  # the worker waits for the next job
+                elif kind == "done":  # the worker waits for the next job
+                    view, roots, report, saturate_s, back = payload
+                    if back is not None:  # it judged the merges itself
+                        optimum.adopt(report, back)
+                    return view, roots, report, saturate_s
                 elif kind == "user error":
                     raise payload
                 else:
@@ -362,39 +393,17 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     marks = [alternative_let(k, pair.nodes().index(a.mark)) for k, (a, pair) in enumerate(zip(alternatives, pairs))]
     rewrite_s = time.perf_counter() - start - compile_s
 
-    prices: dict[tuple, float] = {}  # e-node prices by signature, shared by every extraction of this run
-    seen: list[tuple[EGraphView, Extraction, Graph, list]] = []  # each judge's e-graph, answer, graph and costs
-
-    clocks: list[str] = []  # what the clock decided in the judges' extractions
-    hint: list[Graph] = []  # the last judge's graph (one at most): it lies in every later, larger e-graph of the run
-
-    def optimum(view: EGraphView, lets: list[str]) -> tuple[float, Graph, list[Any]]:
-        # a judge compares optima: the cycle filter's is exact on what it keeps, and the whole-e-graph
-        # proof is left to the final extraction, which runs once
-        helper = WorkerHelper(worker, limits.ilp_solver) if worker is not None else None  # waits for the answer
-        # no bound pruning: a judge's start is the last judge's graph, and the chain bounds lie far below it
-        # (NasRNN's 181 against 683-899 us): it dropped only e-nodes the reduction drops, for 50 ms
-        settings = ILPSettings(solver=limits.ilp_solver, acyclic="filter", memory_gb=limits.memory_gb,
-                               nodes=JUDGE_NODES, helper=helper, prune=False)
-        roots = [view.lets[r] for r in lets]
-        costs = node_costs(view, model, graph.dtype, prices)
-        found = extract(view, costs, roots, limits.extract, min(limits.ilp_seconds, JUDGE_SECONDS), settings,
-                        hint[0] if hint else None)
-        if found.clock:
-            clocks.append(f"{found.clock} (judging a merge round)")
-        classes: dict[Node, Any] = {}
-        hint[:] = [to_graph(view, found.choice, roots, leaves, graph, classes)]
-        seen.append((view, found, hint[0], costs))
-        return found.cost, hint[0], [classes.get(n) for n in hint[0].nodes()]
-
-    if worker is not None:
-        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, optimum, pairs)
+    judge = MergeJudge(model, graph, replace(limits, graph_rewrites=()))  # sent to the worker with the job
+    if worker is not None:  # where it cannot be sent, it judges here, with the worker waiting as its part helper
+        judge.helper = lambda: WorkerHelper(worker, limits.ilp_solver)
+        view, roots_let, report, saturate_s = worker.saturate(compiled, graph, limits, hard_grace_s, judge, pairs)
     else:
-        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=optimum, alternatives=pairs)
+        view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=judge, alternatives=pairs)
     t1 = time.perf_counter()
     judged, filtered, costs, greedy = None, False, None, None
-    if report.final_judged is not None:  # this run's judges are the last report.judges entries (a replay adds its own)
-        seen_view, found, found_graph, seen_costs = seen[len(seen) - report.judges + report.final_judged]
+    hint = judge.hint
+    if report.final_judged is not None:
+        seen_view, found, found_graph, seen_costs = judge.final(report)
         view = view if view is not None else seen_view
         judged = found if found.exact else None
         # the judge's answer is the cycle filter's optimum of this very e-graph: the proof starts there
@@ -404,7 +413,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         if view is seen_view:  # its prices and greedy choice (unless the clock hurried it) hold as they were
             costs, greedy = seen_costs, None if found.clock else found.greedy
     roots = [view.lets[r] for r in roots_let]
-    costs = costs if costs is not None else node_costs(view, model, graph.dtype, prices)
+    costs = costs if costs is not None else node_costs(view, model, graph.dtype, judge.prices)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
     extraction = judged
@@ -434,7 +443,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
                "extract": extract_s}
     if alternatives:
         timings["graph_rewrites"] = rewrite_s
-    clock = "; ".join(dict.fromkeys(c for c in (report.clock, *clocks, extraction.clock) if c))
+    clock = "; ".join(dict.fromkeys(c for c in (report.clock, *judge.clocks, extraction.clock) if c))
     return SearchResult("eqsat", graph.name, model.name, original, best_us, best, time.perf_counter() - start,
                         report.stop, work, timings, clock=clock, kept=kept)
 

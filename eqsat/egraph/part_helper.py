@@ -1,6 +1,8 @@
-"""The saturation worker as a second solver for the exact extraction's parts
-(:class:`~eqsat.egraph.split.PartHelper`): idle while its parent extracts, it answers ``("solve",
-...)`` messages between jobs (see ``optimize._worker``)."""
+"""Two processes as each other's second solver for an exact extraction's parts
+(:class:`~eqsat.egraph.split.PartHelper`): the saturation worker, idle while its parent extracts,
+answers ``("solve", ...)`` messages between jobs (see ``optimize._worker``); the parent, waiting
+for a job's end, answers those of the worker's own merge judges (see
+:class:`~eqsat.egraph.judging.MergeJudge` and ``SaturationWorker.saturate``)."""
 from __future__ import annotations
 
 import threading
@@ -11,7 +13,7 @@ from eqsat.egraph.solvers import Program, Solution, get_solver
 
 
 def solve_one(conn: Any, solver: str, program: Program, seconds: float, start: Any, nodes: int | None) -> None:
-    """Solve one program for the parent (see :class:`WorkerHelper`) and send the answer."""
+    """Solve one program for the other process (see :class:`WorkerHelper`) and send the answer."""
     try:
         answer = get_solver(solver).solve(program, seconds, start, nodes)
     except Exception as exc:  # the parent solves it itself
@@ -74,3 +76,16 @@ class WorkerHelper:
         self._written()  # (the close ends a write still held)
         self.pending = 0  # the caller solves the rest itself
         return None
+
+
+class ParentEnd:
+    """The saturation worker's end of its pipe, as the ``worker`` a :class:`WorkerHelper` sends to:
+    the parent, waiting for the job's end, solves the parts of the worker's merge judges. A part
+    whose answer does not come in time closes this end for the rest of the job (the worker solves
+    the rest itself); an answer that comes later is skipped between jobs (``optimize._worker``)."""
+
+    def __init__(self, conn: Any):
+        self.conn, self.alive = conn, True
+
+    def close(self) -> None:
+        self.alive = False

@@ -197,7 +197,8 @@ Solve = Callable[[Program, float, np.ndarray | None, int | None], Solution]
 
 class PartHelper(Protocol):
     """A second process that solves the programs it is sent, in order, while this one solves others
-    (the saturation worker, idle while the parent extracts; see ``part_helper.WorkerHelper``)."""
+    (the other process, idle while this one extracts: the saturation worker for the parent's final
+    extraction, the parent for the worker's merge judges; see ``part_helper.WorkerHelper``)."""
 
     def submit(self, program: Program, seconds: float, start: np.ndarray | None, nodes: int | None) -> bool:
         """Queue a program; False when it cannot (then the caller solves it)."""

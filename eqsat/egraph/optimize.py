@@ -30,7 +30,7 @@ from eqsat.egraph.process import PARENT_POLL_S, die_with_parent, import_all, sta
 from eqsat.egraph.relevance import relevant_compiled
 from eqsat.egraph.rewrites import COMPILED, Compiled
 from eqsat.egraph.serialize import write_json as write_egraph_json
-from eqsat.egraph.solvers import RELAXATIONS, solver_modules
+from eqsat.egraph.solvers import DEFAULT_SOLVER, RELAXATIONS, solver_modules
 from eqsat.egraph.view import reached_classes
 from eqsat.egraph.work import EGraphWork
 from eqsat.errors import EqsatError
@@ -116,7 +116,6 @@ def _worker(conn: Any, parent: int | None = None) -> None:
             ok = _run_job(conn, rules, graph, limits, host, alternatives, key, merge_judge)
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
-        import_all(("highspy",))  # for part_helper, once: after the first job (or its first judge), not before it
 
 
 def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any = None,
@@ -238,6 +237,9 @@ class SaturationWorker:
         with warnings.catch_warnings():  # Python >= 3.12 warns of BLAS's idle pool thread; see start_method
             warnings.simplefilter("ignore", DeprecationWarning)
             gc.freeze()  # collections, in the child and here, leave the pages the two share unwritten
+            # the solver's binding, which this process imports for its extractions anyway: a forked
+            # worker has it for its merge judges (imported in the job, it held a first run's 20 ms)
+            import_all(solver_modules(DEFAULT_SOLVER))
             try:
                 self.proc.start()
             finally:

@@ -114,6 +114,7 @@ def _worker(conn: Any, parent: int | None = None) -> None:
         host = hosts.pick(rules, len(graph.nodes()), key)  # None: a large graph, its own e-graph (see HostPool)
         with gc_paused():  # a job allocates no reference cycles to speak of (see gc_paused)
             ok = _run_job(conn, rules, graph, limits, host, alternatives, key, merge_judge)
+        message = merge_judge = None  # the judge holds every e-graph it saw: not kept while this process waits
         if not ok:
             hosts.drop(host)  # a failed job may leave it in any state
 

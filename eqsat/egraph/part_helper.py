@@ -16,7 +16,7 @@ def solve_one(conn: Any, solver: str, program: Program, seconds: float, start: A
     """Solve one program for the other process (see :class:`WorkerHelper`) and send the answer."""
     try:
         answer = get_solver(solver).solve(program, seconds, start, nodes)
-    except Exception as exc:  # the parent solves it itself
+    except Exception as exc:  # the other process solves it itself
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("solved", answer))

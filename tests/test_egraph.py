@@ -648,6 +648,71 @@ def test_a_part_this_process_answers_late_is_solved_by_the_worker_and_skipped_af
     assert after.best_us == optimize(build("qkv"), MERGE, "h100", Limits(iterations=2), isolate=False).best_us
 
 
+def _proofs_watched(monkeypatch):
+    """Every proof made ahead (``Speculation.run``), every one left unused (``undo``) and every
+    final extraction the parent runs after the saturation, as they happen."""
+    import importlib
+
+    from eqsat.egraph import judging
+
+    module = importlib.import_module("eqsat.egraph.optimize")
+    seen: dict[str, list] = {"made": [], "undone": [], "finals": []}
+    run, undo, final_extraction = judging.Speculation.run.__func__, judging.Speculation.undo, module.final_extraction
+    monkeypatch.setattr(judging.Speculation, "run", classmethod(lambda cls, *a: seen["made"].append(run(cls, *a))
+                                                                 or seen["made"][-1]))
+    monkeypatch.setattr(judging.Speculation, "undo", lambda self: seen["undone"].append(self.index) or undo(self))
+    monkeypatch.setattr(module, "final_extraction", lambda *a: seen["finals"].append(1) or final_extraction(*a))
+    return seen
+
+
+def test_the_e_graph_the_last_round_starts_from_is_proved_while_that_round_runs(monkeypatch):
+    """BERT's last merge round does not pay, so its answer is the e-graph that round started from:
+    the parent proves it while the worker runs the round (the worker sends that e-graph once), and
+    extracts nothing after the run. The answer, its status and its gap are the ones found in one
+    process. A proof ahead that a clock cut short is not used: the final extraction runs as ever."""
+    from dataclasses import replace
+
+    from eqsat.egraph import judging
+
+    seen = _proofs_watched(monkeypatch)
+    alone = optimize(build("bert"), default_rules(), "h100", Limits(), isolate=False)
+    assert seen["finals"] and not seen["made"]  # in one process: the final extraction, after the run
+    seen["finals"].clear()
+    ahead = optimize(build("bert"), default_rules(), "h100", Limits())
+    report = ahead.work.report
+    assert report.undone and report.judges >= 2
+    assert [s.index for s in seen["made"]] == [report.final_judged] and seen["made"][0].found is not None
+    assert not seen["finals"] and not seen["undone"]
+    assert (ahead.best_us, ahead.best) == (alone.best_us, alone.best)
+    assert (ahead.work.ilp_status, ahead.work.gap) == (alone.work.ilp_status, alone.work.gap)
+
+    proof_of = judging.proof_of
+    monkeypatch.setattr(judging, "proof_of", lambda *a: replace(proof_of(*a), clock="the extraction's time limit"))
+    seen["made"].clear()
+    cut = optimize(build("bert"), default_rules(), "h100", Limits())
+    assert len(seen["made"]) == 1 and seen["made"][0].found is None and seen["finals"] == [1]
+    assert (cut.best_us, cut.best, cut.clock) == (alone.best_us, alone.best, alone.clock)
+
+
+def test_a_last_round_that_pays_leaves_the_proof_made_ahead_unused(monkeypatch):
+    """NasRNN's last merge round pays: the proof made while it ran is of an earlier e-graph, and
+    goes unused (the record of relaxations put back as it was); the final e-graph is extracted
+    after the run, with the answer found in one process."""
+    from eqsat.egraph.solvers import RELAXATIONS
+
+    seen = _proofs_watched(monkeypatch)
+    alone = optimize(build("nasrnn"), default_rules(), "h100", Limits(), isolate=False)
+    seen["finals"].clear()
+    before = []
+    restore = RELAXATIONS.restore
+    monkeypatch.setattr(RELAXATIONS, "restore", lambda saved: before.append(saved) or restore(saved))
+    ahead = optimize(build("nasrnn"), default_rules(), "h100", Limits())
+    report = ahead.work.report
+    assert not report.undone and len(seen["made"]) == 1 and seen["made"][0].index != report.final_judged
+    assert seen["undone"] == [seen["made"][0].index] and before[-1] == seen["made"][0].relaxations
+    assert seen["finals"] == [1] and ahead.best_us == alone.best_us
+
+
 def test_a_judges_references_mark_the_best_graph_without_its_terms():
     """The judge's answer gives each node's e-class; the worker's read of the e-graph gives the
     reference the runner named each e-class by: a mark names those e-classes by them, sends no

@@ -11,6 +11,11 @@ worker marks the answer's e-classes ``chosen`` (``EGraphRunner.mark_best``); the
 each node's e-class, so the worker names an e-class the runner already named by that reference
 instead of sending the node's term again (each command costs egglog 30-90 µs: NasRNN's first
 mark took 33 ms with every term sent, 15 ms without).
+
+The final extraction proves the final e-graph's optimum over the whole e-graph, after the run.
+Where the last merge round allowed does not pay, the final e-graph is the one that round started
+from, and the parent, idle while the worker runs the round, proves it then (:class:`Speculation`):
+the worker's judge of that round solves its parts alone meanwhile.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from eqsat.cost.roofline import CostModel
 from eqsat.egraph.extract import Extraction, extract, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
 from eqsat.egraph.limits import Limits, RunReport
+from eqsat.egraph.solvers import RELAXATIONS
 from eqsat.egraph.view import EGraphView
 from eqsat.ir.graph import Graph, Node
 
@@ -35,6 +41,64 @@ JUDGE_SECONDS = 10.0  # its safety net (a judge the clock stops marks the run as
 
 Seen = tuple[EGraphView, Extraction, Graph, list[float]]
 """A judge's e-graph, its answer, that answer's graph and the e-graph's node prices."""
+
+SPECULATED = "speculated"  # sent back for the final judge's e-graph: the parent has it (see Speculation)
+
+
+def filtered_optimum(found: Extraction) -> bool:
+    """Whether a judge's answer is the cycle filter's optimum of its e-graph, which the final
+    extraction's proof over the whole e-graph starts from (see ``ILPSettings.filtered``)."""
+    return found.method == "ilp" and found.status.startswith("Optimal")
+
+
+def final_extraction(view: EGraphView, costs: list[float], roots: list[Any], limits: Limits, seconds: float,
+                     hint: Graph | None, greedy: dict[Any, int] | None, filtered: bool, helper: Any = None
+                     ) -> Extraction:
+    """The run's answer: the exact extraction of its final e-graph, proved over the whole e-graph
+    within ``limits.ilp_nodes`` (``filtered``: ``hint`` is the cycle filter's optimum already)."""
+    settings = ILPSettings(limits.ilp_solver, nodes=JUDGE_NODES, prove_nodes=limits.ilp_nodes,
+                           memory_gb=limits.memory_gb, filtered=filtered, helper=helper)
+    return extract(view, costs, roots, limits.extract, seconds, settings, hint, greedy)
+
+
+def proof_of(seen: Seen, roots: list[str], limits: Limits, seconds: float, helper: Any = None) -> Extraction:
+    """The final extraction of the e-graph a judge saw (``roots``: its root lets), from that
+    judge's answer, which must be the filter's optimum (:func:`filtered_optimum`)."""
+    view, found, graph, costs = seen
+    return final_extraction(view, costs, [view.lets[r] for r in roots], limits, seconds, graph,
+                            None if found.clock else found.greedy, True, helper)
+
+
+def speculate(found: Extraction, limits: Limits) -> bool:
+    """Whether the final extraction would prove this judge's answer (a proof is asked for, and the
+    answer is the filter's optimum): only then is its e-graph proved ahead (:class:`Speculation`)."""
+    return limits.ilp_nodes > 0 and limits.extract == "ilp" and filtered_optimum(found) and not found.exact
+
+
+@dataclass
+class Speculation:
+    """The final extraction of the e-graph the last merge round starts from, run by the parent
+    while the worker runs that round, which mostly does not pay: NASNet-A's, Inception-v3's and
+    BERT's did not, and their answer was that e-graph's. Kept only where the round did not pay
+    (the e-graph is the final one) and no clock cut the proof short, so the answer is the one the
+    final extraction would give; otherwise the record of relaxations is put back as it was."""
+
+    index: int  # the judge whose e-graph it is (0-based, in its run)
+    seen: Seen  # kept whatever the proof: the worker does not send this e-graph again
+    found: Extraction | None  # None: a clock cut the proof short (the final extraction, with its own time, decides)
+    relaxations: tuple[dict[bool, int], dict[bool, int]]  # RELAXATIONS before the proof
+
+    @classmethod
+    def run(cls, index: int, seen: Seen, roots: list[str], limits: Limits, seconds: float) -> Speculation:
+        before = RELAXATIONS.saved()
+        found = proof_of(seen, roots, limits, seconds)
+        speculation = cls(index, seen, None if found.clock else found, before)
+        if found.clock:
+            speculation.undo()
+        return speculation
+
+    def undo(self) -> None:
+        RELAXATIONS.restore(self.relaxations)
 
 
 @dataclass
@@ -54,6 +118,8 @@ class MergeJudge:
     clocks: list[str] = field(default_factory=list)
     hint: list[Graph] = field(default_factory=list)
     helper: Callable[[], Any] | None = None  # a new part helper for each judge (not sent: each process sets its own)
+    proved: Extraction | None = None  # (in the parent) the final e-graph's extraction, proved ahead (see Speculation)
+    speculated: int | None = None  # (in the worker) the judge whose e-graph the parent proves ahead
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "helper": None}
@@ -85,14 +151,39 @@ class MergeJudge:
             return None
         return self.seen[len(self.seen) - report.judges + report.final_judged]
 
-    def sent_back(self, report: RunReport) -> tuple[Seen | None, list[str], list[Graph]]:
-        """What the parent needs of a run judged in the worker: the final e-graph's judge, the
-        clocks and the hint (the other judges' e-graphs stay there)."""
-        return self.final(report), self.clocks, self.hint
+    def entry(self, report: RunReport, index: int) -> Seen | None:
+        """What judge number ``index`` of ``report``'s run (so far) saw."""
+        return self.seen[len(self.seen) - report.judges + index]
 
-    def adopt(self, report: RunReport, back: tuple[Seen | None, list[str], list[Graph]]) -> None:
-        """Take in what :meth:`sent_back` sent for ``report``'s run, as if this judge had judged it."""
+    def before_last_round(self, report: RunReport, index: int, roots: list[str], send: Callable[[Any], None]
+                          ) -> None:
+        """In the worker, before the last merge round allowed: where the final extraction would
+        prove the e-graph that round starts from (judge ``index``'s), ``send`` it to the parent,
+        which proves it meanwhile; this round's judge then solves its parts alone."""
+        seen = self.entry(report, index)
+        if seen is not None and speculate(seen[1], self.limits):
+            send(("speculate", (index, seen, roots)))
+            self.helper, self.speculated = None, index
+
+    def sent_back(self, report: RunReport) -> tuple[Seen | str | None, list[str], list[Graph]]:
+        """What the parent needs of a run judged in the worker: the final e-graph's judge (only
+        :data:`SPECULATED` where the parent has that e-graph already), the clocks and the hint (the
+        other judges' e-graphs stay there)."""
+        final = SPECULATED if self.speculated is not None and report.final_judged == self.speculated \
+            else self.final(report)
+        return final, self.clocks, self.hint
+
+    def adopt(self, report: RunReport, back: tuple[Seen | str | None, list[str], list[Graph]],
+              speculation: Speculation | None = None) -> None:
+        """Take in what :meth:`sent_back` sent for ``report``'s run, as if this judge had judged it,
+        with the proof ``speculation`` made meanwhile: kept where its e-graph is the final one."""
         final, clocks, hint = back
+        if speculation is not None and report.final_judged == speculation.index:
+            final, self.proved = speculation.seen, speculation.found
+        elif speculation is not None:  # the round paid: its proof goes unused
+            speculation.undo()
+        if isinstance(final, str):  # the worker sends it only for the e-graph this process was sent
+            raise RuntimeError("the worker sent back no final e-graph, and this process was sent none to prove")
         entries: list[Seen | None] = [None] * report.judges
         if report.final_judged is not None:
             entries[report.final_judged] = final

@@ -19,9 +19,8 @@ from typing import Any
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.registry import cost_model
 from eqsat.cost.roofline import CostModel
-from eqsat.egraph.extract import EGraphView, extract, gc_paused, node_costs, read_egraph, to_graph
-from eqsat.egraph.ilp import ILPSettings
-from eqsat.egraph.judging import JUDGE_NODES, MergeJudge, Optimum, judged
+from eqsat.egraph.extract import EGraphView, gc_paused, node_costs, read_egraph, to_graph
+from eqsat.egraph.judging import MergeJudge, Optimum, Speculation, filtered_optimum, final_extraction, judged
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.part_helper import ParentEnd, WorkerHelper, solve_one
@@ -183,7 +182,9 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         def judge() -> tuple[float, Graph, dict[Node, str]]:
             return judged(runner, ask_parent if merge_judge is None else merge_judge, roots)
 
-        report = runner.run(limits, on_iteration, judge)
+        ahead = None if merge_judge is None else (  # the parent proves while the last merge round runs
+            lambda index: merge_judge.before_last_round(runner.report, index, roots, conn.send))
+        report = runner.run(limits, on_iteration, judge, ahead)
         back = merge_judge.sent_back(report) if merge_judge is not None else None  # the final judge's e-graph
         conn.send(("done", (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report), back)))
         if host is not None and key is not None:
@@ -277,7 +278,8 @@ class SaturationWorker:
         :meth:`EGraphRunner.insert` takes them. ``optimum`` judges merges by need: a
         :class:`~eqsat.egraph.judging.MergeJudge` that pickles goes with the job and judges in the
         worker (this process solving half its parts, and adopting what it saw of the final
-        e-graph), any other judges here when the worker asks.
+        e-graph), any other judges here when the worker asks, and proves the e-graph the last merge
+        round starts from while that round runs (:class:`~eqsat.egraph.judging.Speculation`).
 
         egglog cannot interrupt an iteration, so one exploding iteration could run (and grow)
         without bound. On a kill the result is the worker's last snapshot (see :func:`_worker`)
@@ -289,6 +291,7 @@ class SaturationWorker:
         iteration, killed at 5.1 s for ``--seconds 5``: 15 s of saturation)."""
         finished: list[Any] = []
         snapshot = None
+        speculation: Speculation | None = None  # the proof of the e-graph the last merge round starts from
         began = time.perf_counter()
         deadline = began + limits.seconds + grace_s
         started, setup_s, last_at, setup = False, 0.0, began, (0.0, 0.0)
@@ -327,10 +330,14 @@ class SaturationWorker:
                     snapshot = payload
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
                     self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph, []))
+                elif kind == "speculate":  # proved while the last merge round runs, done by the hard limit
+                    seconds = min(limits.ilp_seconds, deadline - replay_s() - time.perf_counter())
+                    speculation = Speculation.run(*payload, optimum.limits, seconds)
                 elif kind == "done":  # the worker waits for the next job
                     view, roots, report, saturate_s, back = payload
                     if back is not None:  # it judged the merges itself
-                        optimum.adopt(report, back)
+                        optimum.adopt(report, back, speculation)
+                        speculation = None
                     return view, roots, report, saturate_s
                 elif kind == "user error":
                     raise payload
@@ -341,6 +348,9 @@ class SaturationWorker:
         except BaseException:
             self.close()
             raise
+        finally:
+            if speculation is not None:  # no answer came to use it for
+                speculation.undo()
         self.close()  # killed at the deadline (or it died): the next job gets a new worker
         # the last snapshot, unless it misses finished iterations that a replay can still redo in time
         if snapshot is not None and (replay_s() == 0.0 or deadline - time.perf_counter() < replay_s()):
@@ -410,9 +420,10 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         view = view if view is not None else seen_view
         judged = found if found.exact else None
         # the judge's answer is the cycle filter's optimum of this very e-graph: the proof starts there
-        filtered = view is seen_view and found.method == "ilp" and found.status.startswith("Optimal")
+        filtered = view is seen_view and filtered_optimum(found)
         hint[:] = [found_graph] if filtered else hint
         judged = found if filtered and limits.ilp_nodes == 0 else judged  # no proof asked for: the filter's answer
+        judged = judge.proved if judged is None and filtered and judge.proved is not None else judged  # proved ahead
         if view is seen_view:  # its prices and greedy choice (unless the clock hurried it) hold as they were
             costs, greedy = seen_costs, None if found.clock else found.greedy
     roots = [view.lets[r] for r in roots_let]
@@ -422,10 +433,8 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     extraction = judged
     if extraction is None:
         helper = WorkerHelper(worker, limits.ilp_solver) if worker is not None else None  # solves half the parts
-        settings = ILPSettings(limits.ilp_solver, nodes=JUDGE_NODES, prove_nodes=limits.ilp_nodes,
-                               memory_gb=limits.memory_gb, filtered=filtered, helper=helper)
-        extraction = extract(view, costs, roots, limits.extract, limits.ilp_seconds, settings,
-                             hint[0] if hint else None, greedy)
+        extraction = final_extraction(view, costs, roots, limits, limits.ilp_seconds, hint[0] if hint else None,
+                                      greedy, filtered, helper)
     choice, greedy_us = extraction.choice, extraction.greedy_cost
     method, gap, status = extraction.method, extraction.gap, extraction.status
     best = to_graph(view, choice, roots, leaves, graph)

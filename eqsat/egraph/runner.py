@@ -369,7 +369,8 @@ class EGraphRunner:
         return out, cap
 
     def run(self, limits: Limits, on_iteration: Callable[[Iteration], None] | None = None,
-            judge: Callable[[], tuple[float, Graph, dict[Node, str]]] | None = None) -> RunReport:
+            judge: Callable[[], tuple[float, Graph, dict[Node, str]]] | None = None,
+            before_last_round: Callable[[int], None] | None = None) -> RunReport:
         """Run up to ``limits.iterations`` iterations; ``on_iteration`` hears about each one as it ends. Merges
         by need: when the rules saturate, ``judge`` gives the exact extracted cost of the e-graph, the graph
         that has it and a reference to some of its nodes' e-classes; while it improves (at most
@@ -383,7 +384,8 @@ class EGraphRunner:
         followed at once by the next round on the graph it found. Merge rounds are TASO's greedy steps on top
         of the saturated e-graph, and the rewrite rules are not saturated again after them: on the ten
         benchmark models every round's gain showed in its merge iteration, and saturating after each round cost
-        seconds on the large models for no better graph."""
+        seconds on the large models for no better graph. ``before_last_round`` hears, before the last merge
+        round allowed, the judge whose e-graph it starts from (the answer's, if that round does not pay)."""
         self._load_rules()  # no graph was inserted: the rules load into the e-graph as it is
         start = time.perf_counter()
         self.analyse()
@@ -471,6 +473,8 @@ class EGraphRunner:
                     stop = "saturated, then merged by need"
                     break
                 base, seen = seen, None
+                if by_need_left == 1 and before_last_round is not None:
+                    before_last_round(base)
                 self.mark_best(best, known)
                 open_round, pending, by_need_left, first_round = True, True, by_need_left - 1, False
                 continue
@@ -481,6 +485,8 @@ class EGraphRunner:
                 cost, best = judged()  # merges by need: the best graph so far, whose ops the next round pairs
                 best_cost = min(best_cost, cost)
                 base, seen = seen, None
+                if by_need_left == 1 and before_last_round is not None:
+                    before_last_round(base)
                 self.mark_best(best, known)
                 open_round, pending, by_need_left = True, True, by_need_left - 1
         if open_round:  # the last merge round broke a cap before it was judged: discard it

@@ -183,6 +183,14 @@ class RelaxationRecord:
         for kind in (False, True):
             self.tried[kind] = self.answered[kind] = 0
 
+    def saved(self) -> tuple[dict[bool, int], dict[bool, int]]:
+        """The record as it is now, for :meth:`restore` (an extraction whose answer goes unused)."""
+        return dict(self.tried), dict(self.answered)
+
+    def restore(self, saved: tuple[dict[bool, int], dict[bool, int]]) -> None:
+        self.tried.update(saved[0])
+        self.answered.update(saved[1])
+
 
 RELAXATIONS = RelaxationRecord()
 

@@ -12,21 +12,26 @@ each node's e-class, so the worker names an e-class the runner already named by 
 instead of sending the node's term again (each command costs egglog 30-90 µs: NasRNN's first
 mark took 33 ms with every term sent, 15 ms without).
 
-The final extraction proves the final e-graph's optimum over the whole e-graph, after the run.
-Where the last merge round allowed does not pay, the final e-graph is the one that round started
-from, and the parent, idle while the worker runs the round, proves it then (:class:`Speculation`):
-the worker's judge of that round solves its parts alone meanwhile.
+The final extraction proves the final e-graph's optimum over the whole e-graph. Where the last
+merge round allowed does not pay, the final e-graph is the one that round started from, and the
+parent, idle while the worker runs the round, proves it then (:class:`Speculation`): the worker's
+judge of that round solves its parts alone meanwhile. Otherwise the worker proves it right after
+the run, the parent solving half its parts (:meth:`MergeJudge.prove_final`).
 """
 from __future__ import annotations
 
+import contextlib
+import pickle
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from eqsat.cost.roofline import CostModel
 from eqsat.egraph.extract import Extraction, extract, node_costs, read_egraph, to_graph
 from eqsat.egraph.ilp import ILPSettings
-from eqsat.egraph.limits import Limits, RunReport
+from eqsat.egraph.limits import Limits, RunReport, over_cap
 from eqsat.egraph.solvers import RELAXATIONS
 from eqsat.egraph.view import EGraphView
 from eqsat.ir.graph import Graph, Node
@@ -43,6 +48,7 @@ Seen = tuple[EGraphView, Extraction, Graph, list[float]]
 """A judge's e-graph, its answer, that answer's graph and the e-graph's node prices."""
 
 SPECULATED = "speculated"  # sent back for the final judge's e-graph: the parent has it (see Speculation)
+PROOF_SLACK = 1.05  # an extraction may run past its seconds by this share, and a second more (prove_final)
 
 
 def filtered_optimum(found: Extraction) -> bool:
@@ -89,9 +95,10 @@ class Speculation:
     relaxations: tuple[dict[bool, int], dict[bool, int]]  # RELAXATIONS before the proof
 
     @classmethod
-    def run(cls, index: int, seen: Seen, roots: list[str], limits: Limits, seconds: float) -> Speculation:
+    def run(cls, index: int, seen: Seen, roots: list[str], limits: Limits, until: float) -> Speculation:
+        """Prove judge ``index``'s e-graph by ``until`` (``time.perf_counter``'s) at the latest."""
         before = RELAXATIONS.saved()
-        found = proof_of(seen, roots, limits, seconds)
+        found = proof_of(seen, roots, limits, min(limits.ilp_seconds, until - time.perf_counter()))
         speculation = cls(index, seen, None if found.clock else found, before)
         if found.clock:
             speculation.undo()
@@ -118,7 +125,8 @@ class MergeJudge:
     clocks: list[str] = field(default_factory=list)
     hint: list[Graph] = field(default_factory=list)
     helper: Callable[[], Any] | None = None  # a new part helper for each judge (not sent: each process sets its own)
-    proved: Extraction | None = None  # (in the parent) the final e-graph's extraction, proved ahead (see Speculation)
+    proved: Extraction | None = None  # the final e-graph's extraction: by the parent ahead, or by the worker
+    proof_s: float = 0.0  # the seconds of the worker's proof, after the run (the parent's ahead overlap the run)
     speculated: int | None = None  # (in the worker) the judge whose e-graph the parent proves ahead
 
     def __getstate__(self) -> dict[str, Any]:
@@ -165,19 +173,44 @@ class MergeJudge:
             send(("speculate", (index, seen, roots)))
             self.helper, self.speculated = None, index
 
-    def sent_back(self, report: RunReport) -> tuple[Seen | str | None, list[str], list[Graph]]:
+    def prove_final(self, report: RunReport, roots: list[str], helper: Any, send: Callable[[Any], None]) -> None:
+        """In the worker, after the run: the final extraction of the final e-graph, the parent
+        solving half its parts (``helper``), where it would prove a judge's answer and the parent
+        has not (NasRNN's last merge round pays). The parent proved it after the e-graph had
+        crossed, on a core that had waited, and after its own unused proof ahead: NasRNN's proof
+        began 0.1 s after its last judge's answer. Not past half the memory cap (this process holds
+        the e-graph too). The parent is told the proof's seconds first (``send``): the saturation's
+        hard limit gives way to them. A fresh record of relaxations decides what it tries, as the
+        parent's did."""
+        final, limits = self.final(report), self.limits
+        if final is None or report.final_judged == self.speculated or not speculate(final[1], limits) \
+                or over_cap(limits.memory_gb / 2):
+            return
+        send(("proving", limits.ilp_seconds * PROOF_SLACK + 1.0))
+        saved = RELAXATIONS.saved()
+        RELAXATIONS.reset()
+        try:
+            self.proved = proof_of(final, roots, limits, limits.ilp_seconds, helper)
+        finally:
+            RELAXATIONS.restore(saved)
+
+    def sent_back(self, report: RunReport, roots: list[str], helper: Any, send: Callable[[Any], None]
+                  ) -> tuple[Seen | str | None, list[str], list[Graph], Extraction | None]:
         """What the parent needs of a run judged in the worker: the final e-graph's judge (only
-        :data:`SPECULATED` where the parent has that e-graph already), the clocks and the hint (the
-        other judges' e-graphs stay there)."""
+        :data:`SPECULATED` where the parent has that e-graph already), the clocks, the hint (the
+        other judges' e-graphs stay there) and the worker's proof, made first (:meth:`prove_final`)."""
+        self.prove_final(report, roots, helper, send)
         final = SPECULATED if self.speculated is not None and report.final_judged == self.speculated \
             else self.final(report)
-        return final, self.clocks, self.hint
+        return final, self.clocks, self.hint, self.proved
 
-    def adopt(self, report: RunReport, back: tuple[Seen | str | None, list[str], list[Graph]],
+    def adopt(self, report: RunReport, back: tuple[Seen | str | None, list[str], list[Graph], Extraction | None],
               speculation: Speculation | None = None) -> None:
         """Take in what :meth:`sent_back` sent for ``report``'s run, as if this judge had judged it,
         with the proof ``speculation`` made meanwhile: kept where its e-graph is the final one."""
-        final, clocks, hint = back
+        final, clocks, hint, proved = back
+        if proved is not None:
+            self.proved, self.proof_s = proved, proved.seconds
         if speculation is not None and report.final_judged == speculation.index:
             final, self.proved = speculation.seen, speculation.found
         elif speculation is not None:  # the round paid: its proof goes unused
@@ -190,6 +223,16 @@ class MergeJudge:
         self.seen.extend(entries)
         self.clocks.extend(clocks)
         self.hint[:] = hint
+
+
+def job_bytes(job: tuple, optimum: Optimum | None) -> bytes:
+    """A saturation job pickled with its judge, for the worker to judge its own e-graph, or
+    without one (the worker then asks the parent) where the judge does not pickle: a cost model
+    that holds a module (``torch-cpu``'s) does not."""
+    if isinstance(optimum, MergeJudge):
+        with contextlib.suppress(TypeError, AttributeError, pickle.PicklingError):
+            return bytes(ForkingPickler.dumps(job + (optimum,)))
+    return bytes(ForkingPickler.dumps(job + (None,)))
 
 
 def judged(runner: Any, ask: Optimum, roots: list[str]) -> tuple[float, Graph, dict[Node, str]]:

@@ -6,21 +6,19 @@ import gc
 import math
 import multiprocessing
 import os
-import pickle
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from eqsat.cost.devices import DEFAULT_DEVICE, Device
 from eqsat.cost.registry import cost_model
 from eqsat.cost.roofline import CostModel
 from eqsat.egraph.extract import EGraphView, gc_paused, node_costs, read_egraph, to_graph
-from eqsat.egraph.judging import MergeJudge, Optimum, Speculation, filtered_optimum, final_extraction, judged
+from eqsat.egraph.judging import MergeJudge, Optimum, Speculation, filtered_optimum, final_extraction, job_bytes, judged
 from eqsat.egraph.language import alternative_let
 from eqsat.egraph.limits import Iteration, Limits, RunReport, growth
 from eqsat.egraph.part_helper import ParentEnd, WorkerHelper, solve_one
@@ -182,11 +180,12 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
         def judge() -> tuple[float, Graph, dict[Node, str]]:
             return judged(runner, ask_parent if merge_judge is None else merge_judge, roots)
 
-        ahead = None if merge_judge is None else (  # the parent proves while the last merge round runs
-            lambda index: merge_judge.before_last_round(runner.report, index, roots, conn.send))
-        report = runner.run(limits, on_iteration, judge, ahead)
-        back = merge_judge.sent_back(report) if merge_judge is not None else None  # the final judge's e-graph
-        conn.send(("done", (final_view(runner, report), roots, report, saturation_s(t0, loaded_s, report), back)))
+        ahead = merge_judge and (lambda i: merge_judge.before_last_round(runner.report, i, roots, conn.send))
+        report = runner.run(limits, on_iteration, judge, ahead)  # the parent proves while the last round runs
+        saturated_s = saturation_s(t0, loaded_s, report)
+        back = None if merge_judge is None else merge_judge.sent_back(  # the final e-graph proved first
+            report, roots, WorkerHelper(parent_end, limits.ilp_solver), conn.send)
+        conn.send(("done", (final_view(runner, report), roots, report, saturated_s, back)))
         if host is not None and key is not None:
             with contextlib.suppress(Exception):  # after the answer nothing may reach the parent: a
                 remember(key, rules.declarations, *runner.run_rules.left())  # record that fails is none
@@ -201,16 +200,6 @@ def _run_job(conn: Any, rules: Compiled, graph: Graph, limits: Limits, host: Any
     except Exception:  # the answer is sent: nothing more goes to the parent, and the host is dropped
         return False
     return True
-
-
-def _job_bytes(job: tuple, optimum: Optimum | None) -> bytes:
-    """A saturation job pickled with its judge, for the worker to judge its own e-graph (see
-    :mod:`eqsat.egraph.judging`), or without one (the worker then asks this process) where the
-    judge does not pickle: a cost model that holds a module (``torch-cpu``'s) does not."""
-    if isinstance(optimum, MergeJudge):
-        with contextlib.suppress(TypeError, AttributeError, pickle.PicklingError):
-            return bytes(ForkingPickler.dumps(job + (optimum,)))
-    return bytes(ForkingPickler.dumps(job + (None,)))
 
 
 class SaturationWorker:
@@ -307,7 +296,7 @@ class SaturationWorker:
         threading.Thread(target=import_all, args=(solver_modules(limits.ilp_solver),), daemon=True).start()
         try:
             key = self.prepared[1] if self.prepared is not None and self.prepared[0] is graph else None
-            self.conn.send_bytes(_job_bytes((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives),
+            self.conn.send_bytes(job_bytes((rules, graph, replace(limits, graph_rewrites=()), tuple(alternatives),
                                              key), optimum))
             while True:
                 # killed early enough that the answer (a replay, where no snapshot holds the last
@@ -330,9 +319,10 @@ class SaturationWorker:
                     snapshot = payload
                 elif kind == "judge":  # merges by need: the exact optimum of the e-graph so far
                     self.conn.send(optimum(*payload) if optimum is not None else (math.inf, graph, []))
+                elif kind == "proving":  # the worker proves the final e-graph: its seconds, not the saturation's
+                    deadline = max(deadline, time.perf_counter() + payload)
                 elif kind == "speculate":  # proved while the last merge round runs, done by the hard limit
-                    seconds = min(limits.ilp_seconds, deadline - replay_s() - time.perf_counter())
-                    speculation = Speculation.run(*payload, optimum.limits, seconds)
+                    speculation = Speculation.run(*payload, optimum.limits, deadline - replay_s())
                 elif kind == "done":  # the worker waits for the next job
                     view, roots, report, saturate_s, back = payload
                     if back is not None:  # it judged the merges itself
@@ -443,7 +433,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     if best_us >= original and best != graph:  # a rewrite that gains nothing (a free reshape removed) is a risk
         kept = Kept("extraction", "input kept: extraction was not better", original, best_us)
         best, best_us, method = graph, original, method + " (input kept: extraction was not better)"
-    extract_s = time.perf_counter() - t1
+    extract_s = time.perf_counter() - t1 + judge.proof_s  # the worker's proof, if it made one, came after the run
     reached = reached_classes(view, choice, roots) if best is not graph else set()
     now, was = (set(best.nodes()), set(graph.nodes())) if best is not graph else (set(), set())
     # an alternative that is a node the input has (an identity's other operand): taken where its node went

@@ -413,7 +413,7 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
         filtered = view is seen_view and filtered_optimum(found)
         hint[:] = [found_graph] if filtered else hint
         judged = found if filtered and limits.ilp_nodes == 0 else judged  # no proof asked for: the filter's answer
-        judged = judge.proved if judged is None and filtered and judge.proved is not None else judged  # proved ahead
+        judged = judge.proved if judged is None and filtered and judge.proved is not None else judged  # proved already
         if view is seen_view:  # its prices and greedy choice (unless the clock hurried it) hold as they were
             costs, greedy = seen_costs, None if found.clock else found.greedy
     roots = [view.lets[r] for r in roots_let]

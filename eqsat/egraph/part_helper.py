@@ -1,7 +1,7 @@
 """Two processes as each other's second solver for an exact extraction's parts
 (:class:`~eqsat.egraph.split.PartHelper`): the saturation worker, idle while its parent extracts,
 answers ``("solve", ...)`` messages between jobs (see ``optimize._worker``); the parent, waiting
-for a job's end, answers those of the worker's own merge judges (see
+for a job's end, answers those of the worker's own merge judges and final proof (see
 :class:`~eqsat.egraph.judging.MergeJudge` and ``SaturationWorker.saturate``)."""
 from __future__ import annotations
 

@@ -75,9 +75,10 @@ def proof_of(seen: Seen, roots: list[str], limits: Limits, seconds: float, helpe
                             None if found.clock else found.greedy, True, helper)
 
 
-def speculate(found: Extraction, limits: Limits) -> bool:
+def proof_wanted(found: Extraction, limits: Limits) -> bool:
     """Whether the final extraction would prove this judge's answer (a proof is asked for, and the
-    answer is the filter's optimum): only then is its e-graph proved ahead (:class:`Speculation`)."""
+    answer is the filter's optimum): only then is its e-graph proved ahead (:class:`Speculation`) or
+    by the worker (:meth:`MergeJudge.prove_final`)."""
     return limits.ilp_nodes > 0 and limits.extract == "ilp" and filtered_optimum(found) and not found.exact
 
 
@@ -155,9 +156,7 @@ class MergeJudge:
     def final(self, report: RunReport) -> Seen | None:
         """What the judge that saw ``report``'s final e-graph saw (None: none did). This run's judges
         are the last ``report.judges`` entries (a replay after a kill adds its own)."""
-        if report.final_judged is None:
-            return None
-        return self.seen[len(self.seen) - report.judges + report.final_judged]
+        return None if report.final_judged is None else self.entry(report, report.final_judged)
 
     def entry(self, report: RunReport, index: int) -> Seen | None:
         """What judge number ``index`` of ``report``'s run (so far) saw."""
@@ -169,7 +168,7 @@ class MergeJudge:
         prove the e-graph that round starts from (judge ``index``'s), ``send`` it to the parent,
         which proves it meanwhile; this round's judge then solves its parts alone."""
         seen = self.entry(report, index)
-        if seen is not None and speculate(seen[1], self.limits):
+        if seen is not None and proof_wanted(seen[1], self.limits):
             send(("speculate", (index, seen, roots)))
             self.helper, self.speculated = None, index
 
@@ -183,7 +182,7 @@ class MergeJudge:
         hard limit gives way to them. A fresh record of relaxations decides what it tries, as the
         parent's did."""
         final, limits = self.final(report), self.limits
-        if final is None or report.final_judged == self.speculated or not speculate(final[1], limits) \
+        if final is None or report.final_judged == self.speculated or not proof_wanted(final[1], limits) \
                 or over_cap(limits.memory_gb / 2):
             return
         send(("proving", limits.ilp_seconds * PROOF_SLACK + 1.0))

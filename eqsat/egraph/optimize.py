@@ -403,24 +403,25 @@ def _optimize(graph: Graph, rules: Sequence[Rule], cost: str | Device | CostMode
     else:
         view, roots_let, report, saturate_s = _saturate(compiled, graph, limits, optimum=judge, alternatives=pairs)
     t1 = time.perf_counter()
-    judged, filtered, costs, greedy = None, False, None, None
+    settled, filtered, costs, greedy = None, False, None, None
     hint = judge.hint
     if report.final_judged is not None:
         seen_view, found, found_graph, seen_costs = judge.final(report)
         view = view if view is not None else seen_view
-        judged = found if found.exact else None
+        settled = found if found.exact else None
         # the judge's answer is the cycle filter's optimum of this very e-graph: the proof starts there
         filtered = view is seen_view and filtered_optimum(found)
         hint[:] = [found_graph] if filtered else hint
-        judged = found if filtered and limits.ilp_nodes == 0 else judged  # no proof asked for: the filter's answer
-        judged = judge.proved if judged is None and filtered and judge.proved is not None else judged  # proved already
+        settled = found if filtered and limits.ilp_nodes == 0 else settled  # no proof asked for: the filter's answer
+        if settled is None and filtered:  # proved already (ahead here, or by the worker), else None
+            settled = judge.proved
         if view is seen_view:  # its prices and greedy choice (unless the clock hurried it) hold as they were
             costs, greedy = seen_costs, None if found.clock else found.greedy
     roots = [view.lets[r] for r in roots_let]
     costs = costs if costs is not None else node_costs(view, model, graph.dtype, judge.prices)
     if limits.dump_egraph:
         write_egraph_json(view, costs, roots, limits.dump_egraph)
-    extraction = judged
+    extraction = settled
     if extraction is None:
         helper = WorkerHelper(worker, limits.ilp_solver) if worker is not None else None  # solves half the parts
         extraction = final_extraction(view, costs, roots, limits, limits.ilp_seconds, hint[0] if hint else None,

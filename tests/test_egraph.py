@@ -1,6 +1,8 @@
 """The e-graph optimizer on egglog: shapes, sharing-aware extraction, limits, case studies."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from eqsat.cost.roofline import RooflineCost
@@ -303,6 +305,59 @@ def test_a_worker_says_when_it_can_take_a_job_and_a_dead_one_is_closed():
         assert not worker.ready(timeout=1.0) and worker.conn.closed
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("announced", [True, False])
+def test_the_hard_limit_gives_way_to_the_proof_the_worker_announces(announced):
+    """After the run the worker proves the final e-graph itself (``MergeJudge.prove_final``) and
+    first sends ``("proving", seconds)``: the saturation's hard limit then waits that long for the
+    answer. Scripted here, the worker's end of the pipe answers 1 s after a 0.1 s saturation's
+    hard limit: announced, its answer is taken; not announced, the worker is killed at the limit and
+    the last snapshot is the answer (as in an overrun). A spawned worker would not see a test's
+    monkeypatch, so no proof can be made to outlast the limit there."""
+    import multiprocessing
+    import threading
+    import time
+
+    from eqsat.egraph.limits import RunReport
+    from eqsat.egraph.optimize import SaturationWorker
+    from eqsat.egraph.view import EGraphView
+
+    class Process:  # what close() asks of the worker's process
+        killed = False
+
+        def is_alive(self):
+            return not self.killed
+
+        def kill(self):
+            self.killed = True
+
+        def join(self):
+            pass
+
+    def script(end):
+        end.recv_bytes()  # the job
+        end.send(("started", (0.0, 0.0, 0.0)))
+        end.send(("snapshot", (EGraphView(), ["r"], RunReport(stop="snapshot"), 0.0)))
+        if announced:
+            end.send(("proving", 5.0))
+        time.sleep(1.0)  # proving, past the saturation's hard limit
+        with contextlib.suppress(OSError):  # closed by the parent at the limit
+            end.send(("done", (EGraphView(), ["r"], RunReport(stop="saturated, then merged by need"), 0.05, None)))
+
+    worker = SaturationWorker.__new__(SaturationWorker)
+    worker.conn, end = multiprocessing.Pipe(duplex=True)
+    worker.proc, worker.prepared = Process(), None
+    scripted = threading.Thread(target=script, args=(end,), daemon=True)
+    scripted.start()
+    _, roots, report, _ = worker.saturate("rules", build("qkv"), Limits(seconds=0.1), grace_s=5.0)
+    scripted.join()
+    assert roots == ["r"]
+    if announced:
+        assert report.stop == "saturated, then merged by need" and not worker.proc.killed
+    else:
+        assert report.stop.startswith("hard time limit") and report.clock == "the saturation's hard time limit"
+        assert worker.proc.killed
 
 
 def test_an_experiment_waits_for_the_worker_before_its_first_timed_search(monkeypatch):

@@ -405,6 +405,14 @@ class EGraphRunner:
             seen, self.report.judges = self.report.judges, self.report.judges + 1
             judged_sizes.append(self.size())
             return cost, graph
+
+        def next_round(best: Graph) -> None:  # the next merge round pairs best's ops, on the e-graph just judged
+            nonlocal base, seen, open_round, pending, by_need_left
+            base, seen = seen, None
+            if by_need_left == 1 and before_last_round is not None:
+                before_last_round(base)
+            self.mark_best(best, known)
+            open_round, pending, by_need_left = True, True, by_need_left - 1
         for i in range(limits.iterations):
             t0 = time.perf_counter()
             by_need, pending = pending, False
@@ -468,15 +476,11 @@ class EGraphRunner:
                     open_round, self.report.undone, seen = False, True, base
                     stop = "saturated" if first_round else "saturated, then merged by need"
                     break
-                best_cost, open_round = cost, False
+                best_cost, open_round, first_round = cost, False, False  # this round paid
                 if by_need_left <= 0:  # the last round paid: its graph is the answer
                     stop = "saturated, then merged by need"
                     break
-                base, seen = seen, None
-                if by_need_left == 1 and before_last_round is not None:
-                    before_last_round(base)
-                self.mark_best(best, known)
-                open_round, pending, by_need_left, first_round = True, True, by_need_left - 1, False
+                next_round(best)
                 continue
             if not updated and not (i + 1 < limits.k_multi):
                 stop = "saturated"
@@ -484,11 +488,7 @@ class EGraphRunner:
                     break
                 cost, best = judged()  # merges by need: the best graph so far, whose ops the next round pairs
                 best_cost = min(best_cost, cost)
-                base, seen = seen, None
-                if by_need_left == 1 and before_last_round is not None:
-                    before_last_round(base)
-                self.mark_best(best, known)
-                open_round, pending, by_need_left = True, True, by_need_left - 1
+                next_round(best)
         if open_round:  # the last merge round broke a cap before it was judged: discard it
             self.report.undone, seen = True, base
             if stop != "saturated":

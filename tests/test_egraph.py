@@ -753,20 +753,24 @@ def test_a_last_round_that_pays_leaves_the_proof_made_ahead_unused(monkeypatch):
     """NasRNN's last merge round pays: the proof made while it ran is of an earlier e-graph, and
     goes unused (the record of relaxations put back as it was); the worker proves the final
     e-graph after the run (this process extracts nothing), with the answer found in one process."""
+    from eqsat.egraph import judging
     from eqsat.egraph.solvers import RELAXATIONS
 
     seen = _proofs_watched(monkeypatch)
     alone = optimize(build("nasrnn"), default_rules(), "h100", Limits(), isolate=False)
     seen["finals"].clear()
-    before = []
+    before, proofs = [], []
     restore = RELAXATIONS.restore
     monkeypatch.setattr(RELAXATIONS, "restore", lambda saved: before.append(saved) or restore(saved))
+    adopt = judging.MergeJudge.adopt
+    monkeypatch.setattr(judging.MergeJudge, "adopt", lambda self, *a: adopt(self, *a) or proofs.append(self.proof_s))
     ahead = optimize(build("nasrnn"), default_rules(), "h100", Limits())
     report = ahead.work.report
     assert not report.undone and len(seen["made"]) == 1 and seen["made"][0].index != report.final_judged
     assert seen["undone"] == [seen["made"][0].index] and before[-1] == seen["made"][0].relaxations
     assert not seen["finals"] and ahead.best_us == alone.best_us
-    assert ahead.work.ilp_status == alone.work.ilp_status and ahead.timings["extract"] > 0.01
+    # the worker's proof came after the run: its seconds are counted in the extraction phase
+    assert ahead.work.ilp_status == alone.work.ilp_status and ahead.timings["extract"] >= proofs[-1] > 0
 
 
 def test_a_judges_references_mark_the_best_graph_without_its_terms():

@@ -450,3 +450,41 @@ def test_a_relaxation_answer_is_the_optimum_branch_and_bound_finds() -> None:
             plain = extract(view, costs, roots, "ilp", 30)
         assert fast.optimal and plain.optimal and fast.cost == pytest.approx(plain.cost, rel=1e-6)
     assert answered, "the relaxation answered none of the programs: the comparison tested nothing"
+
+
+def _candidates_by_definition(view: EGraphView, roots: list[int], removed: set[int]) -> dict[int, list[int]]:
+    """The reduction without dominance, by its definition: drop one node at a time that reads
+    its own e-class or an e-class with no node left, until none does; keep what the roots reach."""
+    alive = {i for ns in view.classes.values() for i in ns if i not in removed}
+    alive -= {i for i in alive if view.nodes[i].eclass in view.nodes[i].children}
+    dropped = True
+    while dropped:
+        dropped = False
+        for i in sorted(alive, reverse=True):  # another order than the classes' own
+            if any(not any(j in alive for j in view.classes.get(d, ())) for d in view.nodes[i].children):
+                alive.discard(i)
+                dropped = True
+                break
+    reach, stack = set(), list(roots)
+    while stack:
+        c = stack.pop()
+        if c not in reach:
+            reach.add(c)
+            stack.extend(d for i in view.classes.get(c, ()) if i in alive for d in view.nodes[i].children)
+    return {c: [i for i in ns if i in alive] for c, ns in view.classes.items() if c in reach}
+
+
+@settings(max_examples=100, deadline=None)
+@given(egraphs(), st.sets(st.integers(0, 12), max_size=3))
+def test_the_reduction_is_its_definitions_fixed_point_and_counts_what_it_saw(case: tuple, removed: set) -> None:
+    view, costs, roots = case
+    red = reduce(view, costs, roots, removed, dominance=False)
+    assert red.candidates == _candidates_by_definition(view, roots, removed)
+    reached, stack = set(), list(roots)  # the sizes before: what the roots reach through the nodes not removed
+    while stack:
+        c = stack.pop()
+        if c not in reached:
+            reached.add(c)
+            stack.extend(d for i in view.classes.get(c, ()) if i not in removed for d in view.nodes[i].children)
+    assert red.stats["eclasses_before"] == len(reached)
+    assert red.stats["enodes_before"] == sum(len(view.classes.get(c, ())) for c in reached)

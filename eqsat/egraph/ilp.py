@@ -116,20 +116,27 @@ def _clocked(result: ILPResult | None, why: str) -> ILPResult | None:
 
 
 def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int]],
-              deadline: float | None = None) -> set:
-    """Non-weight-only e-classes reachable from ``roots`` through ``candidates``; :class:`OutOfTime`
-    past ``deadline`` (a million-node e-graph takes seconds)."""
+              deadline: float | None = None, removed: set[int] | frozenset = frozenset()) -> set:
+    """Non-weight-only e-classes reachable from ``roots`` through ``candidates`` less ``removed``;
+    :class:`OutOfTime` past ``deadline`` (a million-node e-graph takes seconds)."""
+    check(deadline)
     reach: set = set()
     stack = [r for r in roots if r not in view.const]
+    kids, options, add, pop, push = view.kids, candidates.get, reach.add, stack.pop, stack.extend
     while stack:
-        if not len(reach) & 4095:
-            check(deadline)
-        c = stack.pop()
+        c = pop()
         if c in reach:
             continue
-        reach.add(c)
-        for i in candidates.get(c, ()):
-            stack.extend(view.kids[i])
+        add(c)
+        if not len(reach) & 4095:
+            check(deadline)
+        if removed:
+            for i in options(c, ()):
+                if i not in removed:
+                    push(kids[i])
+        else:
+            for i in options(c, ()):
+                push(kids[i])
     return reach
 
 
@@ -137,17 +144,18 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
            dominance: bool = True, deadline: float | None = None) -> Reduction:
     """Shrink the extraction problem without losing an optimum (see the module docstring);
     :class:`OutOfTime` past ``deadline``."""
-    cand = {c: [i for i in ns if i not in removed and c not in view.kids[i]]
+    kids = view.kids
+    cand = {c: [i for i in ns if i not in removed and c not in kids[i]]
             for c, ns in view.classes.items() if c not in view.const}
-    before = reachable(view, roots, {c: [i for i in ns if i not in removed] for c, ns in view.classes.items()},
-                       deadline)
+    before = reachable(view, roots, view.classes, deadline, removed)
     check(deadline)
     changed = True
     while changed:  # a node whose child e-class has no candidate left can never be picked
-        check(deadline)
+        check(deadline)  # (the greatest fixed point: the order classes are met in does not change it)
+        alive = {c for c, ns in cand.items() if ns}
         changed = False
         for c, ns in cand.items():
-            keep = [i for i in ns if all(cand.get(d) for d in view.kids[i])]
+            keep = [i for i in ns if kids[i] <= alive]
             if len(keep) != len(ns):
                 cand[c], changed = keep, True
     replacement: dict[int, int] = {}
@@ -155,14 +163,17 @@ def reduce(view: EGraphView, costs: list[float], roots: list[Any], removed: set[
         for n, (c, ns) in enumerate(cand.items()):
             if not n & 4095:
                 check(deadline)
+            if len(ns) < 2:  # nothing to dominate
+                continue
             kept: list[int] = []
-            for i in sorted(ns, key=lambda i: (costs[i], len(view.kids[i]), i)):
-                k = view.kids[i]
-                dom = next((j for j in kept if view.kids[j] <= k), None)
-                if dom is None:
-                    kept.append(i)
+            for i in sorted(ns, key=lambda i: (costs[i], len(kids[i]), i)):
+                k = kids[i]
+                for j in kept:
+                    if kids[j] <= k:
+                        replacement[i] = j
+                        break
                 else:
-                    replacement[i] = dom
+                    kept.append(i)
             cand[c] = kept
     reach = reachable(view, roots, cand, deadline)
     cand = {c: ns for c, ns in cand.items() if c in reach}
@@ -215,18 +226,24 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
     the cut edge's source and the pass goes on from there.
     """
     edges: dict[Any, dict[Any, list[int]]] = {}
-    for k, c in enumerate(reachable(view, roots, view.classes, deadline)):
+    kids, classes = view.kids, view.classes
+    for k, c in enumerate(reachable(view, roots, classes, deadline)):
         if not k & 4095:  # 1M e-nodes: this loop alone took 10 s at load 8, past a 1 s deadline
             check(deadline)
-        out = edges.setdefault(c, {})
-        for i in view.classes[c]:
-            for d in view.kids[i]:
-                out.setdefault(d, []).append(i)
+        out = edges[c] = {}
+        for i in classes[c]:
+            for d in kids[i]:
+                at = out.get(d)
+                if at is None:
+                    out[d] = [i]
+                else:
+                    at.append(i)
     check(deadline)
     removed: set[int] = set()
     state: dict[Any, int] = {}  # 1 on the stack, 2 done
+    status, kept, price = state.get, keep.get, costs.__getitem__
     for root in edges:
-        if state.get(root):
+        if status(root):
             continue
         path: list[Any] = [root]
         todo: list[list[Any]] = [list(edges[root])]
@@ -241,18 +258,18 @@ def filter_cycles(view: EGraphView, keep: dict[Any, int], roots: list[Any], cost
                 todo.pop()
                 continue
             c, d = path[-1], todo[-1].pop()
-            if d not in edges[c] or state.get(d) == 2:
+            if d not in edges[c] or status(d) == 2:
                 continue
-            if state.get(d) != 1:
+            if status(d) != 1:
                 state[d] = 1
                 path.append(d)
                 todo.append(list(edges[d]))
                 continue
             cycle = path[path.index(d):] + [d]
-            options = [(u, v) for u, v in zip(cycle, cycle[1:]) if keep.get(u) not in edges[u][v]]
+            options = [(u, v) for u, v in zip(cycle, cycle[1:]) if kept(u) not in edges[u][v]]
             if not options:  # cannot happen when ``keep`` is acyclic
                 raise RuntimeError("cycle filter: every edge of a cycle is used by the kept choice")
-            u, v = max(options, key=lambda e: min(costs[i] for i in edges[e[0]][e[1]]))
+            u, v = max(options, key=lambda e: min(map(price, edges[e[0]][e[1]])))
             removed.update(edges[u].pop(v))
             if u != c:  # a stack edge was cut: unwind to its source, whose other edges stay to do
                 while path[-1] != u:

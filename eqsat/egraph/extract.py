@@ -168,11 +168,17 @@ def greedy_dag(view: EGraphView, costs: list[float], roots: list[Any], deadline:
     kids_of: list[tuple] = []  # each node's distinct child e-classes, in order
     eclass_of = [n.eclass for n in view.nodes]
     for i, n in enumerate(view.nodes):
-        kids = tuple(dict.fromkeys(n.children))
+        kids = n.children
+        if len(kids) > 1 and (len(kids) > 2 or kids[0] == kids[1]):
+            kids = tuple(dict.fromkeys(kids))
         kids_of.append(kids)
         waiting.append(len(kids))
         for c in kids:
-            parents.setdefault(c, []).append(i)
+            at = parents.get(c)
+            if at is None:
+                parents[c] = [i]
+            else:
+                at.append(i)
     chosen: dict[Any, int] = {}
     below: dict[Any, int] = {}  # e-class -> bit set of the e-classes of its settled sub-DAG
     total: dict[Any, float] = {}

@@ -132,28 +132,31 @@ def biconnected_components(adjacent: dict[Any, dict[Any, None]]) -> list[set]:
         stack = [(start, start, iter(adjacent[start]))]
         while stack:
             grandparent, parent, children = stack[-1]
-            child = next(children, _DONE)
-            if child is not _DONE:
+            here = discovery[parent]
+            for child in children:  # the same iterator resumes when the walk comes back to parent
                 if grandparent == child:
                     continue
-                if child in discovery:
-                    if discovery[child] <= discovery[parent]:  # a back edge
-                        low[parent] = min(low[parent], discovery[child])
-                        edge_index[parent, child] = len(edge_stack)
-                        edge_stack.append((parent, child))
-                else:
+                found = discovery.get(child)
+                if found is None:
                     low[child] = discovery[child] = len(discovery)
                     stack.append((parent, child, iter(adjacent[child])))
                     edge_index[parent, child] = len(edge_stack)
                     edge_stack.append((parent, child))
-                continue
-            stack.pop()
-            if len(stack) > 1:
-                if low[parent] >= discovery[grandparent]:
+                    break
+                if found <= here:  # a back edge
+                    if found < low[parent]:
+                        low[parent] = found
+                    edge_index[parent, child] = len(edge_stack)
+                    edge_stack.append((parent, child))
+            else:
+                stack.pop()
+                if len(stack) > 1:
+                    if low[parent] >= discovery[grandparent]:
+                        out.append(_close_block(edge_stack, edge_index[grandparent, parent]))
+                    if low[parent] < low[grandparent]:
+                        low[grandparent] = low[parent]
+                elif stack:  # the root's child
                     out.append(_close_block(edge_stack, edge_index[grandparent, parent]))
-                low[grandparent] = min(low[parent], low[grandparent])
-            elif stack:  # the root's child
-                out.append(_close_block(edge_stack, edge_index[grandparent, parent]))
     return out
 
 
@@ -162,9 +165,6 @@ def _close_block(edge_stack: list[tuple[Any, Any]], at: int) -> set:
     block = {v for edge in edge_stack[at:] for v in edge}
     del edge_stack[at:]
     return block
-
-
-_DONE = object()
 
 
 class _Extended(Sequence):

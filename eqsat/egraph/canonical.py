@@ -58,11 +58,13 @@ def canonical_form(program: Program, labels: np.ndarray) -> Form:
                    ^ (program.is_int.astype(np.uint64) << np.uint64(1)) ^ program.fixed.astype(np.uint64))
         row = _mix(_bits(program.lower) ^ _mix(_bits(program.upper) + np.uint64(7)))
 
+        by_row, by_col_sums = _Segments(indptr), _Segments(col_ptr)
+
         def refine(row: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             kinds = (_distinct(row), _distinct(col))
             while True:  # each round splits a class or ends: at most rows + columns rounds, a handful in practice
-                row = _mix(row * np.uint64(3) + _sums(_mix(col[indices] ^ coef), indptr))
-                col = _mix(col * np.uint64(5) + _sums(_mix(row[row_by_col] ^ coef_by_col), col_ptr))
+                row = _mix(row * np.uint64(3) + by_row.sums(_mix(col[indices] ^ coef)))
+                col = _mix(col * np.uint64(5) + by_col_sums.sums(_mix(row[row_by_col] ^ coef_by_col)))
                 now = (_distinct(row), _distinct(col))
                 if now == kinds:
                     return row, col
@@ -113,14 +115,22 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """Per segment of ``indptr``, the sum of ``values`` modulo 2**64 (a multiset's hash: order-free)."""
-    out = np.zeros(len(indptr) - 1, dtype=np.uint64)
-    full = np.flatnonzero(np.diff(indptr))
-    if len(full):
-        with np.errstate(over="ignore"):
-            out[full] = np.add.reduceat(values, indptr[:-1][full])
-    return out
+class _Segments:
+    """The segments of an ``indptr`` (rows of a CSR matrix, or columns of a CSC one), with what
+    summing over them needs worked out once: a refinement sums over them every round."""
+
+    def __init__(self, indptr: np.ndarray) -> None:
+        self.size = len(indptr) - 1
+        self.full = np.flatnonzero(np.diff(indptr))  # reduceat would give an empty segment its next one's first value
+        self.starts = indptr[:-1][self.full]
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """Per segment, the sum of ``values`` modulo 2**64 (a multiset's hash: order-free)."""
+        out = np.zeros(self.size, dtype=np.uint64)
+        if len(self.full):
+            with np.errstate(over="ignore"):
+                out[self.full] = np.add.reduceat(values, self.starts)
+        return out
 
 
 def _first_tie(col: np.ndarray) -> int | None:

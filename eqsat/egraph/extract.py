@@ -132,13 +132,14 @@ def node_costs(view: EGraphView, model: CostModel, dtype: str,
     weights: merges by need price the same e-graph, a little larger, several times a run."""
     memo = {} if memo is None else memo
     costs = []
+    shape, weight = view.shapes.__getitem__, view.const.__contains__
     for n in view.nodes:
         if n.op in ("leaf", "splitproj"):
             costs.append(0.0)
             continue
-        ins = tuple(view.shapes[c] for c in n.children)
-        consts = tuple(c in view.const for c in n.children)
-        key = (n.op, n.attrs, ins, view.shapes[n.eclass], consts)
+        ins = tuple(map(shape, n.children))
+        consts = tuple(map(weight, n.children))
+        key = (n.op, n.attrs, ins, shape(n.eclass), consts)
         price = memo.get(key)
         if price is None:
             price = memo[key] = model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), all(consts),

@@ -100,18 +100,17 @@ class Twins:
         form = self.forms.get(id(built.program))
         if form is None:
             labels = np.zeros(built.program.cost.size, dtype=np.uint64)
-            labels[:len(built.cols)] = [self._label(i) for i in built.cols]
+            known = self.labels
+            for i in built.cols:
+                if i not in known:
+                    known[i] = self._label(i)
+            labels[:len(built.cols)] = list(map(known.__getitem__, built.cols))
             form = self.forms[id(built.program)] = canonical_form(self._unpriced(built), labels)
         return form
 
     def _label(self, i: int) -> int:
-        got = self.labels.get(i)
-        if got is None:
-            nodes = self.view.nodes
-            if i < len(nodes):
-                n = nodes[i]
-                got = hash((n.op, n.attrs, n.sizes, self.view.shapes.get(n.eclass))) & _LABEL_BITS
-            else:
-                got = hash("priced leaf") & _LABEL_BITS
-            self.labels[i] = got
-        return got
+        nodes = self.view.nodes
+        if i < len(nodes):
+            n = nodes[i]
+            return hash((n.op, n.attrs, n.sizes, self.view.shapes.get(n.eclass))) & _LABEL_BITS
+        return hash("priced leaf") & _LABEL_BITS

@@ -176,6 +176,29 @@ def test_a_size_condition_filters_matches():
     assert all(get_op("matmul").shape({}, tuple(view.shapes[c] for c in n.children)) for n in matmuls)
 
 
+def test_a_size_the_source_typing_fixes_is_neither_checked_nor_bound_again():
+    """``concat(relu X, relu Y)`` along axis 1 only matches where X and Y agree on axes 0, 2 and 3
+    (the matched concat is well typed), so the rule to ``relu(concat(X, Y))`` reads no ``dim`` of
+    Y there (each such atom is a variant egglog matches again for new rows), still reads Y's axis 1
+    (the new nodes' sizes add it), and rewrites the pair it matches."""
+    from eqsat.egraph.rewrites import compile_rule
+    from eqsat.ir.graph import Graph, input_, node
+
+    rules = parse_rules("cat-relu: (concat :axis 1 (relu ?X) (relu ?Y)) => (relu (concat :axis 1 ?X ?Y)) ; "
+                        "vars=X:?x?x?x?,Y:?x?x?x?")
+    [direction] = compile_rule(rules[0]).directions
+    query = " ".join(direction.facts)
+    assert "(dim ?Y 1)" in query and not any(f"(dim ?Y {k})" in query for k in (0, 2, 3))
+    x, y = input_("x", (1, 2, 4, 4)), input_("y", (1, 3, 4, 4))
+    runner = EGraphRunner(rules)
+    lets = runner.insert(Graph((node("concat", node("relu", x), node("relu", y), axis=1),
+                                node("relu", node("concat", x, y, axis=1)))))
+    runner.run(Limits(iterations=2))
+    assert runner.equal(lets[0], lets[1])
+    view = read_egraph(runner.egraph, runner.lang)
+    assert ill_typed(view) == []
+
+
 def test_greedy_and_ilp_are_never_worse_than_the_input():
     r = optimize(build("bert", seq=16, hidden=64, heads=4, layers=2), SMALL + MERGE, "h100", Limits(iterations=3))
     assert r.best_us <= r.work.greedy_us + 1e-9 <= r.original_us + 1e-9

@@ -215,6 +215,9 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
     facts = [f"(= {r} {b.query(p)})" for r, p in zip(roots, src)]
     used = set().union(*(tensor_vars(p) for p in src))
     ranked = set().union(*(_same_rank_children(p) for p in src))
+    with recording() as typed:  # what every match guarantees: the matched nodes are well typed
+        src_shapes = [b.shape(p) for p in src]
+    implied = _merge_equal_sizes(_egg_pairs(typed))
     for v in sorted(used):
         dims = b.var_dims.get(v)
         if dims is None:
@@ -222,9 +225,9 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
         if v not in ranked:  # otherwise its parent's constructor already fixes its rank
             facts.append(f"(= (rank ?{v}) {len(dims)})")
         for k, d in enumerate(dims):
+            if d is None and f"?{v}__{k}" in implied:  # a size the source's typing equates with another:
+                continue  # no check of it (a dim atom), and it is read through the one it equals
             facts.append(f"(= (dim ?{v} {k}) {'?' + v + '__' + str(k) if d is None else d})")
-    with recording():
-        src_shapes = [b.shape(p) for p in src]
     outs = [b.build(p) for p in dst]
     for (_var, shape), want in zip(outs, src_shapes):
         if len(shape) != len(want):
@@ -232,11 +235,12 @@ def compile_direction(lang: Language, name: str, src: Sequence[Pattern], dst: Se
         for x, y in zip(shape, want):
             if Sym.lift(x).egg() != Sym.lift(y).egg():
                 b.constraints.append((Sym.lift(x), Sym.lift(y)))
-    rename = _merge_equal_sizes(b.constraints)
-    for x, y in b.constraints:
-        facts.append(f"(= {Sym.lift(x).egg()} {Sym.lift(y).egg()})")
+    constraints = [(x, y) for x, y in (_substitute(pair, implied) for pair in _egg_pairs(b.constraints)) if x != y]
+    rename = _merge_equal_sizes(constraints)
+    for x, y in constraints:
+        facts.append(f"(= {x} {y})")
     facts = _substitute(facts, rename)
-    b.actions = _substitute(b.actions, rename)
+    b.actions = _substitute(_substitute(b.actions, implied), rename)
     needed = {m for a in b.actions for m in _SIZE.findall(a)}
     facts = [f for i, f in enumerate(facts) if f not in facts[:i] and not _trivial(f)
              and not (_defines_size(f) and _SIZE.search(f).group(0) not in needed)]
@@ -266,10 +270,21 @@ def _same_rank_children(p: Pattern) -> set[str]:
 _SIZE = re.compile(r"\?[A-Za-z][A-Za-z0-9_]*__\d+")
 
 
-def _merge_equal_sizes(constraints: Sequence[tuple[Any, Any]]) -> dict[str, str]:
+def _egg_pairs(constraints: Sequence[tuple[Any, Any]]) -> list[tuple[str, str]]:
+    """Equalities between sizes as egglog expressions."""
+    return [(Sym.lift(x).egg(), Sym.lift(y).egg()) for x, y in constraints]
+
+
+def _merge_equal_sizes(constraints: Sequence[tuple[str, str]]) -> dict[str, str]:
     """Sizes a constraint equates directly (``?B__0 = ?A__0``, ``?K__1 = 3``) become one name
     (or the constant): a query then checks ``(dim ?B 0)`` against ``?A__0`` instead of joining two
-    size variables, which egglog's planner may do as a cross product of the ``dim`` table."""
+    size variables, which egglog's planner may do as a cross product of the ``dim`` table.
+
+    Applied first to the equalities the source pattern's own typing assumes (a match's nodes are
+    well typed, so they hold): a size they equate with another needs no ``dim`` atom at all.
+    egglog matches a rule again for every atom with new rows, and each node a rule makes sets its
+    ``dim`` rows: on a synthetic e-graph, the pass after the first took 0.5-1.1 ms with no ``dim``
+    atoms, 6-8 ms with four and 11-18 ms with seven."""
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
@@ -277,8 +292,7 @@ def _merge_equal_sizes(constraints: Sequence[tuple[Any, Any]]) -> dict[str, str]
             x = parent[x]
         return x
 
-    for x, y in constraints:
-        a, b = Sym.lift(x).egg(), Sym.lift(y).egg()
+    for a, b in constraints:
         simple = [t for t in (a, b) if _SIZE.fullmatch(t) or t.lstrip("-").isdigit()]
         if len(simple) != 2:
             continue

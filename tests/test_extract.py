@@ -465,13 +465,19 @@ def _candidates_by_definition(view: EGraphView, roots: list[int], removed: set[i
                 alive.discard(i)
                 dropped = True
                 break
+    reach = _reached_through(view, roots, alive.__contains__)
+    return {c: [i for i in ns if i in alive] for c, ns in view.classes.items() if c in reach}
+
+
+def _reached_through(view: EGraphView, roots: list[int], usable) -> set[int]:
+    """The e-classes the roots reach through the nodes ``usable`` accepts."""
     reach, stack = set(), list(roots)
     while stack:
         c = stack.pop()
         if c not in reach:
             reach.add(c)
-            stack.extend(d for i in view.classes.get(c, ()) if i in alive for d in view.nodes[i].children)
-    return {c: [i for i in ns if i in alive] for c, ns in view.classes.items() if c in reach}
+            stack.extend(d for i in view.classes.get(c, ()) if usable(i) for d in view.nodes[i].children)
+    return reach
 
 
 @settings(max_examples=100, deadline=None)
@@ -480,11 +486,6 @@ def test_the_reduction_is_its_definitions_fixed_point_and_counts_what_it_saw(cas
     view, costs, roots = case
     red = reduce(view, costs, roots, removed, dominance=False)
     assert red.candidates == _candidates_by_definition(view, roots, removed)
-    reached, stack = set(), list(roots)  # the sizes before: what the roots reach through the nodes not removed
-    while stack:
-        c = stack.pop()
-        if c not in reached:
-            reached.add(c)
-            stack.extend(d for i in view.classes.get(c, ()) if i not in removed for d in view.nodes[i].children)
+    reached = _reached_through(view, roots, lambda i: i not in removed)  # the sizes before
     assert red.stats["eclasses_before"] == len(reached)
     assert red.stats["enodes_before"] == sum(len(view.classes.get(c, ())) for c in reached)

@@ -58,13 +58,13 @@ def canonical_form(program: Program, labels: np.ndarray) -> Form:
                    ^ (program.is_int.astype(np.uint64) << np.uint64(1)) ^ program.fixed.astype(np.uint64))
         row = _mix(_bits(program.lower) ^ _mix(_bits(program.upper) + np.uint64(7)))
 
-        by_row, by_col_sums = _Segments(indptr), _Segments(col_ptr)
+        row_segments, col_segments = _Segments(indptr), _Segments(col_ptr)
 
         def refine(row: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             kinds = (_distinct(row), _distinct(col))
             while True:  # each round splits a class or ends: at most rows + columns rounds, a handful in practice
-                row = _mix(row * np.uint64(3) + by_row.sums(_mix(col[indices] ^ coef)))
-                col = _mix(col * np.uint64(5) + by_col_sums.sums(_mix(row[row_by_col] ^ coef_by_col)))
+                row = _mix(row * np.uint64(3) + row_segments.sums(_mix(col[indices] ^ coef)))
+                col = _mix(col * np.uint64(5) + col_segments.sums(_mix(row[row_by_col] ^ coef_by_col)))
                 now = (_distinct(row), _distinct(col))
                 if now == kinds:
                     return row, col

@@ -130,12 +130,8 @@ def reachable(view: EGraphView, roots: list[Any], candidates: dict[Any, list[int
         add(c)
         if not len(reach) & 4095:
             check(deadline)
-        if removed:
-            for i in options(c, ()):
-                if i not in removed:
-                    push(kids[i])
-        else:
-            for i in options(c, ()):
+        for i in options(c, ()):
+            if i not in removed:
                 push(kids[i])
     return reach
 

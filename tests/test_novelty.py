@@ -60,12 +60,13 @@ def test_known_rules_count_as_kept_when_minimizing():
     assert report.kept == () and report.derived == ("variant",)
 
 
-@pytest.mark.parametrize("world", [MATRIX, CONV], ids=["matrix", "conv"])
-def test_root_rewriting_joins_only_terms_of_one_bucket_and_most_of_them(world):
+@pytest.mark.parametrize("world,mutant", [(MATRIX, False), (CONV, True)], ids=["matrix", "conv"])
+def test_root_rewriting_joins_only_terms_of_one_bucket_and_most_of_them(world, mutant):
     """The Python root step at k = 3 with the shipped minimized set. Terms of two buckets differ
     at the fingerprint inputs, so a join across buckets would be an unsound proof: there is none
-    (an unsound rule added to the known set makes one). And it leaves a small fraction of TASO's
-    pairs (measured: matrix 92,383 -> 42, conv 29,393 -> 1,153; the egglog step leaves 9 and 1,135)."""
+    (an unsound rule added to the known set makes one: checked on the conv world, where it takes
+    2 s; on the matrix world 7 s). And it leaves a small fraction of TASO's pairs (measured:
+    matrix 92,383 -> 42, conv 29,393 -> 1,153; the egglog step leaves 9 and 1,135)."""
     en = enumerate_graphs(world, 3)
     groups = buckets(en)
     known = default_rules([f"{world.name}-min"])
@@ -80,6 +81,8 @@ def test_root_rewriting_joins_only_terms_of_one_bucket_and_most_of_them(world):
         return sum(seen.setdefault(c, bucket[t]) != bucket[t] for t, c in classes.items())
 
     assert buckets_per_class(known) == 0
+    if not mutant:
+        return
     dims = "x".join("?" * len(world.leaves[0].shape))
     unsound = parse_rules(f"bad: (relu (ewadd ?A ?B)) => (ewadd (relu ?A) (relu ?B)) ; vars=A:{dims},B:{dims}\n")
     assert buckets_per_class(known + unsound) > 0

@@ -10,8 +10,10 @@ from experiments.cli import main
 
 def test_dumped_egraph_extracts_to_the_same_cost(tmp_path, capsys):
     dump, result, greedy, ilp = (tmp_path / n for n in ("qkv.egraph.json", "r.json", "g.json", "i.json"))
-    assert main(["optimize", "qkv", "--search", "eqsat", "--k-multi", "2", "--dump-egraph", str(dump),
-                 "--json", str(result)]) == 0
+    # no whole-e-graph proof in optimize (--ilp-nodes 0): its 2,000 nodes took 19 s of this test, and the
+    # cost to match is the cycle filter's optimum, which the extract command's own search must reach
+    assert main(["optimize", "qkv", "--search", "eqsat", "--k-multi", "2", "--ilp-nodes", "0",
+                 "--dump-egraph", str(dump), "--json", str(result)]) == 0
     data = json.loads(dump.read_text())
     assert {"nodes", "root_eclasses"} <= set(data) and len(data["nodes"]) > 20
     node = next(iter(data["nodes"].values()))

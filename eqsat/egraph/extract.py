@@ -139,11 +139,11 @@ def node_costs(view: EGraphView, model: CostModel, dtype: str,
             continue
         ins = tuple(map(shape, n.children))
         consts = tuple(map(weight, n.children))
-        key = (n.op, n.attrs, ins, shape(n.eclass), consts)
+        out = shape(n.eclass)
+        key = (n.op, n.attrs, ins, out, consts)
         price = memo.get(key)
         if price is None:
-            price = memo[key] = model.op_time_us(n.op, dict(n.attrs), ins, (view.shapes[n.eclass],), all(consts),
-                                                 dtype, list(consts))
+            price = memo[key] = model.op_time_us(n.op, dict(n.attrs), ins, (out,), all(consts), dtype, list(consts))
         costs.append(price)
     return costs
 
